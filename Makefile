@@ -4,6 +4,10 @@ GO ?= go
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.21.0
 
+# test/stack.mk builds the local Kubernetes stack and adds its binaries to TEST_DEPS.
+TEST_DEPS :=
+include test/stack.mk
+
 .PHONY: all build test lint generate demo bench fuzz
 all: build
 
@@ -19,10 +23,8 @@ generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=kustomize/crd/bases
 
-test: lint
+test: lint $(TEST_DEPS)
 	$(GO) test ./...
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 60s ./planner/
-
-include test/stack.mk
