@@ -1,0 +1,189 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterReference names an EtcdCluster in the same namespace.
+type ClusterReference struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// SecretKeyRef names one key of a Secret in the same namespace.
+type SecretKeyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
+// BackupDestination is where snapshots go: exactly one of s3, gcs or pvc.
+// +kubebuilder:validation:XValidation:rule="(has(self.s3) ? 1 : 0) + (has(self.gcs) ? 1 : 0) + (has(self.pvc) ? 1 : 0) == 1",message="set exactly one backup destination: s3, gcs or pvc"
+type BackupDestination struct {
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty"`
+	// +optional
+	GCS *GCSDestination `json:"gcs,omitempty"`
+	// +optional
+	PVC *PVCDestination `json:"pvc,omitempty"`
+}
+
+// S3Destination is a bucket on S3 or an S3-compatible store.
+type S3Destination struct {
+	// +kubebuilder:validation:MinLength=3
+	Bucket string `json:"bucket"`
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+	// +optional
+	Region string `json:"region,omitempty"`
+	// Endpoint of an S3-compatible store; empty uses AWS.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// ForcePathStyle addresses buckets by path, as most S3-compatible stores want.
+	// +optional
+	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
+	// CredentialsSecret holds accessKeyID and secretAccessKey; empty uses the ambient credentials.
+	// +optional
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+}
+
+// GCSDestination is a Google Cloud Storage bucket.
+type GCSDestination struct {
+	// +kubebuilder:validation:MinLength=3
+	Bucket string `json:"bucket"`
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+	// Endpoint overrides the storage API endpoint.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialsSecret holds a service account key under serviceAccount.json; empty uses the ambient credentials.
+	// +optional
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+}
+
+// PVCDestination is a PersistentVolumeClaim in the backup's namespace.
+type PVCDestination struct {
+	// +kubebuilder:validation:MinLength=1
+	ClaimName string `json:"claimName"`
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+}
+
+// EtcdBackupSpec asks for one snapshot of a cluster.
+type EtcdBackupSpec struct {
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterRef is immutable"
+	ClusterRef ClusterReference `json:"clusterRef"`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="destination is immutable: create a new EtcdBackup"
+	Destination BackupDestination `json:"destination"`
+}
+
+// Artifact is a stored snapshot.
+type Artifact struct {
+	URI    string `json:"uri"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// Revision is the etcd revision the snapshot holds.
+	Revision    int64       `json:"revision"`
+	EtcdVersion string      `json:"etcdVersion"`
+	TakenAt     metav1.Time `json:"takenAt"`
+}
+
+// EtcdBackupStatus is the outcome of a backup.
+type EtcdBackupStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +optional
+	Artifact *Artifact `json:"artifact,omitempty"`
+}
+
+// EtcdBackup is one snapshot of an EtcdCluster, stored at a destination.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=etcdplan
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.artifact.size`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.artifact.revision`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EtcdBackupSpec   `json:"spec"`
+	Status EtcdBackupStatus `json:"status,omitempty"`
+}
+
+// EtcdBackupList is a list of EtcdBackups.
+// +kubebuilder:object:root=true
+type EtcdBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdBackup `json:"items"`
+}
+
+// Retention says which scheduled backups to keep.
+type Retention struct {
+	// KeepLast keeps this many newest successful backups.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	KeepLast *int32 `json:"keepLast,omitempty"`
+	// MaxAge deletes backups older than this, such as "168h".
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// EtcdBackupScheduleSpec takes backups on a cron schedule.
+type EtcdBackupScheduleSpec struct {
+	ClusterRef ClusterReference `json:"clusterRef"`
+	// Schedule is a cron expression, such as "0 */6 * * *".
+	// +kubebuilder:validation:MinLength=1
+	Schedule    string            `json:"schedule"`
+	Destination BackupDestination `json:"destination"`
+	// +optional
+	Retention Retention `json:"retention,omitempty"`
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// EtcdBackupScheduleStatus is the schedule's progress.
+type EtcdBackupScheduleStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// +optional
+	LastSuccessfulBackup string `json:"lastSuccessfulBackup,omitempty"`
+}
+
+// EtcdBackupSchedule takes EtcdBackups of a cluster on a schedule and prunes old ones.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=etcdplan
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Last",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdBackupSchedule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EtcdBackupScheduleSpec   `json:"spec"`
+	Status EtcdBackupScheduleStatus `json:"status,omitempty"`
+}
+
+// EtcdBackupScheduleList is a list of EtcdBackupSchedules.
+// +kubebuilder:object:root=true
+type EtcdBackupScheduleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdBackupSchedule `json:"items"`
+}

@@ -1,0 +1,417 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EtcdClusterSpec is the desired state of an etcd cluster.
+// +kubebuilder:validation:XValidation:rule="!(self.replicas == 0 && self.storage.medium == 'Memory')",message="replicas 0 parks a cluster on its volumes, which storage.medium Memory cannot keep: use a disk-backed medium or keep at least one replica"
+// +kubebuilder:validation:XValidation:rule="(has(self.tls) ? self.tls.mode : 'Disabled') == (has(oldSelf.tls) ? oldSelf.tls.mode : 'Disabled')",message="tls.mode is immutable: create a new cluster and restore a backup into it to change it"
+type EtcdClusterSpec struct {
+	// Replicas is the number of voting members. 0 parks the cluster: its Pods go, its
+	// volumes and membership stay, and scaling up again brings the same cluster back.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// Version is the etcd release the members run, such as 3.6.16.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^3\\\\.(0|[1-9][0-9]*)\\\\.(0|[1-9][0-9]*)$')",message="version must be an etcd 3.x.y release such as 3.6.16, without a leading v"
+	Version string `json:"version"`
+
+	// Image overrides the etcd image repository; the tag is always v<version>.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Storage describes each member's data volume.
+	// +kubebuilder:default={}
+	// +optional
+	Storage StorageSpec `json:"storage"`
+
+	// Resources of the etcd container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// PodMetadata is added to every member Pod.
+	// +optional
+	PodMetadata *EmbeddedMetadata `json:"podMetadata,omitempty"`
+
+	// ClientService shapes the Service clients connect through.
+	// +optional
+	ClientService *ClientServiceSpec `json:"clientService,omitempty"`
+
+	// Options are etcd settings applied to every member.
+	// +optional
+	Options EtcdOptions `json:"options,omitempty"`
+
+	// TLS secures client and peer traffic.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// Auth enables etcd's role-based access control with a root user.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// Bootstrap seeds a new cluster from a backup instead of empty.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+
+	// UpdateStrategy says how plans are applied.
+	// +kubebuilder:default={}
+	// +optional
+	UpdateStrategy UpdateStrategy `json:"updateStrategy"`
+
+	// Maintenance schedules defragmentation.
+	// +optional
+	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
+
+	// Recovery says what to do when quorum is lost.
+	// +optional
+	Recovery *RecoverySpec `json:"recovery,omitempty"`
+
+	// Suspend stops all reconciliation; the plan is neither computed nor applied.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// StorageMedium is where member data lives.
+// +kubebuilder:validation:Enum="";Memory
+type StorageMedium string
+
+// RetainPolicy says what happens to member volumes when the EtcdCluster is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type RetainPolicy string
+
+const (
+	RetainPolicyRetain RetainPolicy = "Retain"
+	RetainPolicyDelete RetainPolicy = "Delete"
+	// StorageMediumMemory keeps member data in a memory-backed emptyDir.
+	StorageMediumMemory StorageMedium = "Memory"
+)
+
+// StorageSpec describes each member's data volume.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !has(self.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size cannot shrink: a volume can only grow"
+// +kubebuilder:validation:XValidation:rule="(has(self.storageClassName) ? self.storageClassName : ”) == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : ”)",message="storage.storageClassName is immutable: members keep the volumes they were created with"
+// +kubebuilder:validation:XValidation:rule="self.medium == oldSelf.medium",message="storage.medium is immutable: members keep the volumes they were created with"
+type StorageSpec struct {
+	// Size of each member's volume. It may grow (when the StorageClass allows expansion) but never shrink.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	Size resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of member volumes; empty uses the default class.
+	// +optional
+	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// Medium "" keeps data on a PersistentVolumeClaim; Memory keeps it in RAM (lost with the Pod).
+	// +kubebuilder:default=""
+	// +optional
+	Medium StorageMedium `json:"medium"`
+
+	// RetainPolicy: Retain keeps member volumes when the EtcdCluster is deleted, Delete removes them.
+	// +kubebuilder:default=Retain
+	// +optional
+	RetainPolicy RetainPolicy `json:"retainPolicy,omitempty"`
+}
+
+// EmbeddedMetadata is the part of ObjectMeta users may set on generated objects.
+type EmbeddedMetadata struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// ClientServiceSpec shapes the client Service.
+type ClientServiceSpec struct {
+	// Type of the Service: ClusterIP (default), NodePort or LoadBalancer.
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +kubebuilder:default=ClusterIP
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// AutoCompactionMode is etcd's --auto-compaction-mode.
+// +kubebuilder:validation:Enum=periodic;revision
+type AutoCompactionMode string
+
+// EtcdOptions are etcd settings applied to every member.
+// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatInterval) || !has(self.electionTimeout) || self.electionTimeout >= 5 * self.heartbeatInterval",message="options.electionTimeout must be at least 5 times options.heartbeatInterval"
+type EtcdOptions struct {
+	// QuotaBackendBytes is the backend size that raises the NOSPACE alarm.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	QuotaBackendBytes *int64 `json:"quotaBackendBytes,omitempty"`
+	// +optional
+	AutoCompactionMode AutoCompactionMode `json:"autoCompactionMode,omitempty"`
+	// AutoCompactionRetention, such as "1h" (periodic) or "1000" (revision).
+	// +optional
+	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	SnapshotCount *int64 `json:"snapshotCount,omitempty"`
+	// HeartbeatInterval in milliseconds.
+	// +kubebuilder:validation:Minimum=10
+	// +optional
+	HeartbeatInterval *int32 `json:"heartbeatInterval,omitempty"`
+	// ElectionTimeout in milliseconds.
+	// +kubebuilder:validation:Minimum=50
+	// +optional
+	ElectionTimeout *int32 `json:"electionTimeout,omitempty"`
+	// ExtraArgs are further etcd flags, without the leading dashes. Flags the operator manages
+	// (names, URLs, data dir, initial cluster, TLS files) cannot be set here.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['name', 'data-dir', 'wal-dir', 'listen-peer-urls', 'listen-client-urls', 'advertise-client-urls', 'initial-advertise-peer-urls', 'initial-cluster', 'initial-cluster-state', 'initial-cluster-token', 'cert-file', 'key-file', 'trusted-ca-file', 'peer-cert-file', 'peer-key-file', 'peer-trusted-ca-file', 'client-cert-auth', 'peer-client-cert-auth', 'listen-metrics-urls']))",message="options.extraArgs cannot set flags the operator manages (names, URLs, data and WAL dirs, initial cluster, TLS files, metrics URLs)"
+	// +optional
+	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
+}
+
+// TLSMode says how members get certificates.
+// +kubebuilder:validation:Enum=Disabled;Auto;Provided
+type TLSMode string
+
+const (
+	TLSDisabled TLSMode = "Disabled"
+	TLSAuto     TLSMode = "Auto"
+	TLSProvided TLSMode = "Provided"
+)
+
+// TLSSpec secures client and peer traffic.
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Provided' || (has(self.serverSecretName) && has(self.peerSecretName) && has(self.clientSecretName))",message="tls.mode Provided needs serverSecretName, peerSecretName and clientSecretName"
+type TLSSpec struct {
+	// Mode: Disabled serves plain HTTP; Auto has the operator issue a CA and certificates
+	// into Secrets it owns; Provided uses the Secrets named below (tls.crt, tls.key, ca.crt).
+	// +kubebuilder:default=Disabled
+	Mode TLSMode `json:"mode"`
+	// ServerSecretName holds the certificate members serve clients with.
+	// +optional
+	ServerSecretName string `json:"serverSecretName,omitempty"`
+	// PeerSecretName holds the certificate members talk to each other with.
+	// +optional
+	PeerSecretName string `json:"peerSecretName,omitempty"`
+	// ClientSecretName holds the client certificate the operator uses.
+	// +optional
+	ClientSecretName string `json:"clientSecretName,omitempty"`
+}
+
+// AuthSpec enables etcd authentication.
+type AuthSpec struct {
+	// Enabled turns on etcd's auth with a root user.
+	Enabled bool `json:"enabled"`
+	// RootPasswordSecret holds the root user's password under the key "password";
+	// the operator creates it when it does not exist.
+	// +optional
+	RootPasswordSecret string `json:"rootPasswordSecret,omitempty"`
+}
+
+// BootstrapSpec seeds a new cluster.
+type BootstrapSpec struct {
+	// Restore seeds the cluster from a snapshot.
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
+}
+
+// RestoreSpec names the snapshot a new cluster starts from.
+// +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.source)",message="bootstrap.restore needs exactly one of backupName or source"
+type RestoreSpec struct {
+	// BackupName is an EtcdBackup in the cluster's namespace whose artifact seeds the cluster.
+	// +optional
+	BackupName string `json:"backupName,omitempty"`
+	// Source reads the snapshot straight from storage.
+	// +optional
+	Source *SnapshotSource `json:"source,omitempty"`
+}
+
+// SnapshotSource is one snapshot object in backup storage.
+type SnapshotSource struct {
+	BackupDestination `json:",inline"`
+	// Key is the snapshot's object key (or file path for pvc) under the destination.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
+// Approval says whether plans run on their own.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type Approval string
+
+const (
+	ApprovalAutomatic Approval = "Automatic"
+	ApprovalManual    Approval = "Manual"
+)
+
+// UpdateStrategy says how plans are applied.
+type UpdateStrategy struct {
+	// Approval: Automatic runs plans as they are made; Manual shows each plan and runs it
+	// only once the annotation etcdplan.io/approve carries the plan's ID.
+	// +kubebuilder:default=Automatic
+	// +optional
+	Approval Approval `json:"approval,omitempty"`
+	// ProgressDeadlineSeconds bounds each step; a step past it sets Stalled.
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=10
+	// +optional
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+}
+
+// MaintenanceSpec schedules routine maintenance.
+type MaintenanceSpec struct {
+	// Defrag reclaims space on members whose database is fragmented.
+	// +optional
+	Defrag *DefragSpec `json:"defrag,omitempty"`
+}
+
+// DefragSpec schedules defragmentation.
+type DefragSpec struct {
+	// Schedule is a cron expression ("0 3 * * *") for when defragmentation may run.
+	// +kubebuilder:validation:MinLength=1
+	Schedule string `json:"schedule"`
+	// ThresholdPercent: a member is defragmented when this share of its database is free space.
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	ThresholdPercent int32 `json:"thresholdPercent,omitempty"`
+}
+
+// QuorumLossPolicy says what to do when a majority of members lost their data.
+// +kubebuilder:validation:Enum=Manual;RestoreFromBackup
+type QuorumLossPolicy string
+
+// RecoverySpec says what to do when quorum is lost.
+type RecoverySpec struct {
+	// QuorumLoss: Manual stalls and waits for the user; RestoreFromBackup plans a restore from
+	// the newest successful EtcdBackup of this cluster.
+	// +kubebuilder:default=Manual
+	// +optional
+	QuorumLoss QuorumLossPolicy `json:"quorumLoss,omitempty"`
+	// AutoApproveDataLoss lets plans that can lose writes (restores) run without approval.
+	// +optional
+	AutoApproveDataLoss bool `json:"autoApproveDataLoss,omitempty"`
+}
+
+// MemberRole is a member's place in etcd's membership.
+type MemberRole string
+
+const (
+	RoleVoter   MemberRole = "voter"
+	RoleLearner MemberRole = "learner"
+)
+
+// MemberStatus is one member as last observed.
+type MemberStatus struct {
+	Name string `json:"name"`
+	// ID is etcd's member ID in hex.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// +optional
+	Role MemberRole `json:"role,omitempty"`
+	// +optional
+	Leader bool `json:"leader,omitempty"`
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	Healthy bool `json:"healthy"`
+	// +optional
+	DBSize int64 `json:"dbSize,omitempty"`
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// +optional
+	PVC string `json:"pvc,omitempty"`
+}
+
+// EtcdClusterStatus is the observed state of an etcd cluster.
+type EtcdClusterStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +optional
+	Members []MemberStatus `json:"members,omitempty"`
+	// MemberSummary is "ready/desired", for kubectl get.
+	// +optional
+	MemberSummary string `json:"memberSummary,omitempty"`
+	// ClusterID is etcd's cluster ID in hex, set once the cluster has bootstrapped.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// ClusterVersion is etcd's cluster version (major.minor.0).
+	// +optional
+	ClusterVersion string `json:"clusterVersion,omitempty"`
+	// Version is the lowest version any member runs.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Replicas counts voting members, for the scale subresource.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Selector selects member Pods, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// NextOrdinal is the ordinal the next new member gets; ordinals only grow.
+	// +optional
+	NextOrdinal int32 `json:"nextOrdinal,omitempty"`
+	// Plan is the plan being shown or applied.
+	// +optional
+	Plan *PlanStatus `json:"plan,omitempty"`
+	// History holds the last plans with their outcome, newest first.
+	// +optional
+	History []PlanRecord `json:"history,omitempty"`
+	// LastHandledReconcileAt is the last reconcile.fluxcd.io/requestedAt value handled.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (c *EtcdCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (c *EtcdCluster) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
+
+// EtcdCluster is an etcd cluster whose changes are planned and applied step by step.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=etcd;etcds,categories=etcdplan
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.status.memberSummary`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.status.plan.summary`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Plan-ID",type=string,JSONPath=`.status.plan.id`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EtcdClusterSpec   `json:"spec"`
+	Status EtcdClusterStatus `json:"status,omitempty"`
+}
+
+// EtcdClusterList is a list of EtcdClusters.
+// +kubebuilder:object:root=true
+type EtcdClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdCluster `json:"items"`
+}
