@@ -107,7 +107,7 @@ const (
 
 // StorageSpec describes each member's data volume.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !has(self.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size cannot shrink: a volume can only grow"
-// +kubebuilder:validation:XValidation:rule="(has(self.storageClassName) ? self.storageClassName : ”) == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : ”)",message="storage.storageClassName is immutable: members keep the volumes they were created with"
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable: members keep the volumes they were created with"
 // +kubebuilder:validation:XValidation:rule="self.medium == oldSelf.medium",message="storage.medium is immutable: members keep the volumes they were created with"
 type StorageSpec struct {
 	// Size of each member's volume. It may grow (when the StorageClass allows expansion) but never shrink.
