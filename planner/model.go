@@ -1,0 +1,236 @@
+package planner
+
+import (
+	"sort"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// member joins what Kubernetes and etcd know of one member.
+type member struct {
+	name    string
+	ordinal int
+	id      string
+
+	inEtcd  bool // in etcd's membership
+	learner bool
+	started bool // has run at least once
+	healthy bool
+
+	pod         bool
+	podDeleting bool
+	seed        bool
+	dataLost    bool
+	pvc         bool
+	version     string // the version the member runs (or will run once its Pod starts)
+	configHash  string
+	raftIndex   uint64
+}
+
+func (m *member) voter() bool { return m.inEtcd && !m.learner }
+
+// model is the planner's working copy of the cluster. Plan derives each step from it and
+// then applies the step's expected effect to it, so one pass yields the whole ordered plan.
+type model struct {
+	cluster      string
+	bootstrapped bool // the cluster has formed once: later members join it, never seed anew
+	reachable    bool // some member answered
+	leader       string
+	members      []*member // by ordinal
+	nextOrdinal  int
+}
+
+func newModel(cluster string, o Observed) *model {
+	m := &model{cluster: cluster, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil}
+	byName := map[string]*member{}
+	get := func(name string) *member {
+		if mm, ok := byName[name]; ok {
+			return mm
+		}
+		mm := &member{name: name, ordinal: Ordinal(cluster, name)}
+		byName[name] = mm
+		m.members = append(m.members, mm)
+		return mm
+	}
+	if o.Etcd != nil {
+		for _, em := range o.Etcd.Members {
+			mm := get(em.MemberName())
+			mm.id, mm.inEtcd, mm.learner, mm.started = em.ID, true, em.Learner, em.Started()
+			mm.healthy, mm.version, mm.raftIndex = em.Healthy && em.Started(), em.Version, em.RaftIndex
+			if em.ID == o.Etcd.LeaderID {
+				m.leader = mm.name
+			}
+		}
+	}
+	for _, k := range o.Members {
+		mm := get(k.Name)
+		if k.Pod != nil {
+			mm.pod, mm.podDeleting, mm.seed, mm.dataLost = true, k.Pod.Deleting, k.Pod.Seed, k.Pod.DataLost
+			mm.configHash = k.Pod.ConfigHash
+			if k.Pod.Version != "" {
+				mm.version = k.Pod.Version
+			}
+		}
+		if k.PVC != nil {
+			mm.pvc = true
+			if mm.id == "" {
+				mm.id = k.PVC.MemberID
+			}
+		}
+	}
+	if o.Etcd == nil {
+		for _, r := range o.Recorded {
+			mm := get(r.Name)
+			if mm.id == "" {
+				mm.id = r.ID
+			}
+			mm.learner = r.Learner
+		}
+	}
+	m.bootstrapped = o.ClusterID != "" || (o.Etcd != nil && len(o.Etcd.Members) > 0)
+	for _, mm := range m.members {
+		m.bootstrapped = m.bootstrapped || (mm.id != "" && mm.pvc) // volumes of an earlier life
+	}
+	if o.Etcd == nil {
+		m.assumeMembership()
+	}
+	sort.Slice(m.members, func(i, j int) bool {
+		a, b := m.members[i], m.members[j]
+		if a.ordinal != b.ordinal {
+			return a.ordinal < b.ordinal
+		}
+		return a.name < b.name
+	})
+	for _, mm := range m.members {
+		if mm.ordinal >= m.nextOrdinal {
+			m.nextOrdinal = mm.ordinal + 1
+		}
+	}
+	return m
+}
+
+// assumeMembership fills in membership when no member answers: members whose volume
+// records a member ID (and the seed, before the cluster first answers) are taken as voters.
+func (m *model) assumeMembership() {
+	for _, mm := range m.members {
+		if mm.id != "" || (mm.seed && !m.bootstrapped) {
+			mm.inEtcd, mm.started = true, true
+		}
+	}
+}
+
+func (m *model) get(name string) *member {
+	for _, mm := range m.members {
+		if mm.name == name {
+			return mm
+		}
+	}
+	return nil
+}
+
+func (m *model) voters() (all, healthy int) {
+	for _, mm := range m.members {
+		if mm.voter() {
+			all++
+			if mm.healthy {
+				healthy++
+			}
+		}
+	}
+	return all, healthy
+}
+
+func (m *model) learners() []*member {
+	var out []*member
+	for _, mm := range m.members {
+		if mm.inEtcd && mm.learner {
+			out = append(out, mm)
+		}
+	}
+	return out
+}
+
+// lost reports whether a member's data is gone: its volume was wiped or deleted, or it
+// lived in memory and its Pod is gone.
+func (m *model) lost(mm *member, d desiredState) bool {
+	if mm.dataLost {
+		return true
+	}
+	return m.bootstrapped && mm.started && !mm.pod && (d.memory || !mm.pvc)
+}
+
+func quorum(n int) int { return n/2 + 1 }
+
+// apply changes the model as the step will change the cluster once it has succeeded.
+// Every step waits for its precondition first, so the members it relies on are healthy.
+func (m *model) apply(s v1alpha1.Step, desired desiredState) {
+	mm := m.get(s.Member)
+	switch s.Action {
+	case v1alpha1.ActionCreateSeed:
+		if mm == nil {
+			mm = &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member)}
+			m.members = append(m.members, mm)
+		}
+		*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, healthy: true,
+			pod: true, seed: true, pvc: true, version: s.Version, configHash: desired.configHash}
+		m.leader, m.bootstrapped, m.reachable = mm.name, true, true
+	case v1alpha1.ActionAddLearner:
+		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
+	case v1alpha1.ActionStartMember:
+		mm.pod, mm.pvc, mm.started, mm.healthy, mm.dataLost, mm.podDeleting = true, true, true, true, false, false
+		mm.version, mm.configHash = s.Version, desired.configHash
+	case v1alpha1.ActionPromoteLearner:
+		mm.learner = false
+	case v1alpha1.ActionTransferLeadership:
+		m.leader = s.Target
+	case v1alpha1.ActionRemoveMember:
+		mm.inEtcd, mm.learner, mm.healthy = false, false, false
+	case v1alpha1.ActionDeleteMember:
+		for i, x := range m.members {
+			if x == mm {
+				m.members = append(m.members[:i], m.members[i+1:]...)
+				break
+			}
+		}
+	case v1alpha1.ActionStopMember:
+		mm.pod, mm.healthy = false, false
+		if m.leader == mm.name {
+			m.leader = ""
+		}
+	case v1alpha1.ActionUpgradeMember, v1alpha1.ActionRestartMember:
+		mm.version, mm.configHash, mm.healthy = s.Version, desired.configHash, true
+	}
+	for _, x := range m.members {
+		if x.ordinal >= m.nextOrdinal {
+			m.nextOrdinal = x.ordinal + 1
+		}
+	}
+}
+
+// satisfy makes the step's precondition true in the model, as waiting for it does in the
+// cluster. Only members that can recover (running, data intact) become healthy.
+func (m *model) satisfy(p v1alpha1.Precondition) {
+	heal := func(mm *member) {
+		if mm != nil && mm.inEtcd && mm.pod && !mm.dataLost {
+			mm.healthy, mm.started = true, true
+		}
+	}
+	switch p.Kind {
+	case v1alpha1.PreMemberHealthy, v1alpha1.PreLearnerCaughtUp:
+		heal(m.get(p.Member))
+	case v1alpha1.PreClusterHealthy, v1alpha1.PreQuorumWithout:
+		for _, mm := range m.members {
+			if mm.voter() && mm.name != p.Member {
+				heal(mm)
+			}
+		}
+	}
+	if m.leader == "" {
+		for _, mm := range m.members {
+			if mm.voter() && mm.healthy {
+				m.leader = mm.name
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package planner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ObservedFormatVersion is the version of Observed's JSON form.
+const ObservedFormatVersion = 1
+
+// Observed is everything the planner knows about a cluster as it is: the Kubernetes objects
+// of its members and etcd's own view. The executor gathers it; it is plain data, so it can be
+// saved to a file and planned against offline.
+type Observed struct {
+	FormatVersion int `json:"formatVersion"`
+	// ClusterID is the bootstrapped cluster's ID from status; empty before bootstrap.
+	ClusterID string `json:"clusterID,omitempty"`
+	// NextOrdinal is the lowest ordinal a new member may take (from status).
+	NextOrdinal int `json:"nextOrdinal,omitempty"`
+	// Recorded is the membership last recorded in status: when no member answers, it is the
+	// only record of members whose Pod and volume are both gone.
+	Recorded []RecordedMember `json:"recorded,omitempty"`
+	// Members are the member Pods and volumes found in Kubernetes, by member name.
+	Members []Member `json:"members,omitempty"`
+	// Etcd is etcd's own view; nil when no member answered.
+	Etcd *EtcdView `json:"etcd,omitempty"`
+}
+
+// RecordedMember is a member as last recorded in status.
+type RecordedMember struct {
+	Name    string `json:"name"`
+	ID      string `json:"id,omitempty"`
+	Learner bool   `json:"learner,omitempty"`
+}
+
+// Member is one member's Kubernetes objects.
+type Member struct {
+	Name string `json:"name"`
+	Pod  *Pod   `json:"pod,omitempty"`
+	PVC  *PVC   `json:"pvc,omitempty"`
+}
+
+// Pod is what the planner needs of a member Pod.
+type Pod struct {
+	// Running: the etcd container runs.
+	Running bool `json:"running,omitempty"`
+	// Ready: the Pod passes its readiness probe.
+	Ready bool `json:"ready,omitempty"`
+	// Deleting: the Pod has a deletion timestamp.
+	Deleting bool `json:"deleting,omitempty"`
+	// Seed: the Pod was created to bootstrap a new cluster (initial-cluster-state new).
+	Seed bool `json:"seed,omitempty"`
+	// DataLost: the member had joined the cluster but its data directory is empty.
+	DataLost bool `json:"dataLost,omitempty"`
+	// Version is the etcd version of the Pod's image.
+	Version string `json:"version,omitempty"`
+	// ConfigHash is the configuration the Pod was rendered from (see ConfigHash).
+	ConfigHash string `json:"configHash,omitempty"`
+	// IP is the Pod's address.
+	IP string `json:"ip,omitempty"`
+}
+
+// PVC is what the planner needs of a member's volume claim.
+type PVC struct {
+	Bound    bool `json:"bound,omitempty"`
+	Deleting bool `json:"deleting,omitempty"`
+	// MemberID is the etcd member ID recorded on the claim once the member joined.
+	MemberID string `json:"memberID,omitempty"`
+}
+
+// EtcdView is etcd's own view of its membership and health.
+type EtcdView struct {
+	ClusterID string `json:"clusterID,omitempty"`
+	// LeaderID is the current leader's member ID; empty when there is none.
+	LeaderID       string       `json:"leaderID,omitempty"`
+	ClusterVersion string       `json:"clusterVersion,omitempty"`
+	Members        []EtcdMember `json:"members,omitempty"`
+	Alarms         []Alarm      `json:"alarms,omitempty"`
+}
+
+// EtcdMember is one entry of etcd's member list, with its status when it answered.
+type EtcdMember struct {
+	ID string `json:"id"`
+	// Name is empty until an added member starts for the first time.
+	Name     string   `json:"name,omitempty"`
+	PeerURLs []string `json:"peerURLs,omitempty"`
+	Learner  bool     `json:"learner,omitempty"`
+	// Healthy: the member answered a status request without errors.
+	Healthy bool   `json:"healthy,omitempty"`
+	Version string `json:"version,omitempty"`
+	// RaftIndex is the member's raft log index, to judge whether a learner caught up.
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	DBSize    int64  `json:"dbSize,omitempty"`
+	DBInUse   int64  `json:"dbSizeInUse,omitempty"`
+}
+
+// Alarm is an active etcd alarm.
+type Alarm struct {
+	MemberID string `json:"memberID"`
+	Type     string `json:"type"`
+}
+
+// MemberName returns the member's name, falling back to the first label of its peer URL's
+// host: a member added but not yet started has no name, only its peer URL.
+func (m EtcdMember) MemberName() string {
+	if m.Name != "" {
+		return m.Name
+	}
+	for _, u := range m.PeerURLs {
+		host := u
+		if i := strings.Index(host, "://"); i >= 0 {
+			host = host[i+3:]
+		}
+		if i := strings.IndexAny(host, ".:/"); i >= 0 {
+			host = host[:i]
+		}
+		if host != "" {
+			return host
+		}
+	}
+	return ""
+}
+
+// Started reports whether the member has run at least once (etcd only knows its name then).
+func (m EtcdMember) Started() bool { return m.Name != "" }
+
+// Fingerprint hashes the parts of the observed state that plans depend on. Counters that
+// move on every write (raft index, database size) are left out so a plan keeps its ID while
+// the cluster serves traffic.
+func (o Observed) Fingerprint() string {
+	type member struct {
+		Name string
+		Pod  *Pod
+		PVC  *PVC
+	}
+	type etcdMember struct {
+		ID, Name         string
+		Learner, Healthy bool
+		Version          string
+	}
+	shape := struct {
+		ClusterID   string
+		NextOrdinal int
+		Recorded    []RecordedMember
+		Members     []member
+		Reachable   bool
+		Leader      string
+		Etcd        []etcdMember
+		Alarms      []Alarm
+	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Recorded: o.Recorded}
+	for _, m := range o.Members {
+		shape.Members = append(shape.Members, member{m.Name, m.Pod, m.PVC})
+	}
+	sort.Slice(shape.Members, func(i, j int) bool { return shape.Members[i].Name < shape.Members[j].Name })
+	if o.Etcd != nil {
+		shape.Reachable = true
+		shape.Leader = o.Etcd.LeaderID
+		for _, m := range o.Etcd.Members {
+			shape.Etcd = append(shape.Etcd, etcdMember{m.ID, m.MemberName(), m.Learner, m.Healthy, m.Version})
+		}
+		sort.Slice(shape.Etcd, func(i, j int) bool { return shape.Etcd[i].ID < shape.Etcd[j].ID })
+		shape.Alarms = o.Etcd.Alarms
+	}
+	return hashJSON(shape)
+}
+
+func hashJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain data always marshals
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// Ordinal returns the ordinal of a member named <cluster>-<ordinal>, or -1.
+func Ordinal(cluster, member string) int {
+	rest, ok := strings.CutPrefix(member, cluster+"-")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return -1
+	}
+	return n
+}
+
+// MemberName returns the name of the member with the given ordinal.
+func MemberName(cluster string, ordinal int) string {
+	return cluster + "-" + strconv.Itoa(ordinal)
+}
