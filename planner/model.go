@@ -78,13 +78,14 @@ func newModel(cluster string, o Observed) *model {
 			}
 		}
 	}
+	recorded := map[string]bool{}
 	if o.Etcd == nil {
 		for _, r := range o.Recorded {
 			mm := get(r.Name)
 			if mm.id == "" {
 				mm.id = r.ID
 			}
-			mm.learner = r.Learner
+			mm.learner, recorded[r.Name] = r.Learner, true
 		}
 	}
 	m.bootstrapped = o.ClusterID != "" || (o.Etcd != nil && len(o.Etcd.Members) > 0)
@@ -92,7 +93,7 @@ func newModel(cluster string, o Observed) *model {
 		m.bootstrapped = m.bootstrapped || (mm.id != "" && mm.pvc) // volumes of an earlier life
 	}
 	if o.Etcd == nil {
-		m.assumeMembership()
+		m.assumeMembership(recorded)
 	}
 	sort.Slice(m.members, func(i, j int) bool {
 		a, b := m.members[i], m.members[j]
@@ -109,12 +110,14 @@ func newModel(cluster string, o Observed) *model {
 	return m
 }
 
-// assumeMembership fills in membership when no member answers: members whose volume
-// records a member ID (and the seed, before the cluster first answers) are taken as voters.
-func (m *model) assumeMembership() {
+// assumeMembership fills in membership when no member answers. The membership recorded in
+// status is the best record; without one (a cluster re-created on retained volumes), the
+// member IDs recorded on volumes are. Before the cluster first answers, its seed is a member.
+func (m *model) assumeMembership(recorded map[string]bool) {
 	for _, mm := range m.members {
-		if mm.id != "" || (mm.seed && !m.bootstrapped) {
-			mm.inEtcd, mm.started = true, true
+		known := recorded[mm.name] || (len(recorded) == 0 && mm.id != "")
+		if known || (mm.seed && !m.bootstrapped) {
+			mm.inEtcd, mm.started = true, mm.started || !mm.learner || mm.pod
 		}
 	}
 }

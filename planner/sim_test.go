@@ -61,7 +61,7 @@ func (w *world) observe() Observed {
 		o.Etcd = &EtcdView{ClusterID: w.clusterID}
 	}
 	for _, m := range w.sorted() {
-		if m.inEtcd && m.started {
+		if m.inEtcd {
 			o.Recorded = append(o.Recorded, RecordedMember{Name: m.name, ID: m.id, Learner: m.learner})
 		}
 	}
@@ -200,7 +200,8 @@ func (w *world) apply(s v1alpha1.Step, d desiredState) (stuck bool, err error) {
 		if w.leader == s.Member && all > 1 {
 			return false, fmt.Errorf("%s %s while it leads", s.Action, s.Member)
 		}
-		if all > 1 && healthy >= quorum(all) && healthy-1 < quorum(all) {
+		// With one or two voters any restart costs quorum for a moment: nothing can avoid it.
+		if all > 2 && healthy >= quorum(all) && healthy-1 < quorum(all) {
 			return false, fmt.Errorf("%s %s loses quorum while it restarts", s.Action, s.Member)
 		}
 		if s.Action == v1alpha1.ActionUpgradeMember {
@@ -213,6 +214,11 @@ func (w *world) apply(s v1alpha1.Step, d desiredState) (stuck bool, err error) {
 		m.version, m.hash = s.Version, d.configHash
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
+	}
+	for k, x := range w.members {
+		if !x.inEtcd && !x.pod && !x.pvc {
+			delete(w.members, k) // nothing left of it anywhere
+		}
 	}
 	return false, nil
 }
