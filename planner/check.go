@@ -3,34 +3,34 @@ package planner
 import (
 	"fmt"
 
-	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 // Check tells whether a step may start now, given a fresh observation. When it may not,
 // the reason says what the step waits for.
-func Check(cluster string, s v1alpha1.Step, o Observed) (bool, string) {
+func Check(cluster string, s plan.Step, o Observed) (bool, string) {
 	m := newModel(cluster, o)
 	if takesDown(s.Action) && m.leader == s.Member && countVoters(m) > 1 {
 		return false, fmt.Sprintf("%s leads the cluster; leadership must move first", s.Member)
 	}
 	p := s.Precondition
 	switch p.Kind {
-	case v1alpha1.PreNone, "":
+	case plan.PreNone, "":
 		return true, ""
-	case v1alpha1.PreMemberHealthy:
+	case plan.PreMemberHealthy:
 		if mm := m.get(p.Member); mm != nil && mm.inEtcd && mm.healthy {
 			return true, ""
 		}
 		return false, fmt.Sprintf("waiting for member %s to be healthy", p.Member)
-	case v1alpha1.PreClusterHealthy:
+	case plan.PreClusterHealthy:
 		all, healthy := m.voters()
 		if all > 0 && healthy == all && m.leader != "" {
 			return true, ""
 		}
 		return false, fmt.Sprintf("waiting for all voters to be healthy (%d of %d, leader %q)", healthy, all, m.leader)
-	case v1alpha1.PreLearnerCaughtUp:
+	case plan.PreLearnerCaughtUp:
 		return learnerCaughtUp(m, p.Member)
-	case v1alpha1.PreQuorumWithout:
+	case plan.PreQuorumWithout:
 		all, healthy := m.voters()
 		mm := m.get(p.Member)
 		if mm != nil && mm.voter() {
@@ -43,7 +43,7 @@ func Check(cluster string, s v1alpha1.Step, o Observed) (bool, string) {
 			return true, ""
 		}
 		return false, fmt.Sprintf("without %s, %d healthy of %d voters would not keep quorum", p.Member, healthy, all)
-	case v1alpha1.PreNotLeader:
+	case plan.PreNotLeader:
 		if m.leader != p.Member {
 			return true, ""
 		}
@@ -70,9 +70,9 @@ func learnerCaughtUp(m *model, name string) (bool, string) {
 }
 
 // takesDown reports whether the action stops or removes its member.
-func takesDown(a v1alpha1.Action) bool {
+func takesDown(a plan.Action) bool {
 	switch a {
-	case v1alpha1.ActionRemoveMember, v1alpha1.ActionUpgradeMember, v1alpha1.ActionRestartMember:
+	case plan.RemoveMember, plan.UpgradeMember, plan.RestartMember:
 		return true
 	}
 	return false

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
 var fuzzVersions = []string{"3.4.30", "3.5.0", "3.5.35", "3.6.0", "3.6.16", "3.7.1"}
@@ -28,21 +27,20 @@ func (r *bytesReader) flag(oneIn int) bool { return r.n(oneIn) == 0 }
 
 // randomWorld builds a cluster state etcd and Kubernetes could be in: members with or
 // without Pods and volumes, healthy or not, at most one membership change in flight.
-func randomWorld(r *bytesReader) (*v1alpha1.EtcdCluster, *world) {
+func randomWorld(r *bytesReader) (Desired, *world) {
 	base := 1 + r.n(len(fuzzVersions)-2)
-	c := cluster(int32(r.n(6)), fuzzVersions[min(base+r.n(3), len(fuzzVersions)-1)])
+	c := cluster(r.n(6), fuzzVersions[min(base+r.n(3), len(fuzzVersions)-1)])
 	if r.flag(5) {
-		q := int64(1 << 30)
-		c.Spec.Options.QuotaBackendBytes = &q
+		c.ConfigHash = "cfg-2"
 	}
 	w := &world{cluster: name, members: map[string]*wmember{}}
 	n := r.n(7)
 	inFlight := false
 	for i := 0; i < n; i++ {
 		ord := i + r.n(2)*i
-		m := &wmember{name: MemberName(name, ord), version: fuzzVersions[base+r.n(2)], hash: ConfigHash(&cluster(3, "3.6.16").Spec)}
+		m := &wmember{name: MemberName(name, ord), version: fuzzVersions[base+r.n(2)], hash: "cfg-1"}
 		if r.flag(4) {
-			m.hash = ConfigHash(&c.Spec)
+			m.hash = c.ConfigHash
 		}
 		m.inEtcd = !r.flag(6)
 		if m.inEtcd && !inFlight && r.flag(5) {
@@ -106,7 +104,7 @@ func FuzzPlan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, w := randomWorld(&bytesReader{b: data})
-		d := desiredOf(c)
+		d := c
 		o := w.observe()
 		p := Plan(c, o)
 		a, _ := json.Marshal(p)
@@ -135,27 +133,27 @@ func FuzzPlan(f *testing.F) {
 			for _, m := range w.sorted() {
 				t.Logf("world: %+v", *m)
 			}
-			t.Fatalf("empty plan but not converged (replicas %d %s): %s", d.replicas, d.version, mustJSON(o))
+			t.Fatalf("empty plan but not converged (replicas %d %s): %s", d.Replicas, d.Version, mustJSON(o))
 		}
 	})
 }
 
 // isConverged checks the world against the spec, independently of the planner.
-func isConverged(w *world, d desiredState) bool {
+func isConverged(w *world, d Desired) bool {
 	voters := 0
 	for _, m := range w.members {
-		if d.replicas == 0 {
+		if d.Replicas == 0 {
 			if m.pod || m.learner { // parked: no Pods, no join in flight
 				return false
 			}
 			continue
 		}
-		if !m.inEtcd || m.learner || m.dataLost || !m.pod || m.version != d.version || m.hash != d.configHash {
+		if !m.inEtcd || m.learner || m.dataLost || !m.pod || m.version != d.Version || m.hash != d.ConfigHash {
 			return false
 		}
 		voters++
 	}
-	return d.replicas == 0 || voters == d.replicas
+	return d.Replicas == 0 || voters == d.Replicas
 }
 
 func mustJSON(v any) string {
@@ -166,7 +164,7 @@ func mustJSON(v any) string {
 func TestConvergedClusterHasEmptyPlan(t *testing.T) {
 	for n := 1; n <= 7; n++ {
 		for _, v := range []string{"3.5.35", "3.6.16"} {
-			c := cluster(int32(n), v)
+			c := cluster(n, v)
 			p := Plan(c, running(c, n, v).observe())
 			if len(p.Steps) != 0 || p.Blocked != nil {
 				t.Fatalf("%d members on %s: %v %v", n, v, summary(p), p.Blocked)

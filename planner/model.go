@@ -3,7 +3,7 @@ package planner
 import (
 	"sort"
 
-	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 // member joins what Kubernetes and etcd know of one member.
@@ -155,53 +155,53 @@ func (m *model) learners() []*member {
 
 // lost reports whether a member's data is gone: its volume was wiped or deleted, or it
 // lived in memory and its Pod is gone.
-func (m *model) lost(mm *member, d desiredState) bool {
+func (m *model) lost(mm *member, d Desired) bool {
 	if mm.dataLost {
 		return true
 	}
-	return m.bootstrapped && mm.started && !mm.pod && (d.memory || !mm.pvc)
+	return m.bootstrapped && mm.started && !mm.pod && (d.Memory || !mm.pvc)
 }
 
 func quorum(n int) int { return n/2 + 1 }
 
 // apply changes the model as the step will change the cluster once it has succeeded.
 // Every step waits for its precondition first, so the members it relies on are healthy.
-func (m *model) apply(s v1alpha1.Step, desired desiredState) {
+func (m *model) apply(s plan.Step, desired Desired) {
 	mm := m.get(s.Member)
 	switch s.Action {
-	case v1alpha1.ActionCreateSeed:
+	case plan.CreateSeed:
 		if mm == nil {
 			mm = &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member)}
 			m.members = append(m.members, mm)
 		}
 		*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, healthy: true,
-			pod: true, seed: true, pvc: true, version: s.Version, configHash: desired.configHash}
+			pod: true, seed: true, pvc: true, version: s.Version, configHash: desired.ConfigHash}
 		m.leader, m.bootstrapped, m.reachable = mm.name, true, true
-	case v1alpha1.ActionAddLearner:
+	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
-	case v1alpha1.ActionStartMember:
+	case plan.StartMember:
 		mm.pod, mm.pvc, mm.started, mm.healthy, mm.dataLost, mm.podDeleting = true, true, true, true, false, false
-		mm.version, mm.configHash = s.Version, desired.configHash
-	case v1alpha1.ActionPromoteLearner:
+		mm.version, mm.configHash = s.Version, desired.ConfigHash
+	case plan.PromoteLearner:
 		mm.learner = false
-	case v1alpha1.ActionTransferLeadership:
+	case plan.TransferLeadership:
 		m.leader = s.Target
-	case v1alpha1.ActionRemoveMember:
+	case plan.RemoveMember:
 		mm.inEtcd, mm.learner, mm.healthy = false, false, false
-	case v1alpha1.ActionDeleteMember:
+	case plan.DeleteMember:
 		for i, x := range m.members {
 			if x == mm {
 				m.members = append(m.members[:i], m.members[i+1:]...)
 				break
 			}
 		}
-	case v1alpha1.ActionStopMember:
+	case plan.StopMember:
 		mm.pod, mm.healthy = false, false
 		if m.leader == mm.name {
 			m.leader = ""
 		}
-	case v1alpha1.ActionUpgradeMember, v1alpha1.ActionRestartMember:
-		mm.version, mm.configHash, mm.healthy = s.Version, desired.configHash, true
+	case plan.UpgradeMember, plan.RestartMember:
+		mm.version, mm.configHash, mm.healthy = s.Version, desired.ConfigHash, true
 	}
 	for _, x := range m.members {
 		if x.ordinal >= m.nextOrdinal {
@@ -212,16 +212,16 @@ func (m *model) apply(s v1alpha1.Step, desired desiredState) {
 
 // satisfy makes the step's precondition true in the model, as waiting for it does in the
 // cluster. Only members that can recover (running, data intact) become healthy.
-func (m *model) satisfy(p v1alpha1.Precondition) {
+func (m *model) satisfy(p plan.Precondition) {
 	heal := func(mm *member) {
 		if mm != nil && mm.inEtcd && mm.pod && !mm.dataLost {
 			mm.healthy, mm.started = true, true
 		}
 	}
 	switch p.Kind {
-	case v1alpha1.PreMemberHealthy, v1alpha1.PreLearnerCaughtUp:
+	case plan.PreMemberHealthy, plan.PreLearnerCaughtUp:
 		heal(m.get(p.Member))
-	case v1alpha1.PreClusterHealthy, v1alpha1.PreQuorumWithout:
+	case plan.PreClusterHealthy, plan.PreQuorumWithout:
 		for _, mm := range m.members {
 			if mm.voter() && mm.name != p.Member {
 				heal(mm)

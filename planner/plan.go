@@ -6,34 +6,35 @@ package planner
 import (
 	"fmt"
 
-	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 // Step is the API's type: a plan is recorded in status as the planner makes it.
-type Step = v1alpha1.Step
+type Step = plan.Step
 
 // maxSteps bounds a plan; a longer one means a rule that does not converge.
 const maxSteps = 200
 
-type desiredState struct {
-	replicas   int
-	version    string
-	configHash string
-	memory     bool // member data lives in memory, so it is gone with the Pod
+// Desired is what the EtcdCluster spec asks of the planner.
+type Desired struct {
+	// Name of the cluster; members are named <name>-<ordinal>.
+	Name string `json:"name"`
+	// Generation of the spec, recorded in the plan.
+	Generation int64  `json:"generation"`
+	Replicas   int    `json:"replicas"`
+	Version    string `json:"version"`
+	// ConfigHash is the hash of the spec fields member Pods are rendered from.
+	ConfigHash string `json:"configHash"`
+	// Memory: member data lives in memory, so it is gone with the Pod.
+	Memory bool `json:"memory,omitempty"`
 }
 
-// Plan returns the ordered steps that take the observed cluster to the desired spec.
-func Plan(desired *v1alpha1.EtcdCluster, observed Observed) v1alpha1.Plan {
-	d := desiredState{
-		replicas:   int(desired.Spec.Replicas),
-		version:    desired.Spec.Version,
-		configHash: ConfigHash(&desired.Spec),
-		memory:     desired.Spec.Storage.Medium == v1alpha1.StorageMediumMemory,
-	}
-	m := newModel(desired.Name, observed)
-	p := v1alpha1.Plan{
-		FormatVersion: v1alpha1.PlanFormatVersion,
-		Generation:    desired.Generation,
+// Plan returns the ordered steps that take the observed cluster to the desired state.
+func Plan(d Desired, observed Observed) plan.Plan {
+	m := newModel(d.Name, observed)
+	p := plan.Plan{
+		FormatVersion: plan.FormatVersion,
+		Generation:    d.Generation,
 		Fingerprint:   observed.Fingerprint(),
 	}
 	if b := refuse(m, d); b != nil {
@@ -55,11 +56,11 @@ func Plan(desired *v1alpha1.EtcdCluster, observed Observed) v1alpha1.Plan {
 
 // PlanID hashes what identifies a plan: the generation it was made for, the state it was
 // made from, and its steps (without their progress).
-func PlanID(p v1alpha1.Plan) string {
+func PlanID(p plan.Plan) string {
 	type step struct {
-		Action              v1alpha1.Action
+		Action              plan.Action
 		Member, Target, Ver string
-		Precondition        v1alpha1.Precondition
+		Precondition        plan.Precondition
 		Reason              string
 	}
 	steps := make([]step, len(p.Steps))
@@ -70,22 +71,22 @@ func PlanID(p v1alpha1.Plan) string {
 		Generation  int64
 		Fingerprint string
 		Steps       []step
-		Blocked     *v1alpha1.Blocker
+		Blocked     *plan.Blocker
 	}{p.Generation, p.Fingerprint, steps, p.Blocked})[:12]
 }
 
 // refuse returns why no plan can be made, or nil.
-func refuse(m *model, d desiredState) *v1alpha1.Blocker {
+func refuse(m *model, d Desired) *plan.Blocker {
 	if b := refuseVersion(m, d); b != nil {
 		return b
 	}
 	return refuseQuorum(m, d)
 }
 
-func refuseVersion(m *model, d desiredState) *v1alpha1.Blocker {
-	want, err := ParseVersion(d.version)
+func refuseVersion(m *model, d Desired) *plan.Blocker {
+	want, err := ParseVersion(d.Version)
 	if err != nil {
-		return &v1alpha1.Blocker{Reason: v1alpha1.BlockDowngrade, Message: err.Error()}
+		return &plan.Blocker{Reason: plan.BlockDowngrade, Message: err.Error()}
 	}
 	for _, mm := range m.members {
 		if mm.version == "" || !mm.inEtcd && !mm.pod {
@@ -97,11 +98,11 @@ func refuseVersion(m *model, d desiredState) *v1alpha1.Blocker {
 		}
 		switch {
 		case want.Compare(have) < 0:
-			return &v1alpha1.Blocker{Reason: v1alpha1.BlockDowngrade, Message: fmt.Sprintf(
+			return &plan.Blocker{Reason: plan.BlockDowngrade, Message: fmt.Sprintf(
 				"member %s runs %s and spec.version asks for %s: etcd cannot be downgraded; set spec.version to %s or newer",
 				mm.name, have, want, have)}
 		case want.Major != have.Major || want.Minor > have.Minor+1:
-			return &v1alpha1.Blocker{Reason: v1alpha1.BlockSkippedMinor, Message: fmt.Sprintf(
+			return &plan.Blocker{Reason: plan.BlockSkippedMinor, Message: fmt.Sprintf(
 				"member %s runs %s and spec.version asks for %s: etcd upgrades one minor version at a time; set spec.version to a %d.%d.x release first",
 				mm.name, have, want, have.Major, have.Minor+1)}
 		}
@@ -111,7 +112,7 @@ func refuseVersion(m *model, d desiredState) *v1alpha1.Blocker {
 
 // refuseQuorum blocks when so many voters lost their data that the rest cannot form a
 // quorum: only a restore from a snapshot can bring the cluster back.
-func refuseQuorum(m *model, d desiredState) *v1alpha1.Blocker {
+func refuseQuorum(m *model, d Desired) *plan.Blocker {
 	all, lost := 0, 0
 	for _, mm := range m.members {
 		if mm.voter() {
@@ -122,7 +123,7 @@ func refuseQuorum(m *model, d desiredState) *v1alpha1.Blocker {
 		}
 	}
 	if all > 0 && all-lost < quorum(all) {
-		return &v1alpha1.Blocker{Reason: v1alpha1.BlockQuorumLost, Message: fmt.Sprintf(
+		return &plan.Blocker{Reason: plan.BlockQuorumLost, Message: fmt.Sprintf(
 			"%d of %d voting members lost their data, so the rest cannot form a quorum: restore the cluster from a backup", lost, all)}
 	}
 	return nil
@@ -131,8 +132,8 @@ func refuseQuorum(m *model, d desiredState) *v1alpha1.Blocker {
 // next returns the first step towards the desired state, in a fixed order of concerns:
 // bootstrap, finish a membership change in flight, repair, stop or start Pods, scale down,
 // scale up, upgrade, then configuration.
-func next(m *model, d desiredState) (v1alpha1.Step, bool) {
-	for _, rule := range []func(*model, desiredState) (v1alpha1.Step, bool){
+func next(m *model, d Desired) (plan.Step, bool) {
+	for _, rule := range []func(*model, Desired) (plan.Step, bool){
 		bootstrap, finishMembershipChange, replaceLostMember, deleteLeftovers, stopMembers,
 		startMissingPods, scaleDown, scaleUp, upgrade, reconfigure,
 	} {
@@ -140,5 +141,5 @@ func next(m *model, d desiredState) (v1alpha1.Step, bool) {
 			return s, true
 		}
 	}
-	return v1alpha1.Step{}, false
+	return plan.Step{}, false
 }

@@ -9,29 +9,22 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 const name = "demo"
 
-func cluster(replicas int32, version string) *v1alpha1.EtcdCluster {
-	c := &v1alpha1.EtcdCluster{Spec: v1alpha1.EtcdClusterSpec{Replicas: replicas, Version: version}}
-	c.Name, c.Namespace, c.Generation = name, "default", 1
-	return c
-}
-
-func desiredOf(c *v1alpha1.EtcdCluster) desiredState {
-	return desiredState{replicas: int(c.Spec.Replicas), version: c.Spec.Version, configHash: ConfigHash(&c.Spec),
-		memory: c.Spec.Storage.Medium == v1alpha1.StorageMediumMemory}
+func cluster(replicas int, version string) Desired {
+	return Desired{Name: name, Generation: 1, Replicas: replicas, Version: version, ConfigHash: "cfg-1"}
 }
 
 // running returns a world of n healthy voters on version, led by the first.
-func running(c *v1alpha1.EtcdCluster, n int, version string) *world {
+func running(c Desired, n int, version string) *world {
 	w := &world{cluster: name, clusterID: "c1", members: map[string]*wmember{}}
 	for i := 0; i < n; i++ {
 		w.nextID++
 		m := &wmember{name: MemberName(name, i), id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
-			pod: true, healthy: true, pvc: true, version: version, hash: ConfigHash(&c.Spec)}
+			pod: true, healthy: true, pvc: true, version: version, hash: c.ConfigHash}
 		w.members[m.name] = m
 	}
 	if n > 0 {
@@ -41,7 +34,7 @@ func running(c *v1alpha1.EtcdCluster, n int, version string) *world {
 }
 
 // summary renders steps as "Action member[>target]" for compact expectations.
-func summary(p v1alpha1.Plan) []string {
+func summary(p plan.Plan) []string {
 	out := []string{}
 	for _, s := range p.Steps {
 		x := string(s.Action) + " " + s.Member
@@ -55,12 +48,12 @@ func summary(p v1alpha1.Plan) []string {
 
 // converge applies the plan to the world step by step, re-planning after each step and
 // checking that the new plan is the rest of the old one.
-func converge(t *testing.T, c *v1alpha1.EtcdCluster, w *world) {
+func converge(t *testing.T, c Desired, w *world) {
 	t.Helper()
 	p := Plan(c, w.observe())
 	for i := 0; len(p.Steps) > 0; i++ {
 		require.Less(t, i, 100, "plan does not converge")
-		stuck, err := w.apply(p.Steps[0], desiredOf(c))
+		stuck, err := w.apply(p.Steps[0], c)
 		require.NoError(t, err)
 		require.False(t, stuck, "step %v cannot start", p.Steps[0])
 		next := Plan(c, w.observe())
@@ -73,8 +66,8 @@ func converge(t *testing.T, c *v1alpha1.EtcdCluster, w *world) {
 func TestPlanScenarios(t *testing.T) {
 	tests := []struct {
 		name  string
-		spec  *v1alpha1.EtcdCluster
-		world func(c *v1alpha1.EtcdCluster) *world
+		spec  Desired
+		world func(c Desired) *world
 		want  []string
 	}{
 		{"bootstrap 1", cluster(1, "3.6.16"), empty, []string{"CreateSeed demo-0"}},
@@ -88,68 +81,67 @@ func TestPlanScenarios(t *testing.T) {
 			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}},
 		{"scale 3 to 1 removes the newest", cluster(1, "3.6.16"), healthy3, []string{
 			"RemoveMember demo-2", "DeleteMember demo-2", "RemoveMember demo-1", "DeleteMember demo-1"}},
-		{"scale down moves leadership first", cluster(2, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"scale down moves leadership first", cluster(2, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.leader = "demo-2"
 			return w
 		}, []string{"TransferLeadership demo-2>demo-0", "RemoveMember demo-2", "DeleteMember demo-2"}},
-		{"scale down removes a broken member first", cluster(2, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"scale down removes a broken member first", cluster(2, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
-			w.members["demo-0"].leader(w, "demo-1")
+			w.leader = "demo-1"
 			w.members["demo-0"].healthy = false
 			return w
 		}, []string{"RemoveMember demo-0", "DeleteMember demo-0"}},
 		{"scale to zero parks, leader last", cluster(0, "3.6.16"), healthy3, []string{
 			"StopMember demo-1", "StopMember demo-2", "StopMember demo-0"}},
-		{"scale from zero starts the parked members", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"scale from zero starts the parked members", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			for _, m := range w.members {
 				m.pod, m.healthy = false, false
 			}
 			return w
 		}, []string{"StartMember demo-0", "StartMember demo-1", "StartMember demo-2"}},
-		{"a deleted Pod comes back as the same member", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"a deleted Pod comes back as the same member", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-1"].pod, w.members["demo-1"].healthy = false, false
 			return w
 		}, []string{"StartMember demo-1"}},
-		{"a member whose data is gone is replaced", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"a member whose data is gone is replaced", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-1"].dataLost, w.members["demo-1"].healthy = true, false
 			return w
 		}, []string{"RemoveMember demo-1", "DeleteMember demo-1", "AddLearner demo-3", "StartMember demo-3", "PromoteLearner demo-3"}},
-		{"upgrade followers first, leader last", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"upgrade followers first, leader last", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.5.35")
 			w.leader = "demo-1"
 			return w
 		}, []string{"UpgradeMember demo-0", "UpgradeMember demo-2", "TransferLeadership demo-1>demo-0", "UpgradeMember demo-1"}},
-		{"patch upgrade of one member", cluster(1, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"patch upgrade of one member", cluster(1, "3.6.16"), func(c Desired) *world {
 			return running(c, 1, "3.6.15")
 		}, []string{"UpgradeMember demo-0"}},
-		{"configuration change restarts one at a time", func() *v1alpha1.EtcdCluster {
+		{"configuration change restarts one at a time", func() Desired {
 			c := cluster(3, "3.6.16")
-			q := int64(4 << 30)
-			c.Spec.Options.QuotaBackendBytes = &q
+			c.ConfigHash = "cfg-2"
 			return c
-		}(), func(c *v1alpha1.EtcdCluster) *world {
+		}(), func(c Desired) *world {
 			return running(cluster(3, "3.6.16"), 3, "3.6.16")
 		}, []string{"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}},
-		{"a learner left by a scale-up is removed when no longer wanted", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"a learner left by a scale-up is removed when no longer wanted", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-3"] = &wmember{name: "demo-3", id: "9", inEtcd: true, learner: true}
 			return w
 		}, []string{"RemoveMember demo-3"}},
-		{"a learner join in flight is finished first", cluster(5, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"a learner join in flight is finished first", cluster(5, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-3"] = &wmember{name: "demo-3", id: "9", inEtcd: true, learner: true}
 			return w
 		}, []string{"StartMember demo-3", "PromoteLearner demo-3", "AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}},
-		{"leftovers of a removed member are deleted", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"leftovers of a removed member are deleted", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-3"] = &wmember{name: "demo-3", pod: true, pvc: true, version: "3.6.16"}
 			return w
 		}, []string{"DeleteMember demo-3"}},
-		{"ordinals only grow", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"ordinals only grow", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 2, "3.6.16")
 			return w
 		}, []string{"AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2"}},
@@ -171,41 +163,39 @@ func TestPlanScenarios(t *testing.T) {
 	}
 }
 
-func (m *wmember) leader(w *world, name string) { w.leader = name }
-
-func empty(*v1alpha1.EtcdCluster) *world {
+func empty(Desired) *world {
 	return &world{cluster: name, members: map[string]*wmember{}}
 }
 
-func healthy3(c *v1alpha1.EtcdCluster) *world { return running(c, 3, c.Spec.Version) }
+func healthy3(c Desired) *world { return running(c, 3, c.Version) }
 
 func TestPlanRefusals(t *testing.T) {
 	tests := []struct {
 		name   string
-		spec   *v1alpha1.EtcdCluster
-		world  func(c *v1alpha1.EtcdCluster) *world
-		reason v1alpha1.BlockReason
+		spec   Desired
+		world  func(c Desired) *world
+		reason plan.BlockReason
 		says   string
 	}{
-		{"downgrade", cluster(3, "3.5.35"), func(c *v1alpha1.EtcdCluster) *world { return running(c, 3, "3.6.16") },
-			v1alpha1.BlockDowngrade, "cannot be downgraded"},
-		{"patch downgrade", cluster(3, "3.6.15"), func(c *v1alpha1.EtcdCluster) *world { return running(c, 3, "3.6.16") },
-			v1alpha1.BlockDowngrade, "3.6.16 or newer"},
-		{"skipped minor", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world { return running(c, 3, "3.4.30") },
-			v1alpha1.BlockSkippedMinor, "a 3.5.x release first"},
-		{"quorum lost", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		{"downgrade", cluster(3, "3.5.35"), func(c Desired) *world { return running(c, 3, "3.6.16") },
+			plan.BlockDowngrade, "cannot be downgraded"},
+		{"patch downgrade", cluster(3, "3.6.15"), func(c Desired) *world { return running(c, 3, "3.6.16") },
+			plan.BlockDowngrade, "3.6.16 or newer"},
+		{"skipped minor", cluster(3, "3.6.16"), func(c Desired) *world { return running(c, 3, "3.4.30") },
+			plan.BlockSkippedMinor, "a 3.5.x release first"},
+		{"quorum lost", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-0"].dataLost = true
 			w.members["demo-2"].dataLost = true
 			return w
-		}, v1alpha1.BlockQuorumLost, "restore the cluster from a backup"},
-		{"quorum lost with volumes deleted", cluster(3, "3.6.16"), func(c *v1alpha1.EtcdCluster) *world {
+		}, plan.BlockQuorumLost, "restore the cluster from a backup"},
+		{"quorum lost with volumes deleted", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			for _, n := range []string{"demo-1", "demo-2"} {
 				w.members[n].pod, w.members[n].pvc = false, false
 			}
 			return w
-		}, v1alpha1.BlockQuorumLost, "2 of 3 voting members lost their data"},
+		}, plan.BlockQuorumLost, "2 of 3 voting members lost their data"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,7 +218,7 @@ func TestPlanIsDeterministicAndSerialisable(t *testing.T) {
 	require.Contains(t, string(ja), `"formatVersion":1`)
 	require.Len(t, a.ID, 12)
 
-	var back v1alpha1.Plan
+	var back plan.Plan
 	require.NoError(t, json.Unmarshal(ja, &back))
 	require.Equal(t, a, back)
 
@@ -246,21 +236,21 @@ func TestCheckPreconditions(t *testing.T) {
 	w.members["demo-2"].healthy = false
 	o := w.observe()
 
-	ok, why := Check(name, v1alpha1.Step{Action: v1alpha1.ActionUpgradeMember, Member: "demo-1",
-		Precondition: v1alpha1.Precondition{Kind: v1alpha1.PreClusterHealthy}}, o)
+	ok, why := Check(name, plan.Step{Action: plan.UpgradeMember, Member: "demo-1",
+		Precondition: plan.Precondition{Kind: plan.PreClusterHealthy}}, o)
 	require.False(t, ok)
 	require.Contains(t, why, "2 of 3")
 
-	ok, _ = Check(name, v1alpha1.Step{Action: v1alpha1.ActionRemoveMember, Member: "demo-2",
-		Precondition: v1alpha1.Precondition{Kind: v1alpha1.PreQuorumWithout, Member: "demo-2"}}, o)
+	ok, _ = Check(name, plan.Step{Action: plan.RemoveMember, Member: "demo-2",
+		Precondition: plan.Precondition{Kind: plan.PreQuorumWithout, Member: "demo-2"}}, o)
 	require.True(t, ok, "removing the broken member keeps 2 of 2")
 
-	ok, why = Check(name, v1alpha1.Step{Action: v1alpha1.ActionRemoveMember, Member: "demo-1",
-		Precondition: v1alpha1.Precondition{Kind: v1alpha1.PreQuorumWithout, Member: "demo-1"}}, o)
+	ok, why = Check(name, plan.Step{Action: plan.RemoveMember, Member: "demo-1",
+		Precondition: plan.Precondition{Kind: plan.PreQuorumWithout, Member: "demo-1"}}, o)
 	require.False(t, ok, why)
 
-	ok, why = Check(name, v1alpha1.Step{Action: v1alpha1.ActionRestartMember, Member: "demo-0",
-		Precondition: v1alpha1.Precondition{Kind: v1alpha1.PreNone}}, o)
+	ok, why = Check(name, plan.Step{Action: plan.RestartMember, Member: "demo-0",
+		Precondition: plan.Precondition{Kind: plan.PreNone}}, o)
 	require.False(t, ok)
 	require.True(t, strings.Contains(why, "leads"), why)
 }

@@ -3,15 +3,15 @@ package planner
 import (
 	"fmt"
 
-	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 // Each rule looks at the model and returns the first step its concern needs, if any.
 
-func step(a v1alpha1.Action, mm *member, pre v1alpha1.PreconditionKind, reason string, args ...any) v1alpha1.Step {
-	s := v1alpha1.Step{Action: a, Member: mm.name, Reason: fmt.Sprintf(reason, args...),
-		Precondition: v1alpha1.Precondition{Kind: pre}}
-	if pre != v1alpha1.PreNone && pre != v1alpha1.PreClusterHealthy {
+func step(a plan.Action, mm *member, pre plan.PreconditionKind, reason string, args ...any) plan.Step {
+	s := plan.Step{Action: a, Member: mm.name, Reason: fmt.Sprintf(reason, args...),
+		Precondition: plan.Precondition{Kind: pre}}
+	if pre != plan.PreNone && pre != plan.PreClusterHealthy {
 		s.Precondition.Member = mm.name
 	}
 	return s
@@ -19,14 +19,14 @@ func step(a v1alpha1.Action, mm *member, pre v1alpha1.PreconditionKind, reason s
 
 // bootstrap seeds a cluster that has never formed. A volume left by an earlier seed is
 // re-used, so a seed whose Pod was lost before the cluster formed keeps its name.
-func bootstrap(m *model, d desiredState) (v1alpha1.Step, bool) {
-	if m.bootstrapped || d.replicas == 0 {
-		return v1alpha1.Step{}, false
+func bootstrap(m *model, d Desired) (plan.Step, bool) {
+	if m.bootstrapped || d.Replicas == 0 {
+		return plan.Step{}, false
 	}
 	var seed *member
 	for _, mm := range m.members {
 		if mm.inEtcd {
-			return v1alpha1.Step{}, false // a seed is starting
+			return plan.Step{}, false // a seed is starting
 		}
 		if seed == nil && mm.pvc {
 			seed = mm
@@ -35,99 +35,99 @@ func bootstrap(m *model, d desiredState) (v1alpha1.Step, bool) {
 	if seed == nil {
 		seed = &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
 	}
-	s := step(v1alpha1.ActionCreateSeed, seed, v1alpha1.PreNone, "bootstrap: the cluster starts from one seed member")
-	s.Version = d.version
+	s := step(plan.CreateSeed, seed, plan.PreNone, "bootstrap: the cluster starts from one seed member")
+	s.Version = d.Version
 	return s, true
 }
 
 // finishMembershipChange completes (or undoes) a learner join before any other change:
 // etcd allows one membership change at a time.
-func finishMembershipChange(m *model, d desiredState) (v1alpha1.Step, bool) {
+func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 	for _, mm := range m.learners() {
 		voters, _ := m.voters()
 		switch {
 		case mm.dataLost:
-			return step(v1alpha1.ActionRemoveMember, mm, v1alpha1.PreNone, "learner %s lost its data; it is removed and added anew", mm.name), true
-		case voters >= d.replicas:
-			return step(v1alpha1.ActionRemoveMember, mm, v1alpha1.PreNone, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.replicas), true
+			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s lost its data; it is removed and added anew", mm.name), true
+		case voters >= d.Replicas:
+			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
 		case !mm.pod:
-			s := step(v1alpha1.ActionStartMember, mm, v1alpha1.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)", mm.name, d.replicas, voters)
-			s.Version = d.version
+			s := step(plan.StartMember, mm, plan.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters)
+			s.Version = d.Version
 			return s, true
 		default:
-			return step(v1alpha1.ActionPromoteLearner, mm, v1alpha1.PreLearnerCaughtUp, "learner %s becomes a voter (spec.replicas %d, %d voters)", mm.name, d.replicas, voters), true
+			return step(plan.PromoteLearner, mm, plan.PreLearnerCaughtUp, "learner %s becomes a voter (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters), true
 		}
 	}
-	return v1alpha1.Step{}, false
+	return plan.Step{}, false
 }
 
 // replaceLostMember removes a voter whose data is gone; scaleUp then adds a fresh member.
 // refuseQuorum has already made sure the others keep quorum without it.
-func replaceLostMember(m *model, d desiredState) (v1alpha1.Step, bool) {
+func replaceLostMember(m *model, d Desired) (plan.Step, bool) {
 	if !m.reachable {
-		return v1alpha1.Step{}, false
+		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
 		if mm.voter() && m.lost(mm, d) {
-			return step(v1alpha1.ActionRemoveMember, mm, v1alpha1.PreQuorumWithout,
+			return step(plan.RemoveMember, mm, plan.PreQuorumWithout,
 				"member %s lost its data; it is removed so a new member can replace it", mm.name), true
 		}
 	}
-	return v1alpha1.Step{}, false
+	return plan.Step{}, false
 }
 
 // deleteLeftovers deletes the Pods and volumes of members etcd no longer knows. It only
 // runs while etcd answers: an unreachable cluster says nothing about its membership.
-func deleteLeftovers(m *model, d desiredState) (v1alpha1.Step, bool) {
+func deleteLeftovers(m *model, d Desired) (plan.Step, bool) {
 	if !m.reachable || !m.bootstrapped {
-		return v1alpha1.Step{}, false
+		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
 		if !mm.inEtcd && ((mm.pod && !mm.podDeleting) || mm.pvc) {
-			return step(v1alpha1.ActionDeleteMember, mm, v1alpha1.PreNone, "member %s is not in etcd's membership", mm.name), true
+			return step(plan.DeleteMember, mm, plan.PreNone, "member %s is not in etcd's membership", mm.name), true
 		}
 	}
-	return v1alpha1.Step{}, false
+	return plan.Step{}, false
 }
 
 // stopMembers parks a cluster at replicas 0: Pods go, volumes and membership stay. The
 // leader goes last so the cluster answers for as long as it can.
-func stopMembers(m *model, d desiredState) (v1alpha1.Step, bool) {
-	if d.replicas != 0 {
-		return v1alpha1.Step{}, false
+func stopMembers(m *model, d Desired) (plan.Step, bool) {
+	if d.Replicas != 0 {
+		return plan.Step{}, false
 	}
 	for _, mm := range leaderLast(m) {
 		if mm.pod && !mm.podDeleting {
-			return step(v1alpha1.ActionStopMember, mm, v1alpha1.PreNone, "spec.replicas is 0: the cluster is parked on its volumes"), true
+			return step(plan.StopMember, mm, plan.PreNone, "spec.replicas is 0: the cluster is parked on its volumes"), true
 		}
 	}
-	return v1alpha1.Step{}, false
+	return plan.Step{}, false
 }
 
 // startMissingPods re-creates the Pod of a member that still has its place in etcd.
-func startMissingPods(m *model, d desiredState) (v1alpha1.Step, bool) {
-	if d.replicas == 0 {
-		return v1alpha1.Step{}, false
+func startMissingPods(m *model, d Desired) (plan.Step, bool) {
+	if d.Replicas == 0 {
+		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
 		if mm.voter() && mm.started && !mm.pod {
-			s := step(v1alpha1.ActionStartMember, mm, v1alpha1.PreNone, "member %s has no Pod", mm.name)
+			s := step(plan.StartMember, mm, plan.PreNone, "member %s has no Pod", mm.name)
 			s.Version = mm.version
 			if s.Version == "" {
-				s.Version = d.version
+				s.Version = d.Version
 			}
 			return s, true
 		}
 	}
-	return v1alpha1.Step{}, false
+	return plan.Step{}, false
 }
 
 // scaleDown removes one voter: a broken one first, else the newest. Leadership moves away
 // first when the victim leads.
-func scaleDown(m *model, d desiredState) (v1alpha1.Step, bool) {
+func scaleDown(m *model, d Desired) (plan.Step, bool) {
 	voters, _ := m.voters()
-	if d.replicas == 0 || voters <= d.replicas {
-		return v1alpha1.Step{}, false
+	if d.Replicas == 0 || voters <= d.Replicas {
+		return plan.Step{}, false
 	}
 	var victim, broken *member
 	for _, mm := range m.members {
@@ -144,35 +144,35 @@ func scaleDown(m *model, d desiredState) (v1alpha1.Step, bool) {
 	if s, ok := transferFrom(m, victim, "scale down removes the leader %s", victim.name); ok {
 		return s, true
 	}
-	return step(v1alpha1.ActionRemoveMember, victim, v1alpha1.PreQuorumWithout,
+	return step(plan.RemoveMember, victim, plan.PreQuorumWithout,
 		"spec.replicas %d -> %d: member %s leaves", voters, voters-1, victim.name), true
 }
 
 // scaleUp adds a learner; finishMembershipChange starts and promotes it.
-func scaleUp(m *model, d desiredState) (v1alpha1.Step, bool) {
+func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	voters, _ := m.voters()
-	if !m.bootstrapped || voters >= d.replicas {
-		return v1alpha1.Step{}, false
+	if !m.bootstrapped || voters >= d.Replicas {
+		return plan.Step{}, false
 	}
 	mm := &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
-	return step(v1alpha1.ActionAddLearner, mm, v1alpha1.PreClusterHealthy,
+	return step(plan.AddLearner, mm, plan.PreClusterHealthy,
 		"spec.replicas %d -> %d: member %s joins as a learner", voters, voters+1, mm.name), true
 }
 
 // upgrade moves one member at a time to spec.version: followers first, the leader last
 // after leadership has moved to an upgraded member.
-func upgrade(m *model, d desiredState) (v1alpha1.Step, bool) {
-	return rollOne(m, func(mm *member) bool { return mm.version != d.version }, func(mm *member) v1alpha1.Step {
-		s := step(v1alpha1.ActionUpgradeMember, mm, v1alpha1.PreClusterHealthy, "spec.version %s -> %s", mm.version, d.version)
-		s.Version = d.version
+func upgrade(m *model, d Desired) (plan.Step, bool) {
+	return rollOne(m, func(mm *member) bool { return mm.version != d.Version }, func(mm *member) plan.Step {
+		s := step(plan.UpgradeMember, mm, plan.PreClusterHealthy, "spec.version %s -> %s", mm.version, d.Version)
+		s.Version = d.Version
 		return s
 	})
 }
 
 // reconfigure re-creates, one at a time, the Pods whose configuration differs from the spec.
-func reconfigure(m *model, d desiredState) (v1alpha1.Step, bool) {
-	return rollOne(m, func(mm *member) bool { return mm.configHash != d.configHash }, func(mm *member) v1alpha1.Step {
-		s := step(v1alpha1.ActionRestartMember, mm, v1alpha1.PreClusterHealthy, "the Pod of %s differs from the spec", mm.name)
+func reconfigure(m *model, d Desired) (plan.Step, bool) {
+	return rollOne(m, func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member) plan.Step {
+		s := step(plan.RestartMember, mm, plan.PreClusterHealthy, "the Pod of %s differs from the spec", mm.name)
 		s.Version = mm.version
 		return s
 	})
@@ -180,7 +180,7 @@ func reconfigure(m *model, d desiredState) (v1alpha1.Step, bool) {
 
 // rollOne returns the step for the first voter that needs it, taking the leader last and
 // moving leadership away from it first.
-func rollOne(m *model, needs func(*member) bool, do func(*member) v1alpha1.Step) (v1alpha1.Step, bool) {
+func rollOne(m *model, needs func(*member) bool, do func(*member) plan.Step) (plan.Step, bool) {
 	for _, mm := range leaderLast(m) {
 		if !mm.voter() || !mm.pod || !needs(mm) {
 			continue
@@ -190,13 +190,13 @@ func rollOne(m *model, needs func(*member) bool, do func(*member) v1alpha1.Step)
 		}
 		return do(mm), true
 	}
-	return v1alpha1.Step{}, false
+	return plan.Step{}, false
 }
 
 // transferFrom moves leadership away from mm when it leads and another voter can take it.
-func transferFrom(m *model, mm *member, reason string, args ...any) (v1alpha1.Step, bool) {
+func transferFrom(m *model, mm *member, reason string, args ...any) (plan.Step, bool) {
 	if m.leader != mm.name {
-		return v1alpha1.Step{}, false
+		return plan.Step{}, false
 	}
 	var target *member
 	for _, x := range m.members {
@@ -207,9 +207,9 @@ func transferFrom(m *model, mm *member, reason string, args ...any) (v1alpha1.St
 		}
 	}
 	if target == nil {
-		return v1alpha1.Step{}, false // a single voter has nobody to hand over to
+		return plan.Step{}, false // a single voter has nobody to hand over to
 	}
-	s := step(v1alpha1.ActionTransferLeadership, mm, v1alpha1.PreMemberHealthy, reason, args...)
+	s := step(plan.TransferLeadership, mm, plan.PreMemberHealthy, reason, args...)
 	s.Target, s.Precondition.Member = target.name, target.name
 	return s, true
 }

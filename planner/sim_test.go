@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 // world is a small simulation of an etcd cluster and its Pods, independent of the planner's
@@ -101,11 +101,11 @@ func (w *world) heal(name string) {
 	}
 }
 
-func (w *world) satisfy(p v1alpha1.Precondition) {
+func (w *world) satisfy(p plan.Precondition) {
 	switch p.Kind {
-	case v1alpha1.PreMemberHealthy, v1alpha1.PreLearnerCaughtUp:
+	case plan.PreMemberHealthy, plan.PreLearnerCaughtUp:
 		w.heal(p.Member)
-	case v1alpha1.PreClusterHealthy, v1alpha1.PreQuorumWithout:
+	case plan.PreClusterHealthy, plan.PreQuorumWithout:
 		for _, m := range w.members {
 			if m.inEtcd && !m.learner && m.name != p.Member {
 				w.heal(m.name)
@@ -125,7 +125,7 @@ func (w *world) satisfy(p v1alpha1.Precondition) {
 
 // apply waits for the step's precondition, checks the safety rules and applies the step.
 // It returns an error when a rule is broken, and stuck when the precondition cannot be met.
-func (w *world) apply(s v1alpha1.Step, d desiredState) (stuck bool, err error) {
+func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 	w.satisfy(s.Precondition)
 	if ok, _ := Check(w.cluster, s, w.observe()); !ok {
 		return true, nil
@@ -134,15 +134,15 @@ func (w *world) apply(s v1alpha1.Step, d desiredState) (stuck bool, err error) {
 	all, healthy := w.voters()
 	isVoter := m != nil && m.inEtcd && !m.learner
 	switch s.Action {
-	case v1alpha1.ActionCreateSeed:
+	case plan.CreateSeed:
 		if w.clusterID != "" {
 			return false, fmt.Errorf("CreateSeed %s in a formed cluster", s.Member)
 		}
 		w.nextID++
 		w.members[s.Member] = &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
-			pod: true, seed: true, healthy: true, pvc: !w.memory, version: s.Version, hash: d.configHash}
+			pod: true, seed: true, healthy: true, pvc: !w.memory, version: s.Version, hash: d.ConfigHash}
 		w.clusterID, w.leader = "c1", s.Member
-	case v1alpha1.ActionAddLearner:
+	case plan.AddLearner:
 		for _, x := range w.members {
 			if x.inEtcd && (x.learner || !x.started) {
 				return false, fmt.Errorf("AddLearner %s while %s has not finished joining", s.Member, x.name)
@@ -153,7 +153,7 @@ func (w *world) apply(s v1alpha1.Step, d desiredState) (stuck bool, err error) {
 		}
 		w.nextID++
 		w.members[s.Member] = &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, learner: true}
-	case v1alpha1.ActionStartMember:
+	case plan.StartMember:
 		if m == nil || !m.inEtcd {
 			return false, fmt.Errorf("StartMember %s, which is not in the membership", s.Member)
 		}
@@ -161,15 +161,15 @@ func (w *world) apply(s v1alpha1.Step, d desiredState) (stuck bool, err error) {
 			return false, fmt.Errorf("StartMember %s on lost data", s.Member)
 		}
 		m.pod, m.pvc, m.started, m.healthy = true, !w.memory, true, true
-		m.version, m.hash = s.Version, d.configHash
-	case v1alpha1.ActionPromoteLearner:
+		m.version, m.hash = s.Version, d.ConfigHash
+	case plan.PromoteLearner:
 		m.learner = false
-	case v1alpha1.ActionTransferLeadership:
+	case plan.TransferLeadership:
 		if t := w.members[s.Target]; t == nil || !t.live() || t.learner {
 			return false, fmt.Errorf("TransferLeadership to %s, which cannot lead", s.Target)
 		}
 		w.leader = s.Target
-	case v1alpha1.ActionRemoveMember:
+	case plan.RemoveMember:
 		if w.leader == s.Member && all > 1 {
 			return false, fmt.Errorf("RemoveMember %s while it leads", s.Member)
 		}
@@ -183,20 +183,20 @@ func (w *world) apply(s v1alpha1.Step, d desiredState) (stuck bool, err error) {
 			}
 		}
 		m.inEtcd, m.learner = false, false
-	case v1alpha1.ActionDeleteMember:
+	case plan.DeleteMember:
 		if m.inEtcd {
 			return false, fmt.Errorf("DeleteMember %s, which is still in the membership", s.Member)
 		}
 		delete(w.members, s.Member)
-	case v1alpha1.ActionStopMember:
-		if d.replicas != 0 {
-			return false, fmt.Errorf("StopMember %s with replicas %d", s.Member, d.replicas)
+	case plan.StopMember:
+		if d.Replicas != 0 {
+			return false, fmt.Errorf("StopMember %s with replicas %d", s.Member, d.Replicas)
 		}
 		m.pod, m.healthy = false, false
 		if w.memory {
 			m.dataLost = true
 		}
-	case v1alpha1.ActionUpgradeMember, v1alpha1.ActionRestartMember:
+	case plan.UpgradeMember, plan.RestartMember:
 		if w.leader == s.Member && all > 1 {
 			return false, fmt.Errorf("%s %s while it leads", s.Action, s.Member)
 		}
@@ -204,14 +204,14 @@ func (w *world) apply(s v1alpha1.Step, d desiredState) (stuck bool, err error) {
 		if all > 2 && healthy >= quorum(all) && healthy-1 < quorum(all) {
 			return false, fmt.Errorf("%s %s loses quorum while it restarts", s.Action, s.Member)
 		}
-		if s.Action == v1alpha1.ActionUpgradeMember {
+		if s.Action == plan.UpgradeMember {
 			from, _ := ParseVersion(m.version)
 			to, _ := ParseVersion(s.Version)
 			if to.Compare(from) < 0 || to.Minor > from.Minor+1 {
 				return false, fmt.Errorf("UpgradeMember %s %s -> %s", s.Member, from, to)
 			}
 		}
-		m.version, m.hash = s.Version, d.configHash
+		m.version, m.hash = s.Version, d.ConfigHash
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}

@@ -1,16 +1,20 @@
-package planner
+package v1alpha1
 
-import "github.com/etcdplan/etcdplan/api/v1alpha1"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
 
 // ConfigHash hashes the spec fields a member Pod is rendered from, apart from the version
 // (upgrades are planned on their own). The executor stamps it on each Pod; a Pod whose hash
 // differs is re-created by a RestartMember step.
-func ConfigHash(spec *v1alpha1.EtcdClusterSpec) string {
-	tls := v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled}
+func (spec *EtcdClusterSpec) ConfigHash() string {
+	tls := TLSSpec{Mode: TLSDisabled}
 	if spec.TLS != nil {
 		tls = *spec.TLS
 	}
-	return hashJSON(struct {
+	b, err := json.Marshal(struct {
 		Image                     string
 		Resources                 any
 		Affinity                  any
@@ -21,9 +25,14 @@ func ConfigHash(spec *v1alpha1.EtcdClusterSpec) string {
 		ImagePullSecrets          any
 		PodMetadata               any
 		Options                   any
-		TLS                       v1alpha1.TLSSpec
+		TLS                       TLSSpec
 		Auth                      bool
 	}{spec.Image, spec.Resources, spec.Affinity, spec.TopologySpreadConstraints, spec.NodeSelector,
 		spec.Tolerations, spec.PriorityClassName, spec.ImagePullSecrets, spec.PodMetadata, spec.Options,
 		tls, spec.Auth != nil && spec.Auth.Enabled})
+	if err != nil {
+		panic(err) // plain data always marshals
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
 }

@@ -1,0 +1,113 @@
+// Package plan holds the plan's data types: the action vocabulary, steps, preconditions
+// and blockers. It depends on nothing but the standard library, so the pure planner, the
+// executor, the CLI and the API's status all share one definition.
+// +kubebuilder:object:generate=true
+package plan
+
+// FormatVersion is the version of the plan's JSON form; it changes when a field's
+// meaning does, so tools reading saved plans can refuse what they don't understand.
+const FormatVersion = 1
+
+// Action is one kind of step. The vocabulary is fixed: the executor knows how to apply
+// each action and nothing else.
+type Action string
+
+const (
+	// CreateSeed starts the first member of a new cluster on its own.
+	CreateSeed Action = "CreateSeed"
+	// AddLearner adds a member to etcd's membership as a non-voting learner.
+	AddLearner Action = "AddLearner"
+	// StartMember creates a member's volume and Pod (a new learner, or a member whose Pod is gone).
+	StartMember Action = "StartMember"
+	// PromoteLearner makes a caught-up learner a voter.
+	PromoteLearner Action = "PromoteLearner"
+	// TransferLeadership moves leadership from Member to Target.
+	TransferLeadership Action = "TransferLeadership"
+	// RemoveMember removes a member from etcd's membership.
+	RemoveMember Action = "RemoveMember"
+	// DeleteMember deletes the Pod and volume of a member that is no longer in the membership.
+	DeleteMember Action = "DeleteMember"
+	// StopMember deletes a member's Pod and keeps its volume and membership (replicas 0).
+	StopMember Action = "StopMember"
+	// RestartMember re-creates a member's Pod with the current configuration.
+	RestartMember Action = "RestartMember"
+	// UpgradeMember re-creates a member's Pod on a new etcd version, keeping its data.
+	UpgradeMember Action = "UpgradeMember"
+)
+
+// PreconditionKind names what must hold before a step starts.
+type PreconditionKind string
+
+const (
+	// PreNone: the step can always start.
+	PreNone PreconditionKind = "None"
+	// PreMemberHealthy: the member answers health checks.
+	PreMemberHealthy PreconditionKind = "MemberHealthy"
+	// PreClusterHealthy: every voter is healthy, so one may go down without losing quorum.
+	PreClusterHealthy PreconditionKind = "ClusterHealthy"
+	// PreLearnerCaughtUp: the learner is started and its raft log is close to the leader's.
+	PreLearnerCaughtUp PreconditionKind = "LearnerCaughtUp"
+	// PreQuorumWithout: the voters other than the member keep quorum of the smaller cluster.
+	PreQuorumWithout PreconditionKind = "QuorumWithout"
+	// PreNotLeader: the member is not the leader.
+	PreNotLeader PreconditionKind = "NotLeader"
+)
+
+// Precondition is what must hold before a step starts; the executor checks it against a
+// fresh observation just before applying the step.
+type Precondition struct {
+	Kind PreconditionKind `json:"kind"`
+	// +optional
+	Member string `json:"member,omitempty"`
+}
+
+// Step is one action of a plan.
+type Step struct {
+	Action Action `json:"action"`
+	// Member the action applies to.
+	// +optional
+	Member string `json:"member,omitempty"`
+	// Target is the new leader for TransferLeadership.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// Version is the etcd version the member runs after the step.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Precondition must hold before the step starts.
+	Precondition Precondition `json:"precondition"`
+	// Reason says why the step is needed, for humans.
+	Reason string `json:"reason"`
+}
+
+// BlockReason names why no plan can be made.
+type BlockReason string
+
+const (
+	BlockDowngrade      BlockReason = "DowngradeRefused"
+	BlockSkippedMinor   BlockReason = "MinorVersionSkipped"
+	BlockQuorumLost     BlockReason = "QuorumLost"
+	BlockUnreachable    BlockReason = "EtcdUnreachable"
+	BlockMemberUnhealed BlockReason = "MemberCannotBeReplaced"
+)
+
+// Blocker says why the planner refuses to plan, and what the user can do.
+type Blocker struct {
+	Reason  BlockReason `json:"reason"`
+	Message string      `json:"message"`
+}
+
+// Plan is an ordered list of steps from the observed state to the desired one.
+type Plan struct {
+	FormatVersion int `json:"formatVersion"`
+	// ID identifies the plan: a hash of the generation, the observed fingerprint and the steps.
+	ID string `json:"id"`
+	// Generation of the EtcdCluster spec the plan was made for.
+	Generation int64 `json:"generation"`
+	// Fingerprint of the observed state the plan was made from.
+	Fingerprint string `json:"fingerprint"`
+	// +optional
+	Steps []Step `json:"steps,omitempty"`
+	// Blocked is set when the planner refuses to plan.
+	// +optional
+	Blocked *Blocker `json:"blocked,omitempty"`
+}
