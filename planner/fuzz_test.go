@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
-
 )
 
 var fuzzVersions = []string{"3.4.30", "3.5.0", "3.5.35", "3.6.0", "3.6.16", "3.7.1"}
