@@ -1,0 +1,20 @@
+// Package observe gathers the planner's inputs: the desired state from an EtcdCluster and
+// the observed state from Kubernetes objects and etcd.
+package observe
+
+import (
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// Desired is what the cluster's spec asks of the planner.
+func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
+	return planner.Desired{
+		Name:       c.Name,
+		Generation: c.Generation,
+		Replicas:   int(c.Spec.Replicas),
+		Version:    c.Spec.Version,
+		ConfigHash: c.Spec.ConfigHash(),
+		Memory:     c.Spec.Storage.Medium == v1alpha1.StorageMediumMemory,
+	}
+}
