@@ -22,6 +22,7 @@ type member struct {
 	seed        bool
 	dataLost    bool
 	pvc         bool
+	pvcDeleting bool
 	version     string // the version the member runs (or will run once its Pod starts)
 	configHash  string
 	raftIndex   uint64
@@ -72,7 +73,7 @@ func newModel(cluster string, o Observed) *model {
 			}
 		}
 		if k.PVC != nil {
-			mm.pvc = true
+			mm.pvc, mm.pvcDeleting = true, k.PVC.Deleting
 			if mm.id == "" {
 				mm.id = k.PVC.MemberID
 			}

@@ -83,7 +83,7 @@ func deleteLeftovers(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
-		if !mm.inEtcd && ((mm.pod && !mm.podDeleting) || mm.pvc) {
+		if !mm.inEtcd && ((mm.pod && !mm.podDeleting) || (mm.pvc && !mm.pvcDeleting)) {
 			return step(plan.DeleteMember, mm, plan.PreNone, "member %s is not in etcd's membership", mm.name), true
 		}
 	}
