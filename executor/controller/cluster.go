@@ -1,0 +1,246 @@
+// Package controller is the executor's reconciler: observe, plan, record, then apply
+// exactly one step.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// Polling intervals, used only while a step waits on etcd: Kubernetes changes arrive as
+// watch events.
+const (
+	pollWaiting = 500 * time.Millisecond
+	pollApplied = 100 * time.Millisecond
+	pollIdle    = 30 * time.Second
+)
+
+// Reconciler reconciles EtcdClusters.
+type Reconciler struct {
+	client.Client
+	// APIReader reads around the cache, to see a Pod gone as soon as it is.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Images    resources.Images
+	// Dial connects to etcd members; etcd.Dial outside tests.
+	Dial func(endpoints map[string]string) (*etcd.Client, error)
+	// AfterEffect runs after a step's effect and before it is recorded (a failpoint in tests).
+	AfterEffect func(planID string, step int)
+	// Now is the clock.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the reconciler and its watches.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}))).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.PersistentVolumeClaim{}, enqueueByClusterLabel()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// Reconcile observes a cluster, plans, records the plan in status and applies one step.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	c := &v1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if c.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil // owner references take Pods and Services along
+	}
+	patcher := patch.NewSerialPatcher(c, r.Client)
+	defer func() {
+		err := patcher.Patch(ctx, c,
+			patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
+			patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName))
+		if err != nil && !apierrors.IsNotFound(err) {
+			retErr = err
+		}
+	}()
+	if v, ok := meta.ReconcileAnnotationValue(c.GetAnnotations()); ok {
+		c.Status.LastHandledReconcileAt = v
+	}
+	c.Status.Selector = resources.Selector(c)
+	if c.Spec.Suspend {
+		conditions.Delete(c, meta.ReconcilingCondition)
+		conditions.Delete(c, meta.StalledCondition)
+		conditions.MarkFalse(c, meta.ReadyCondition, "Suspended", "reconciliation is suspended (spec.suspend)")
+		return reconcile.Result{}, nil
+	}
+	if why := unsupported(c); why != "" {
+		conditions.MarkStalled(c, "Unsupported", "%s", why)
+		conditions.MarkFalse(c, meta.ReadyCondition, "Unsupported", "%s", why)
+		return reconcile.Result{}, nil
+	}
+	o, err := r.observe(ctx, c)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	defer o.close()
+	if err := r.housekeep(ctx, c, o); err != nil {
+		return reconcile.Result{}, err
+	}
+	recordObserved(c, o)
+	return r.advance(ctx, c, o, planner.Plan(observe.Desired(c), o.Observed))
+}
+
+// unsupported names spec fields this operator version cannot honour yet, so they stall
+// with a clear reason instead of being ignored.
+func unsupported(c *v1alpha1.EtcdCluster) string {
+	switch {
+	case c.Spec.TLS != nil && c.Spec.TLS.Mode != v1alpha1.TLSDisabled && c.Spec.TLS.Mode != "":
+		return "spec.tls is not supported yet: remove it or set mode Disabled"
+	case c.Spec.Auth != nil && c.Spec.Auth.Enabled:
+		return "spec.auth is not supported yet: remove it"
+	case c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil:
+		return "spec.bootstrap.restore is not supported yet: remove it"
+	}
+	return ""
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// advance brings the recorded plan in line with the fresh one, then applies the current
+// step when it may run.
+func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan) (reconcile.Result, error) {
+	now := r.now()
+	st := &c.Status
+	if rec := st.Plan; rec != nil && rec.Blocked == nil {
+		if k, ok := doneUpTo(rec, fresh); ok {
+			for i := int(rec.Current); i < k; i++ {
+				r.stepFinished(c, rec, i, now)
+			}
+			rec.Current = int32(k)
+			if k == len(rec.Steps) {
+				finish(st, rec, v1alpha1.PlanSucceeded, "", now)
+			}
+		} else {
+			r.event(c, corev1.EventTypeNormal, "PlanSuperseded", "plan %s superseded: the cluster or its spec changed", rec.ID)
+			finish(st, rec, v1alpha1.PlanSuperseded, "the cluster or its spec changed", now)
+		}
+	} else if rec != nil && (fresh.Blocked == nil || *fresh.Blocked != *rec.Blocked) {
+		finish(st, rec, v1alpha1.PlanBlocked, "", now)
+	}
+	if st.Plan == nil && (len(fresh.Steps) > 0 || fresh.Blocked != nil) {
+		st.Plan = newRecord(fresh, now)
+		if fresh.Blocked == nil {
+			r.event(c, corev1.EventTypeNormal, "PlanCreated", "plan %s: %d steps", fresh.ID, len(fresh.Steps))
+		}
+	}
+	rec := st.Plan
+	switch {
+	case rec == nil:
+		markConverged(c, o)
+		return reconcile.Result{RequeueAfter: pollIdle}, nil
+	case rec.Blocked != nil:
+		conditions.MarkStalled(c, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
+		conditions.MarkFalse(c, meta.ReadyCondition, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
+		return reconcile.Result{RequeueAfter: pollIdle}, nil
+	case c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual && c.Annotations[resources.AnnotationApprove] != rec.ID:
+		rec.Phase = v1alpha1.PlanAwaitingApproval
+		rec.Summary = summary(rec)
+		msg := fmt.Sprintf("plan %s (%d steps) awaits approval: kubectl etcd approve %s --plan %s", rec.ID, len(rec.Steps), c.Name, rec.ID)
+		conditions.MarkReconciling(c, "AwaitingApproval", "%s", msg)
+		conditions.MarkFalse(c, meta.ReadyCondition, "AwaitingApproval", "%s", msg)
+		return reconcile.Result{}, nil
+	}
+	rec.Phase = v1alpha1.PlanRunning
+	return r.runStep(ctx, c, o, rec, now)
+}
+
+// runStep applies the current step once its precondition holds, within its deadline.
+func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.PlanStatus, now time.Time) (reconcile.Result, error) {
+	i := int(rec.Current)
+	s := rec.Steps[i]
+	pr := progress(rec, i)
+	if pr.StartedAt == nil {
+		deadline := now.Add(time.Duration(c.Spec.UpdateStrategy.ProgressDeadlineSeconds) * time.Second)
+		pr.State, pr.StartedAt, pr.Deadline = v1alpha1.StepRunning, &metav1.Time{Time: now}, &metav1.Time{Time: deadline}
+		r.event(c, corev1.EventTypeNormal, "StepStarted", "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Member, s.Reason)
+	}
+	rec.Summary = summary(rec)
+	msg := fmt.Sprintf("plan %s step %d/%d: %s %s", rec.ID, i+1, len(rec.Steps), s.Action, s.Member)
+	conditions.MarkFalse(c, meta.ReadyCondition, meta.ProgressingReason, "%s", msg)
+	conditions.MarkReconciling(c, meta.ProgressingReason, "%s", msg)
+
+	ok, why := planner.Check(c.Name, s, o.Observed)
+	if ok {
+		err := r.apply(ctx, c, o, s)
+		if r.AfterEffect != nil {
+			r.AfterEffect(rec.ID, i)
+		}
+		switch {
+		case err == nil:
+			pr.Message = "applied; waiting for the cluster to show it"
+			stepsTotal.WithLabelValues(string(s.Action), "applied").Inc()
+			return reconcile.Result{RequeueAfter: pollApplied}, nil
+		case err == errWaiting:
+			why = "waiting for the previous Pod to go"
+		default:
+			why = err.Error()
+			stepsTotal.WithLabelValues(string(s.Action), "error").Inc()
+		}
+	}
+	pr.Message = why
+	if now.After(pr.Deadline.Time) {
+		pr.State = v1alpha1.StepFailed
+		stalled := fmt.Sprintf("step %d/%d %s %s did not finish within %ds: %s. %s", i+1, len(rec.Steps), s.Action, s.Member,
+			c.Spec.UpdateStrategy.ProgressDeadlineSeconds, why, hint(s))
+		conditions.MarkStalled(c, "ProgressDeadlineExceeded", "%s", stalled)
+		conditions.MarkFalse(c, meta.ReadyCondition, "ProgressDeadlineExceeded", "%s", stalled)
+		r.event(c, corev1.EventTypeWarning, "StepStalled", "%s", stalled)
+	}
+	return reconcile.Result{RequeueAfter: pollWaiting}, nil
+}
+
+// stepFinished records a step whose effect the cluster now shows.
+func (r *Reconciler) stepFinished(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus, i int, now time.Time) {
+	pr := progress(rec, i)
+	s := rec.Steps[i]
+	pr.State, pr.FinishedAt, pr.Message = v1alpha1.StepSucceeded, &metav1.Time{Time: now}, ""
+	if pr.StartedAt != nil {
+		stepDuration.WithLabelValues(string(s.Action)).Observe(now.Sub(pr.StartedAt.Time).Seconds())
+	}
+	stepsTotal.WithLabelValues(string(s.Action), "succeeded").Inc()
+	r.event(c, corev1.EventTypeNormal, "StepSucceeded", "step %d/%d %s %s succeeded", i+1, len(rec.Steps), s.Action, s.Member)
+}
+
+func (r *Reconciler) event(c *v1alpha1.EtcdCluster, kind, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(c, kind, reason, format, args...)
+	}
+	log.Log.WithValues("etcdcluster", c.Namespace+"/"+c.Name).Info(fmt.Sprintf(format, args...), "reason", reason)
+}

@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+// housekeep keeps the objects around the members in line with the spec and etcd's view:
+// Services, the PodDisruptionBudget, role labels and member IDs on volumes. None of it
+// changes membership or restarts anything, so it is not part of a plan.
+func (r *Reconciler) housekeep(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
+	voters := 0
+	for _, obj := range []client.Object{resources.Headless(c), resources.Client(c)} {
+		if err := r.applyOwned(ctx, c, obj); err != nil {
+			return err
+		}
+	}
+	if o.Etcd != nil {
+		for _, m := range o.Etcd.Members {
+			name := m.MemberName()
+			role := v1alpha1.RoleLearner
+			if !m.Learner {
+				role, voters = v1alpha1.RoleVoter, voters+1
+			}
+			if err := r.labelRole(ctx, o, name, role); err != nil {
+				return err
+			}
+			if m.Started() {
+				if err := r.recordMemberID(ctx, o, name, m.ID); err != nil {
+					return err
+				}
+			}
+		}
+	} else {
+		voters = len(o.Recorded)
+	}
+	if voters == 0 {
+		voters = int(c.Spec.Replicas)
+	}
+	return r.applyOwned(ctx, c, resources.PDB(c, voters))
+}
+
+// applyOwned server-side applies an object the cluster owns.
+func (r *Reconciler) applyOwned(ctx context.Context, c *v1alpha1.EtcdCluster, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(c, obj, r.Scheme()); err != nil {
+		return err
+	}
+	gvk, err := r.GroupVersionKindFor(obj)
+	if err != nil {
+		return err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	//nolint:staticcheck // server-side apply of typed objects
+	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(resources.ManagerName), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+// labelRole keeps the role label of a member Pod, which the PodDisruptionBudget selects on.
+func (r *Reconciler) labelRole(ctx context.Context, o *observation, member string, role v1alpha1.MemberRole) error {
+	p := o.pods[member]
+	if p == nil || p.DeletionTimestamp != nil || p.Labels[resources.LabelRole] == string(role) {
+		return nil
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Labels[resources.LabelRole] = string(role)
+	if err := r.Patch(ctx, p, patch); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// recordMemberID notes on a member's volume that the member joined, with its ID.
+func (r *Reconciler) recordMemberID(ctx context.Context, o *observation, member, id string) error {
+	pvc := o.pvcs[member]
+	if pvc == nil || pvc.DeletionTimestamp != nil || pvc.Annotations[resources.AnnotationMemberID] == id {
+		return nil
+	}
+	patch := client.MergeFrom(pvc.DeepCopy())
+	if pvc.Annotations == nil {
+		pvc.Annotations = map[string]string{}
+	}
+	pvc.Annotations[resources.AnnotationMemberID] = id
+	if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}

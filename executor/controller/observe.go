@@ -1,0 +1,93 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// observation is one look at a cluster: the planner's input and what the executor needs
+// to act on it.
+type observation struct {
+	planner.Observed
+	pods map[string]*corev1.Pod
+	pvcs map[string]*corev1.PersistentVolumeClaim
+	etcd *etcd.Client // nil when no member has an address
+}
+
+func (o *observation) close() {
+	if o.etcd != nil {
+		_ = o.etcd.Close()
+	}
+}
+
+// memberID returns a member's etcd ID from etcd's view.
+func (o *observation) memberID(name string) (uint64, bool) {
+	if o.Etcd == nil {
+		return 0, false
+	}
+	for _, m := range o.Etcd.Members {
+		if m.MemberName() == name {
+			id, err := etcd.ParseID(m.ID)
+			return id, err == nil
+		}
+	}
+	return 0, false
+}
+
+func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
+	sel := client.MatchingLabels{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(c.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("listing member Pods: %w", err)
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := r.List(ctx, &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("listing member volume claims: %w", err)
+	}
+	o := &observation{
+		Observed: planner.Observed{
+			FormatVersion: planner.ObservedFormatVersion,
+			ClusterID:     c.Status.ClusterID,
+			NextOrdinal:   int(c.Status.NextOrdinal),
+			Recorded:      observe.Recorded(c),
+			Members:       observe.Members(pods.Items, pvcs.Items),
+		},
+		pods: map[string]*corev1.Pod{},
+		pvcs: map[string]*corev1.PersistentVolumeClaim{},
+	}
+	for i := range pods.Items {
+		o.pods[pods.Items[i].Name] = &pods.Items[i]
+	}
+	for i := range pvcs.Items {
+		o.pvcs[pvcs.Items[i].Name] = &pvcs.Items[i]
+	}
+	// Members are reached at their Pod IPs, which work from inside and outside the
+	// cluster network alike.
+	endpoints := map[string]string{}
+	for name, p := range o.pods {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			endpoints[name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+		}
+	}
+	if len(endpoints) == 0 {
+		return o, nil
+	}
+	cli, err := r.Dial(endpoints)
+	if err != nil {
+		return o, nil
+	}
+	o.etcd = cli
+	if view, err := cli.View(ctx); err == nil && len(view.Members) > 0 {
+		o.Etcd = view
+	}
+	return o, nil
+}

@@ -1,0 +1,103 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// historyLimit is how many finished plans status.history keeps.
+const historyLimit = 10
+
+// sameStep compares what a step does, not why: a re-made plan carries fresh reasons.
+func sameStep(a, b plan.Step) bool {
+	return a.Action == b.Action && a.Member == b.Member && a.Target == b.Target && a.Version == b.Version
+}
+
+// doneUpTo returns k when the fresh plan is exactly the recorded plan's steps from k on,
+// for some k at or after the current step: steps before k have had their effect.
+func doneUpTo(rec *v1alpha1.PlanStatus, fresh plan.Plan) (int, bool) {
+	if fresh.Blocked != nil {
+		return 0, false
+	}
+	for k := int(rec.Current); k <= len(rec.Steps); k++ {
+		rest := rec.Steps[k:]
+		if len(rest) != len(fresh.Steps) {
+			continue
+		}
+		same := true
+		for i := range rest {
+			same = same && sameStep(rest[i], fresh.Steps[i])
+		}
+		if same {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// newRecord turns a fresh plan into the plan recorded in status.
+func newRecord(p plan.Plan, now time.Time) *v1alpha1.PlanStatus {
+	rec := &v1alpha1.PlanStatus{Plan: p, Phase: v1alpha1.PlanRunning, CreatedAt: &metav1.Time{Time: now}}
+	if p.Blocked != nil {
+		rec.Phase = v1alpha1.PlanBlocked
+	}
+	rec.Summary = summary(rec)
+	return rec
+}
+
+// summary is "k/n Action", or the phase when no step runs.
+func summary(rec *v1alpha1.PlanStatus) string {
+	switch {
+	case rec.Blocked != nil:
+		return "Blocked: " + string(rec.Blocked.Reason)
+	case int(rec.Current) >= len(rec.Steps):
+		return string(rec.Phase)
+	}
+	s := fmt.Sprintf("%d/%d %s", rec.Current+1, len(rec.Steps), rec.Steps[rec.Current].Action)
+	if rec.Phase == v1alpha1.PlanAwaitingApproval {
+		s += " (awaiting approval)"
+	}
+	return s
+}
+
+// progress returns the record of step i, growing the list as steps start.
+func progress(rec *v1alpha1.PlanStatus, i int) *v1alpha1.StepProgress {
+	for len(rec.Progress) <= i {
+		rec.Progress = append(rec.Progress, v1alpha1.StepProgress{State: v1alpha1.StepPending})
+	}
+	return &rec.Progress[i]
+}
+
+// finish moves a plan into the history with its outcome, newest first.
+func finish(st *v1alpha1.EtcdClusterStatus, rec *v1alpha1.PlanStatus, phase v1alpha1.PlanPhase, msg string, now time.Time) {
+	actions := make([]string, 0, len(rec.Steps))
+	for _, s := range rec.Steps {
+		actions = append(actions, string(s.Action)+" "+s.Member)
+	}
+	r := v1alpha1.PlanRecord{
+		ID: rec.ID, Phase: phase, Steps: fmt.Sprintf("%d/%d", rec.Current, len(rec.Steps)),
+		Actions: shorten(strings.Join(actions, ", "), 300), Message: msg,
+		StartedAt: rec.CreatedAt, FinishedAt: &metav1.Time{Time: now},
+	}
+	if rec.Blocked != nil {
+		r.Message = rec.Blocked.Message
+	}
+	st.History = append([]v1alpha1.PlanRecord{r}, st.History...)
+	if len(st.History) > historyLimit {
+		st.History = st.History[:historyLimit]
+	}
+	st.Plan = nil
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// recordObserved writes what was observed into status: members, IDs, versions, counts.
+// When etcd does not answer, the last recorded membership stays, with health cleared.
+func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
+	st := &c.Status
+	for _, m := range o.Members {
+		if n := planner.Ordinal(c.Name, m.Name); n >= int(st.NextOrdinal) {
+			st.NextOrdinal = int32(n + 1)
+		}
+	}
+	if o.Etcd == nil {
+		for i := range st.Members {
+			st.Members[i].Healthy, st.Members[i].Leader = false, false
+		}
+	} else {
+		st.ClusterID, st.ClusterVersion = o.Etcd.ClusterID, o.Etcd.ClusterVersion
+		st.Members = membersStatus(c, o)
+	}
+	var ready, voters int32
+	lowest := ""
+	for _, m := range st.Members {
+		if m.Role == v1alpha1.RoleVoter {
+			voters++
+			if m.Healthy {
+				ready++
+			}
+		}
+		if v, err := planner.ParseVersion(m.Version); err == nil {
+			if l, err := planner.ParseVersion(lowest); err != nil || v.Compare(l) < 0 {
+				lowest = m.Version
+			}
+		}
+	}
+	st.Replicas, st.ReadyReplicas, st.Version = voters, ready, lowest
+	st.MemberSummary = fmt.Sprintf("%d/%d", ready, c.Spec.Replicas)
+	for _, state := range []string{"healthy", "unhealthy"} {
+		n := ready
+		if state == "unhealthy" {
+			n = voters - ready
+		}
+		clusterMembers.WithLabelValues(c.Namespace+"/"+c.Name, state).Set(float64(n))
+	}
+}
+
+func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberStatus {
+	out := make([]v1alpha1.MemberStatus, 0, len(o.Etcd.Members))
+	for _, m := range o.Etcd.Members {
+		name := m.MemberName()
+		ms := v1alpha1.MemberStatus{Name: name, ID: m.ID, Role: v1alpha1.RoleVoter, Leader: m.ID == o.Etcd.LeaderID,
+			Version: m.Version, Healthy: m.Healthy, DBSize: m.DBSize}
+		if m.Learner {
+			ms.Role = v1alpha1.RoleLearner
+		}
+		if _, ok := o.pods[name]; ok {
+			ms.Pod = name
+		}
+		if _, ok := o.pvcs[name]; ok {
+			ms.PVC = name
+		}
+		out = append(out, ms)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return planner.Ordinal(c.Name, out[i].Name) < planner.Ordinal(c.Name, out[j].Name)
+	})
+	return out
+}
+
+// markConverged sets the conditions of a cluster with nothing left to do: Ready when
+// every wanted voter is healthy.
+func markConverged(c *v1alpha1.EtcdCluster, o *observation) {
+	conditions.Delete(c, meta.StalledCondition)
+	conditions.Delete(c, meta.ReconcilingCondition)
+	st := &c.Status
+	switch {
+	case c.Spec.Replicas == 0:
+		conditions.MarkTrue(c, meta.ReadyCondition, "Parked", "the cluster is parked at 0 replicas; its volumes are kept")
+	case o.Etcd == nil:
+		conditions.MarkFalse(c, meta.ReadyCondition, "EtcdUnreachable", "no member answers; waiting for members to start")
+	case st.ReadyReplicas < c.Spec.Replicas:
+		conditions.MarkFalse(c, meta.ReadyCondition, "MembersUnhealthy", "%d of %d members are healthy", st.ReadyReplicas, c.Spec.Replicas)
+	default:
+		conditions.MarkTrue(c, meta.ReadyCondition, meta.SucceededReason, "%d members healthy on %s", st.ReadyReplicas, st.Version)
+	}
+}
+
+// hint tells the user what to look at when a step passes its deadline.
+func hint(s plan.Step) string {
+	switch s.Action {
+	case plan.CreateSeed, plan.StartMember, plan.UpgradeMember, plan.RestartMember:
+		return fmt.Sprintf("Check Pod %s: its events, logs and whether it can be scheduled and its volume bound", s.Member)
+	case plan.PromoteLearner:
+		return fmt.Sprintf("Check that learner %s runs and catches up with the leader (its logs, network, disk speed)", s.Member)
+	case plan.TransferLeadership:
+		return fmt.Sprintf("Check that %s is healthy and reachable from the leader", s.Target)
+	case plan.RemoveMember, plan.AddLearner:
+		return "Check that a quorum of members is healthy: membership changes need one"
+	}
+	return "Check the operator's logs and the cluster's events"
+}

@@ -1,0 +1,112 @@
+package observe
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// Members joins a cluster's member Pods and volume claims by member name. A Pod that
+// failed for good (evicted, its node lost) counts as gone: StartMember replaces it.
+func Members(pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim) []planner.Member {
+	byName := map[string]*planner.Member{}
+	get := func(name string) *planner.Member {
+		if m, ok := byName[name]; ok {
+			return m
+		}
+		m := &planner.Member{Name: name}
+		byName[name] = m
+		return m
+	}
+	for i := range pods {
+		p := &pods[i]
+		name := p.Labels[resources.LabelMember]
+		if name == "" || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		get(name).Pod = pod(p)
+	}
+	for i := range pvcs {
+		c := &pvcs[i]
+		name := c.Labels[resources.LabelMember]
+		if name == "" {
+			continue
+		}
+		get(name).PVC = &planner.PVC{
+			Bound:    c.Status.Phase == corev1.ClaimBound,
+			Deleting: c.DeletionTimestamp != nil,
+			MemberID: c.Annotations[resources.AnnotationMemberID],
+		}
+	}
+	out := make([]planner.Member, 0, len(byName))
+	for _, m := range byName {
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func pod(p *corev1.Pod) *planner.Pod {
+	out := &planner.Pod{
+		Deleting:   p.DeletionTimestamp != nil,
+		Seed:       p.Annotations[resources.AnnotationSeed] == "true",
+		Version:    p.Annotations[resources.AnnotationVersion],
+		ConfigHash: p.Annotations[resources.AnnotationConfigHash],
+		IP:         p.Status.PodIP,
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "etcd" {
+			out.Running = cs.State.Running != nil
+		}
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name == "preflight" && (exitedWith(cs.State, resources.PreflightDataLost) || exitedWith(cs.LastTerminationState, resources.PreflightDataLost)) {
+			out.DataLost = true
+		}
+	}
+	return out
+}
+
+func exitedWith(s corev1.ContainerState, code int32) bool {
+	return s.Terminated != nil && s.Terminated.ExitCode == code
+}
+
+// Recorded is the membership last recorded in status.
+func Recorded(c *v1alpha1.EtcdCluster) []planner.RecordedMember {
+	var out []planner.RecordedMember
+	for _, m := range c.Status.Members {
+		if m.ID != "" {
+			out = append(out, planner.RecordedMember{Name: m.Name, ID: m.ID, Learner: m.Role == v1alpha1.RoleLearner})
+		}
+	}
+	return out
+}
+
+// FromStatus rebuilds etcd's view from the members recorded in status, for tools that
+// read the cluster through the Kubernetes API alone.
+func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
+	if len(c.Status.Members) == 0 {
+		return nil
+	}
+	v := &planner.EtcdView{ClusterID: c.Status.ClusterID, ClusterVersion: c.Status.ClusterVersion}
+	for _, m := range c.Status.Members {
+		if m.ID == "" {
+			continue
+		}
+		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{resources.PeerURL(c, m.Name)},
+			Learner: m.Role == v1alpha1.RoleLearner, Healthy: m.Healthy, Version: m.Version, DBSize: m.DBSize})
+		if m.Leader {
+			v.LeaderID = m.ID
+		}
+	}
+	return v
+}

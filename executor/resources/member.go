@@ -1,0 +1,214 @@
+package resources
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// Images are the container images member Pods run.
+type Images struct {
+	// EtcdRepository is the default etcd image repository; tags are v<version>.
+	EtcdRepository string
+	// Operator is the operator's own image, whose binary runs the preflight check.
+	Operator string
+}
+
+// MemberSpec is what a member Pod is rendered from.
+type MemberSpec struct {
+	Name    string
+	Version string
+	// InitialCluster lists name=peerURL of the members the new member joins (or itself, for a seed).
+	InitialCluster []string
+	// Seed: the member bootstraps a new cluster.
+	Seed bool
+	// ExpectData: the member joined before, so an empty data directory means data loss.
+	ExpectData bool
+}
+
+const nonRootUID = 65532
+
+// MemberPod renders a member's Pod. Members have no liveness probe: a probe that kills a
+// member during an election would make the election longer.
+func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
+	labels := ClusterLabels(c)
+	annotations := map[string]string{
+		AnnotationConfigHash: c.Spec.ConfigHash(),
+		AnnotationVersion:    m.Version,
+	}
+	if pm := c.Spec.PodMetadata; pm != nil {
+		labels = merge(pm.Labels, labels)
+		annotations = merge(pm.Annotations, annotations)
+	}
+	labels[LabelMember] = m.Name
+	labels[LabelRole] = string(v1alpha1.RoleLearner)
+	if m.Seed {
+		labels[LabelRole] = string(v1alpha1.RoleVoter)
+		annotations[AnnotationSeed] = "true"
+	}
+	secure := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: c.Namespace, Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			Hostname:                      m.Name,
+			Subdomain:                     HeadlessService(c),
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			EnableServiceLinks:            ptr.To(false),
+			AutomountServiceAccountToken:  ptr.To(false),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsUser: ptr.To[int64](nonRootUID), RunAsGroup: ptr.To[int64](nonRootUID), FSGroup: ptr.To[int64](nonRootUID),
+				RunAsNonRoot:   ptr.To(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			InitContainers: []corev1.Container{{
+				Name:            "preflight",
+				Image:           img.Operator,
+				Command:         []string{"/manager", "preflight", "--data-dir=" + DataDir, fmt.Sprintf("--expect-data=%t", m.ExpectData)},
+				SecurityContext: secure,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+			}},
+			Containers: []corev1.Container{{
+				Name:            "etcd",
+				Image:           Image(c, img.EtcdRepository, m.Version),
+				Command:         append([]string{"etcd"}, etcdArgs(c, m)...),
+				Env:             gomaxprocs(c),
+				Resources:       c.Spec.Resources,
+				SecurityContext: secure,
+				Ports: []corev1.ContainerPort{
+					{Name: "client", ContainerPort: ClientPort},
+					{Name: "peer", ContainerPort: PeerPort},
+					{Name: "metrics", ContainerPort: MetricsPort},
+				},
+				// Ready means healthy in etcd's own terms: a leader and no alarm.
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstrPort(MetricsPort)}},
+					PeriodSeconds:    2,
+					TimeoutSeconds:   2,
+					FailureThreshold: 3,
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+			}},
+			Volumes:                   []corev1.Volume{dataVolume(c, m.Name)},
+			Affinity:                  c.Spec.Affinity,
+			TopologySpreadConstraints: c.Spec.TopologySpreadConstraints,
+			NodeSelector:              c.Spec.NodeSelector,
+			Tolerations:               c.Spec.Tolerations,
+			PriorityClassName:         c.Spec.PriorityClassName,
+			ImagePullSecrets:          c.Spec.ImagePullSecrets,
+		},
+	}
+}
+
+func dataVolume(c *v1alpha1.EtcdCluster, member string) corev1.Volume {
+	if c.Spec.Storage.Medium == v1alpha1.StorageMediumMemory {
+		size := c.Spec.Storage.Size
+		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}}
+	}
+	return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: member}}}
+}
+
+// etcdArgs are the member's flags. The initial-cluster flags only matter on the first
+// start: etcd ignores them once its data directory holds a member.
+func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
+	state := "existing"
+	if m.Seed {
+		state = "new"
+	}
+	flags := map[string]string{
+		"name":                        m.Name,
+		"data-dir":                    DataDir,
+		"listen-peer-urls":            fmt.Sprintf("http://0.0.0.0:%d", PeerPort),
+		"listen-client-urls":          fmt.Sprintf("http://0.0.0.0:%d", ClientPort),
+		"listen-metrics-urls":         fmt.Sprintf("http://0.0.0.0:%d", MetricsPort),
+		"advertise-client-urls":       ClientURL(c, m.Name),
+		"initial-advertise-peer-urls": PeerURL(c, m.Name),
+		"initial-cluster":             strings.Join(m.InitialCluster, ","),
+		"initial-cluster-state":       state,
+		"initial-cluster-token":       c.Namespace + "-" + c.Name + "-" + string(c.UID),
+	}
+	o := c.Spec.Options
+	setInt := func(k string, v *int64) {
+		if v != nil {
+			flags[k] = fmt.Sprint(*v)
+		}
+	}
+	setInt("quota-backend-bytes", o.QuotaBackendBytes)
+	setInt("snapshot-count", o.SnapshotCount)
+	if o.HeartbeatInterval != nil {
+		flags["heartbeat-interval"] = fmt.Sprint(*o.HeartbeatInterval)
+	}
+	if o.ElectionTimeout != nil {
+		flags["election-timeout"] = fmt.Sprint(*o.ElectionTimeout)
+	}
+	if o.AutoCompactionMode != "" {
+		flags["auto-compaction-mode"] = string(o.AutoCompactionMode)
+	}
+	if o.AutoCompactionRetention != "" {
+		flags["auto-compaction-retention"] = o.AutoCompactionRetention
+	}
+	for k, v := range o.ExtraArgs {
+		if _, managed := flags[k]; !managed {
+			flags[k] = v
+		}
+	}
+	keys := make([]string, 0, len(flags))
+	for k := range flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	args := make([]string, 0, len(keys))
+	for _, k := range keys {
+		args = append(args, "--"+k+"="+flags[k])
+	}
+	return args
+}
+
+// gomaxprocs makes the Go runtime follow the CPU limit, when one is set.
+func gomaxprocs(c *v1alpha1.EtcdCluster) []corev1.EnvVar {
+	if _, ok := c.Spec.Resources.Limits[corev1.ResourceCPU]; !ok {
+		return nil
+	}
+	return []corev1.EnvVar{{Name: "GOMAXPROCS", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+		ContainerName: "etcd", Resource: "limits.cpu", Divisor: resource.MustParse("1")}}}}
+}
+
+// MemberPVC renders a member's volume claim.
+func MemberPVC(c *v1alpha1.EtcdCluster, member string) *corev1.PersistentVolumeClaim {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: member, Namespace: c.Namespace, Labels: merge(ClusterLabels(c), map[string]string{LabelMember: member})},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: c.Spec.Storage.Size}},
+		},
+	}
+	if sc := c.Spec.Storage.StorageClassName; sc != "" {
+		pvc.Spec.StorageClassName = &sc
+	}
+	return pvc
+}
+
+func merge(base, over map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}

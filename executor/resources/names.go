@@ -1,0 +1,89 @@
+// Package resources renders the Kubernetes objects of an etcd cluster: member Pods and
+// volume claims, the headless and client Services, and the PodDisruptionBudget.
+package resources
+
+import (
+	"fmt"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// Labels and annotations the operator puts on the objects it owns.
+const (
+	LabelCluster   = "etcdplan.io/cluster"
+	LabelMember    = "etcdplan.io/member"
+	LabelRole      = "etcdplan.io/role"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+
+	AnnotationConfigHash = "etcdplan.io/config-hash"
+	AnnotationVersion    = "etcdplan.io/version"
+	AnnotationSeed       = "etcdplan.io/seed"
+	// AnnotationMemberID on a volume claim records the etcd member ID once the member
+	// has joined: a later Pod on an empty volume then knows its data was lost.
+	AnnotationMemberID = "etcdplan.io/member-id"
+	// AnnotationApprove carries the ID of the plan a user approved (approval: Manual).
+	AnnotationApprove = "etcdplan.io/approve"
+
+	ManagerName = "etcdplan"
+
+	ClientPort  = 2379
+	PeerPort    = 2380
+	MetricsPort = 2381
+
+	DataMount = "/var/lib/etcd"
+	DataDir   = DataMount + "/data"
+
+	// PreflightDataLost is the exit code of the preflight init container when a member
+	// that joined the cluster finds its data directory empty.
+	PreflightDataLost = 3
+)
+
+// ClusterLabels select every object of a cluster.
+func ClusterLabels(c *v1alpha1.EtcdCluster) map[string]string {
+	return map[string]string{
+		LabelCluster:   c.Name,
+		LabelManagedBy: ManagerName,
+		LabelName:      "etcd",
+		LabelInstance:  c.Name,
+	}
+}
+
+// Selector is the label selector of a cluster's member Pods, as a string for /scale.
+func Selector(c *v1alpha1.EtcdCluster) string {
+	return fmt.Sprintf("%s=%s,%s=%s", LabelCluster, c.Name, LabelManagedBy, ManagerName)
+}
+
+// HeadlessService names the Service that gives members their DNS names.
+func HeadlessService(c *v1alpha1.EtcdCluster) string { return c.Name }
+
+// ClientService names the Service clients connect through.
+func ClientService(c *v1alpha1.EtcdCluster) string { return c.Name + "-client" }
+
+// PeerURL is the address other members reach a member at.
+func PeerURL(c *v1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("%s://%s:%d", scheme(c), MemberHost(c, member), PeerPort)
+}
+
+// ClientURL is the address a member advertises to clients.
+func ClientURL(c *v1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("%s://%s:%d", scheme(c), MemberHost(c, member), ClientPort)
+}
+
+// MemberHost is a member's stable DNS name through the headless Service.
+func MemberHost(c *v1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("%s.%s.%s.svc", member, HeadlessService(c), c.Namespace)
+}
+
+// scheme is http: TLS is refused with a Stalled reason until it is supported.
+func scheme(*v1alpha1.EtcdCluster) string { return "http" }
+
+// Image is the etcd image of a version.
+func Image(c *v1alpha1.EtcdCluster, defaultRepo, version string) string {
+	repo := c.Spec.Image
+	if repo == "" {
+		repo = defaultRepo
+	}
+	return repo + ":v" + version
+}

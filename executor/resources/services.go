@@ -1,0 +1,68 @@
+package resources
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+func intstrPort(p int) intstr.IntOrString { return intstr.FromInt32(int32(p)) }
+
+func memberSelector(c *v1alpha1.EtcdCluster) map[string]string {
+	return map[string]string{LabelCluster: c.Name, LabelManagedBy: ManagerName}
+}
+
+// Headless renders the Service that gives each member its DNS name. It publishes members
+// before they are ready: peers must find each other to elect a leader in the first place.
+func Headless(c *v1alpha1.EtcdCluster) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: HeadlessService(c), Namespace: c.Namespace, Labels: ClusterLabels(c)},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 memberSelector(c),
+			Ports: []corev1.ServicePort{
+				{Name: "client", Port: ClientPort, TargetPort: intstrPort(ClientPort)},
+				{Name: "peer", Port: PeerPort, TargetPort: intstrPort(PeerPort)},
+			},
+		},
+	}
+}
+
+// Client renders the Service clients connect through; only ready members serve it.
+func Client(c *v1alpha1.EtcdCluster) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: ClientService(c), Namespace: c.Namespace, Labels: ClusterLabels(c)},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: memberSelector(c),
+			Ports:    []corev1.ServicePort{{Name: "client", Port: ClientPort, TargetPort: intstrPort(ClientPort)}},
+		},
+	}
+	if cs := c.Spec.ClientService; cs != nil {
+		if cs.Type != "" {
+			svc.Spec.Type = cs.Type
+		}
+		svc.Labels = merge(cs.Labels, svc.Labels)
+		svc.Annotations = cs.Annotations
+	}
+	return svc
+}
+
+// PDB renders the PodDisruptionBudget over voting members: a voluntary disruption (a node
+// drain) may never take voters below quorum.
+func PDB(c *v1alpha1.EtcdCluster, voters int) *policyv1.PodDisruptionBudget {
+	sel := memberSelector(c)
+	sel[LabelRole] = string(v1alpha1.RoleVoter)
+	minAvailable := intstr.FromInt32(int32(voters/2 + 1))
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, Labels: ClusterLabels(c)},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &minAvailable,
+			Selector:     &metav1.LabelSelector{MatchLabels: sel},
+		},
+	}
+}
