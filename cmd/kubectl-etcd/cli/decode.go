@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// decodeIfCluster decodes the document when it is an EtcdCluster, as the API server would
+// admit it: unknown fields are errors, the CRD's defaults are applied and what the CRD
+// refuses cheaply is refused. Other kinds give nil.
+func decodeIfCluster(d document) (*v1alpha1.EtcdCluster, error) {
+	var obj map[string]any
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(d.data, &obj); err != nil {
+		return nil, fmt.Errorf("%s: not a Kubernetes object: %w", d.source, err)
+	}
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	if kind != "EtcdCluster" || groupOf(apiVersion) != v1alpha1.GroupVersion.Group {
+		return nil, nil
+	}
+	name := nameOf(obj)
+	if apiVersion != v1alpha1.GroupVersion.String() {
+		return nil, fmt.Errorf("%s: EtcdCluster %s: apiVersion %s is not supported; use %s", d.source, name, apiVersion, v1alpha1.GroupVersion)
+	}
+	applyDefaults(obj)
+	c, err := decodeStrict(obj)
+	if err == nil {
+		err = validate(c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: EtcdCluster %s: %w", d.source, name, err)
+	}
+	return c, nil
+}
+
+// decodeStrict decodes the object into an EtcdCluster; every unknown or duplicate field
+// is named with its path ("unknown field \"spec.replica\"").
+func decodeStrict(obj map[string]any) (*v1alpha1.EtcdCluster, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	c := &v1alpha1.EtcdCluster{}
+	strict, err := sigsjson.UnmarshalStrict(data, c, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, err
+	}
+	return c, errors.Join(strict...)
+}
+
+func nameOf(obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	ns, _ := meta["namespace"].(string)
+	switch {
+	case name == "":
+		return "<no name>"
+	case ns != "":
+		return ns + "/" + name
+	}
+	return name
+}
+
+// versionFormat is the CRD's rule for spec.version; TestValidationMatchesCRD keeps them equal.
+var versionFormat = regexp.MustCompile(`^3\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+
+// Bounds of spec.replicas in the CRD.
+const minReplicas, maxReplicas = 0, 9
+
+// validate refuses what the CRD refuses and is cheap to check here, with the CRD's words.
+// The API server remains the judge; this catches mistakes before a pull request merges.
+func validate(c *v1alpha1.EtcdCluster) error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	s := c.Spec
+	if c.Name == "" {
+		add("metadata.name is required")
+	}
+	switch {
+	case s.Version == "":
+		add("spec.version is required")
+	case !versionFormat.MatchString(s.Version):
+		add("spec.version %q: version must be an etcd 3.x.y release such as 3.6.16, without a leading v", s.Version)
+	}
+	if s.Replicas < minReplicas || s.Replicas > maxReplicas {
+		add("spec.replicas %d: must be between %d and %d", s.Replicas, minReplicas, maxReplicas)
+	}
+	if s.Replicas == 0 && s.Storage.Medium == v1alpha1.StorageMediumMemory {
+		add("spec: replicas 0 parks a cluster on its volumes, which storage.medium Memory cannot keep: use a disk-backed medium or keep at least one replica")
+	}
+	return errors.Join(errs...)
+}
