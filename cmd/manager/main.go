@@ -1,0 +1,124 @@
+// Command manager runs the etcdplan operator. `manager preflight` is the check member
+// Pods run before etcd starts.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/controller"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "preflight" {
+		os.Exit(preflight(os.Args[2:]))
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	metricsAddr, probeAddr     string
+	leaderElect                bool
+	leaderElectionNamespace    string
+	namespaces                 string
+	etcdRepository, selfImage  string
+	workers                    int
+	crashAfterEffectMarkersDir string
+}
+
+func run() error {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to (0 disables it)")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so only one replica of the operator acts")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the operator's own)")
+	flag.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
+	flag.StringVar(&o.etcdRepository, "etcd-image-repository", "quay.io/coreos/etcd", "etcd image repository; tags are v<version>")
+	flag.StringVar(&o.selfImage, "operator-image", "ghcr.io/etcdplan/etcdplan:latest", "the operator's own image, run by member Pods for their preflight check")
+	flag.IntVar(&o.workers, "workers", 4, "clusters reconciled at once")
+	flag.StringVar(&o.crashAfterEffectMarkersDir, "test-crash-after-effect", "", "testing only: exit right after each step's effect, once per step, leaving markers in this directory")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cacheOpts := cache.Options{}
+	if o.namespaces != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range strings.Split(o.namespaces, ",") {
+			cacheOpts.DefaultNamespaces[strings.TrimSpace(ns)] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "etcdplan.io",
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+	})
+	if err != nil {
+		return err
+	}
+	r := &controller.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("etcdplan"), //nolint:staticcheck // the events/v1 recorder needs a newer API
+		Images:    resources.Images{EtcdRepository: o.etcdRepository, Operator: o.selfImage},
+		Dial:      etcd.Dial,
+	}
+	if dir := o.crashAfterEffectMarkersDir; dir != "" {
+		r.AfterEffect = crashOnce(dir)
+	}
+	if err := r.SetupWithManager(mgr, o.workers); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// crashOnce stops the process right after a step's effect, the first time each step
+// runs: a test of how the operator resumes from what it had recorded.
+func crashOnce(dir string) func(string, int) {
+	return func(planID string, step int) {
+		marker := filepath.Join(dir, fmt.Sprintf("%s-%d", planID, step))
+		if _, err := os.Stat(marker); err == nil {
+			return
+		}
+		_ = os.MkdirAll(dir, 0o755)
+		_ = os.WriteFile(marker, []byte(time.Now().Format(time.RFC3339Nano)), 0o644)
+		fmt.Fprintf(os.Stderr, "test failpoint: exiting after the effect of plan %s step %d\n", planID, step+1)
+		os.Exit(3)
+	}
+}
