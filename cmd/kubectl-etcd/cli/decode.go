@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	sigsjson "sigs.k8s.io/json"
 
@@ -76,8 +77,8 @@ const minReplicas, maxReplicas = 0, 9
 // validate refuses what the CRD refuses and is cheap to check here, with the CRD's words.
 // The API server remains the judge; this catches mistakes before a pull request merges.
 func validate(c *v1alpha1.EtcdCluster) error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	s := c.Spec
 	if c.Name == "" {
 		add("metadata.name is required")
@@ -94,5 +95,8 @@ func validate(c *v1alpha1.EtcdCluster) error {
 	if s.Replicas == 0 && s.Storage.Medium == v1alpha1.StorageMediumMemory {
 		add("spec: replicas 0 parks a cluster on its volumes, which storage.medium Memory cannot keep: use a disk-backed medium or keep at least one replica")
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
 }

@@ -19,27 +19,42 @@ type planFlags struct {
 
 var outputs = []string{"table", "json", "markdown"}
 
-// parsePlanFlags reads the flags of `plan`. Short and long names are the ones kubectl uses.
-// It returns flag.ErrHelp when help was asked for.
-func parsePlanFlags(args []string, stderr io.Writer) (planFlags, error) {
+const planHelp = `Print the plan for every EtcdCluster in the manifests, against its observed state.
+
+Usage:
+  kubectl-etcd plan (-f FILE | -k DIR) --observed OBSERVED.json [-o table|json|markdown] [--detailed-exitcode]
+
+Flags:
+  -f, --filename FILE       manifest file or directory to plan; repeatable; - reads stdin
+  -k, --kustomize DIR       kustomization directory, rendered in-process and planned
+      --observed FILE       observed state to plan against: one cluster's, or a map of
+                            "namespace/name" to observed states (see docs/cli.md)
+  -o, --output FORMAT       table (default), json or markdown
+      --detailed-exitcode   exit 0 without changes, 2 with changes, 1 on errors and blocked plans
+
+Exit codes: 0 success, 1 error or blocked plan, 2 changes (with --detailed-exitcode).
+`
+
+// parsePlanFlags reads the flags of `plan`. Short and long names are the ones kubectl uses;
+// one or two dashes both work. It returns flag.ErrHelp when help was asked for.
+func parsePlanFlags(args []string) (planFlags, error) {
 	var f planFlags
 	fs := flag.NewFlagSet("kubectl-etcd plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors and help are printed by the caller
 	addFile := func(v string) error { f.files = append(f.files, v); return nil }
-	fs.Func("f", "manifest file or directory to plan; repeatable; - reads stdin", addFile)
-	fs.Func("filename", "same as -f", addFile)
-	fs.StringVar(&f.kustomize, "k", "", "kustomization directory to render and plan")
-	fs.StringVar(&f.kustomize, "kustomize", "", "same as -k")
-	fs.StringVar(&f.observed, "observed", "", "observed state to plan against (JSON; see docs/cli.md)")
-	fs.StringVar(&f.output, "o", "table", "output format: table, json or markdown")
-	fs.StringVar(&f.output, "output", "table", "same as -o")
-	fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 with no changes, 1 on error, 2 with changes")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: kubectl-etcd plan (-f FILE | -k DIR) --observed OBSERVED.json [-o table|json|markdown] [--detailed-exitcode]\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs.Func("f", "", addFile)
+	fs.Func("filename", "", addFile)
+	fs.StringVar(&f.kustomize, "k", "", "")
+	fs.StringVar(&f.kustomize, "kustomize", "", "")
+	fs.StringVar(&f.observed, "observed", "", "")
+	fs.StringVar(&f.output, "o", "table", "")
+	fs.StringVar(&f.output, "output", "table", "")
+	fs.BoolVar(&f.detailed, "detailed-exitcode", false, "")
 	if err := fs.Parse(args); err != nil {
-		return f, err
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, usageError(err.Error())
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -53,6 +68,3 @@ func parsePlanFlags(args []string, stderr io.Writer) (planFlags, error) {
 	}
 	return f, nil
 }
-
-// isHelp reports whether parsing stopped because help was asked for.
-func isHelp(err error) bool { return errors.Is(err, flag.ErrHelp) }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -14,16 +15,14 @@ import (
 
 // plan runs `kubectl-etcd plan`: manifests in, one plan per EtcdCluster out.
 func (c *CLI) plan(ctx context.Context, args []string) int {
-	f, err := parsePlanFlags(args, c.Stderr)
-	var usage usageError
+	f, err := parsePlanFlags(args)
 	switch {
-	case isHelp(err):
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(c.Stdout, planHelp)
 		return ExitOK
-	case errors.As(err, &usage):
-		fmt.Fprintf(c.Stderr, "error: %s\nRun \"kubectl-etcd plan -h\" for the flags.\n", usage)
-		return ExitError
 	case err != nil:
-		return ExitError // the flag package has printed the problem and the flags
+		fmt.Fprintf(c.Stderr, "error: %s\nRun \"kubectl-etcd plan -h\" for the flags.\n", err)
+		return ExitError
 	}
 	clusters, err := c.clusters(f)
 	if err != nil {

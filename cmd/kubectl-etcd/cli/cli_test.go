@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+const (
+	examples = "../../../examples/"
+	basic    = examples + "basic/etcdcluster.yaml"
+	healthy  = examples + "observed/three-healthy.json"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs the command in-process, with stdin when the test gives one.
+func run(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c := &CLI{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut}
+	code := c.Run(context.Background(), args)
+	return result{code, out.String(), errOut.String()}
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		stdout   string // a line the output contains
+		stderr   string // a line stderr contains
+		noStderr bool
+	}{
+		{"no changes", []string{"plan", "-f", basic, "--observed", healthy, "--detailed-exitcode"}, ExitOK, "No changes", "", true},
+		{"changes, detailed", []string{"plan", "-k", examples + "scale-out", "--observed", healthy, "--detailed-exitcode"}, ExitChanges, "AddLearner", "", true},
+		{"changes, not detailed", []string{"plan", "-k", examples + "scale-out", "--observed", healthy}, ExitOK, "PromoteLearner  demo-4", "", true},
+		{"long flag names", []string{"plan", "--filename", basic, "--observed", healthy, "--output", "markdown"}, ExitOK, "No changes.", "", true},
+		{"blocked plan", []string{"plan", "-f", "testdata/downgrade.yaml", "--observed", healthy, "--detailed-exitcode"}, ExitError,
+			"blocked (DowngradeRefused)", "error: EtcdCluster demo: blocked (DowngradeRefused): member demo-0 runs 3.6.16", false},
+		{"bad YAML", []string{"plan", "-f", "testdata/bad.yaml", "--observed", healthy}, ExitError, "", "error: testdata/bad.yaml (document 1): ", false},
+		{"unknown field", []string{"plan", "-f", "testdata/unknown-field.yaml", "--observed", healthy}, ExitError, "",
+			`error: testdata/unknown-field.yaml (document 1): EtcdCluster demo: unknown field "spec.replica"`, false},
+		{"invalid spec", []string{"plan", "-f", "testdata/bad-version.yaml", "--observed", healthy}, ExitError, "",
+			`spec.version "v3.6.16": version must be an etcd 3.x.y release such as 3.6.16, without a leading v; spec.replicas 12: must be between 0 and 9`, false},
+		{"missing file", []string{"plan", "-f", "testdata/nope.yaml", "--observed", healthy}, ExitError, "", "nope.yaml: no such file", false},
+		{"missing observed", []string{"plan", "-f", basic, "--observed", "testdata/nope.json"}, ExitError, "", "nope.json: no such file", false},
+		{"no observed, no live mode", []string{"plan", "-f", basic}, ExitError, "", "--observed is required", false},
+		{"no manifests", []string{"plan", "--observed", healthy}, ExitError, "", "one of -f or -k is required", false},
+		{"-f and -k", []string{"plan", "-f", basic, "-k", examples + "basic", "--observed", healthy}, ExitError, "", "cannot be used together", false},
+		{"bad output", []string{"plan", "-f", basic, "--observed", healthy, "-o", "yaml"}, ExitError, "", `-o "yaml"`, false},
+		{"unknown flag", []string{"plan", "--frobnicate"}, ExitError, "", "error: flag provided but not defined: -frobnicate", false},
+		{"no EtcdCluster", []string{"plan", "-f", "testdata/two-observed.json", "--observed", healthy}, ExitError, "", "no EtcdCluster (apiVersion etcdplan.io/v1alpha1) in the manifests", false},
+		{"unknown command", []string{"apply"}, ExitError, "", `unknown command "apply"`, false},
+		{"no command", nil, ExitError, "", "Usage:", false},
+		{"help", []string{"help"}, ExitOK, "Usage:", "", true},
+		{"plan help", []string{"plan", "-h"}, ExitOK, "--detailed-exitcode", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, "", tt.args...)
+			require.Equal(t, tt.code, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			require.Contains(t, r.stdout, tt.stdout)
+			require.Contains(t, r.stderr, tt.stderr)
+			if tt.noStderr {
+				require.Empty(t, r.stderr)
+			}
+		})
+	}
+}
+
+// A kustomization's patch reaches the planner: the overlay asks for 5 members.
+func TestKustomizePatch(t *testing.T) {
+	r := run(t, "", "plan", "-k", examples+"scale-out", "--observed", healthy, "-o", "json")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	p := decodePlans(t, r.stdout)[0]
+	var joins []string
+	for _, s := range p.Steps {
+		if s.Action == plan.PromoteLearner {
+			joins = append(joins, s.Member)
+		}
+	}
+	require.Equal(t, []string{"demo-3", "demo-4"}, joins)
+}
+
+func TestStdin(t *testing.T) {
+	manifest := "apiVersion: etcdplan.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: demo}\nspec: {version: 3.6.16, replicas: 1}\n"
+	r := run(t, manifest, "plan", "-f", "-", "--observed", examples+"observed/empty.json", "--detailed-exitcode")
+	require.Equal(t, ExitChanges, r.code, r.stderr)
+	require.Contains(t, r.stdout, "CreateSeed")
+	require.NotContains(t, r.stdout, "AddLearner")
+}
+
+func TestMultiCluster(t *testing.T) {
+	r := run(t, "", "plan", "-f", "testdata/two-clusters.yaml", "--observed", "testdata/two-observed.json", "--detailed-exitcode")
+	require.Equal(t, ExitChanges, r.code, r.stderr)
+	require.Contains(t, r.stdout, "EtcdCluster team-a/demo: No changes.")
+	require.Contains(t, r.stdout, "EtcdCluster team-b/demo: plan ")
+	require.Contains(t, r.stdout, "CreateSeed")
+
+	r = run(t, "", "plan", "-f", "testdata/two-clusters.yaml", "--observed", "testdata/two-observed.json", "-o", "json")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	plans := decodePlans(t, r.stdout)
+	require.Len(t, plans, 2)
+	require.Empty(t, plans[0].Steps)
+	require.Equal(t, plan.CreateSeed, plans[1].Steps[0].Action)
+}
+
+func TestMultiClusterNeedsAMap(t *testing.T) {
+	r := run(t, "", "plan", "-f", "testdata/two-clusters.yaml", "--observed", healthy)
+	require.Equal(t, ExitError, r.code)
+	require.Contains(t, r.stderr, "holds the observed state of one cluster and 2 clusters are planned")
+}
+
+func TestObservedMapWithoutTheCluster(t *testing.T) {
+	r := run(t, "", "plan", "-f", basic, "--observed", "testdata/two-observed.json")
+	require.Equal(t, ExitOK, r.code, r.stderr) // "demo" matches a namespace-less cluster
+
+	r = run(t, "", "plan", "-f", "testdata/two-clusters.yaml", "--observed", writeTemp(t, `{"team-a/demo": {"formatVersion": 1}}`))
+	require.Equal(t, ExitError, r.code)
+	require.Contains(t, r.stderr, `has no observed state for EtcdCluster team-b/demo (it has "team-a/demo")`)
+}
+
+func TestObservedFileIsStrict(t *testing.T) {
+	for content, want := range map[string]string{
+		`{"formatVersion": 1, "member": []}`: `unknown field "member"`,
+		`{"formatVersion": 2}`:               "formatVersion 2 is not supported",
+		`{}`:                                 "neither an observed state",
+		`[1]`:                                "not an observed state",
+	} {
+		r := run(t, "", "plan", "-f", basic, "--observed", writeTemp(t, content))
+		require.Equal(t, ExitError, r.code, content)
+		require.Contains(t, r.stderr, want, content)
+	}
+}
+
+// -o json is the plan itself: it decodes into plan.Plan equal to the planner's own.
+func TestJSONIsThePlan(t *testing.T) {
+	r := run(t, "", "plan", "-f", basic, "--observed", examples+"observed/three-on-3.5.json", "-o", "json")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var got plan.Plan
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Equal(t, plan.FormatVersion, got.FormatVersion)
+
+	c := exampleCluster(t)
+	o, err := OpenObservedFile(examples+"observed/three-on-3.5.json", []*v1alpha1.EtcdCluster{c})
+	require.NoError(t, err)
+	obs, err := o.Observed(context.Background(), c)
+	require.NoError(t, err)
+	want := planner.Plan(planner.Desired{Name: "demo", Replicas: 3, Version: "3.6.16", ConfigHash: c.Spec.ConfigHash()}, obs)
+	require.Equal(t, want, got)
+}
+
+type fakeLive struct{ asked []string }
+
+func (f *fakeLive) Observed(_ context.Context, c *v1alpha1.EtcdCluster) (planner.Observed, error) {
+	f.asked = append(f.asked, key(c))
+	return planner.Observed{FormatVersion: planner.ObservedFormatVersion}, nil
+}
+
+// Without --observed, the live source is asked; its errors fail the run.
+func TestLiveSeam(t *testing.T) {
+	live := &fakeLive{}
+	var out, errOut bytes.Buffer
+	c := &CLI{Stdout: &out, Stderr: &errOut, Live: func(context.Context) (ObservedSource, error) { return live, nil }}
+	require.Equal(t, ExitChanges, c.Run(context.Background(), []string{"plan", "-f", basic, "--detailed-exitcode"}), errOut.String())
+	require.Equal(t, []string{"demo"}, live.asked)
+
+	c.Live = func(context.Context) (ObservedSource, error) { return nil, errors.New("no kubeconfig") }
+	require.Equal(t, ExitError, c.Run(context.Background(), []string{"plan", "-f", basic}))
+	require.Contains(t, errOut.String(), "error: no kubeconfig")
+}
+
+func TestRunUsesStreams(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.Equal(t, ExitOK, Run([]string{"plan", "-f", basic, "--observed", healthy}, &out, &errOut))
+	require.Contains(t, out.String(), "No changes")
+	require.Empty(t, errOut.String())
+}
+
+func decodePlans(t *testing.T, s string) []plan.Plan {
+	t.Helper()
+	var out []plan.Plan
+	dec := json.NewDecoder(strings.NewReader(s))
+	for {
+		var p plan.Plan
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, p)
+	}
+}
+
+func writeTemp(t *testing.T, content string) string {
+	t.Helper()
+	path := t.TempDir() + "/observed.json"
+	require.NoError(t, writeFile(path, content))
+	return path
+}
