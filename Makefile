@@ -26,5 +26,8 @@ generate:
 test: lint $(TEST_DEPS)
 	$(GO) test ./...
 
+demo:
+	GO=$(GO) BIN=$(BIN) examples/demo.sh
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 60s ./planner/
