@@ -3,6 +3,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -10,10 +12,12 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -52,7 +56,7 @@ func run() error {
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the operator's own)")
 	flag.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
 	flag.StringVar(&o.etcdRepository, "etcd-image-repository", "quay.io/coreos/etcd", "etcd image repository; tags are v<version>")
-	flag.StringVar(&o.selfImage, "operator-image", "ghcr.io/etcdplan/etcdplan:latest", "the operator's own image, run by member Pods for their preflight check")
+	flag.StringVar(&o.selfImage, "operator-image", "", "the operator's own image, run by member Pods for their preflight check (default: read from the operator's Pod, named by POD_NAME and POD_NAMESPACE)")
 	flag.IntVar(&o.workers, "workers", 4, "clusters reconciled at once")
 	flag.StringVar(&o.crashAfterEffectMarkersDir, "test-crash-after-effect", "", "testing only: exit right after each step's effect, once per step, leaving markers in this directory")
 	zapOpts := zap.Options{}
@@ -86,6 +90,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if o.selfImage == "" {
+		if o.selfImage, err = ownImage(mgr.GetAPIReader()); err != nil {
+			return err
+		}
+	}
 	r := &controller.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -106,6 +115,26 @@ func run() error {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// ownImage reads the operator's image from its own Pod.
+func ownImage(c client.Reader) (string, error) {
+	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
+	if name == "" || ns == "" {
+		return "", errors.New("set --operator-image, or POD_NAME and POD_NAMESPACE to find it")
+	}
+	var pod corev1.Pod
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		return "", fmt.Errorf("reading the operator's own Pod for its image: %w", err)
+	}
+	for _, ct := range pod.Spec.Containers {
+		if ct.Name == "manager" {
+			return ct.Image, nil
+		}
+	}
+	return pod.Spec.Containers[0].Image, nil
 }
 
 // crashOnce stops the process right after a step's effect, the first time each step
