@@ -30,8 +30,8 @@ type Mount struct {
 // Spec is what the shim does; the kubelet writes it as JSON.
 type Spec struct {
 	// Hostname is set when the shim runs in its own UTS namespace (NewUTS).
-	Hostname string `json:"hostname,omitempty"`
-	NewUTS   bool   `json:"newUTS,omitempty"`
+	Hostname string  `json:"hostname,omitempty"`
+	NewUTS   bool    `json:"newUTS,omitempty"`
 	Mounts   []Mount `json:"mounts,omitempty"`
 	// UID and GID are the credentials to run with; -1 keeps root's.
 	UID        int64    `json:"uid"`
