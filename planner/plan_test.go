@@ -126,6 +126,15 @@ func TestPlanScenarios(t *testing.T) {
 		}(), func(c Desired) *world {
 			return running(cluster(3, "3.6.16"), 3, "3.6.16")
 		}, []string{"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}},
+		{"a broken member is reconfigured first, without waiting for it", func() Desired {
+			c := cluster(3, "3.6.16")
+			c.ConfigHash = "cfg-2"
+			return c
+		}(), func(c Desired) *world {
+			w := running(cluster(3, "3.6.16"), 3, "3.6.16")
+			w.members["demo-2"].healthy = false
+			return w
+		}, []string{"RestartMember demo-2", "RestartMember demo-1", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}},
 		{"a learner left by a scale-up is removed when no longer wanted", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-3"] = &wmember{name: "demo-3", id: "9", inEtcd: true, learner: true}

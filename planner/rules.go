@@ -162,8 +162,8 @@ func scaleUp(m *model, d Desired) (plan.Step, bool) {
 // upgrade moves one member at a time to spec.version: followers first, the leader last
 // after leadership has moved to an upgraded member.
 func upgrade(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, func(mm *member) bool { return mm.version != d.Version }, func(mm *member) plan.Step {
-		s := step(plan.UpgradeMember, mm, plan.PreClusterHealthy, "spec.version %s -> %s", mm.version, d.Version)
+	return rollOne(m, func(mm *member) bool { return mm.version != d.Version }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		s := step(plan.UpgradeMember, mm, pre, "spec.version %s -> %s", mm.version, d.Version)
 		s.Version = d.Version
 		return s
 	})
@@ -171,16 +171,22 @@ func upgrade(m *model, d Desired) (plan.Step, bool) {
 
 // reconfigure re-creates, one at a time, the Pods whose configuration differs from the spec.
 func reconfigure(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member) plan.Step {
-		s := step(plan.RestartMember, mm, plan.PreClusterHealthy, "the Pod of %s differs from the spec", mm.name)
+	return rollOne(m, func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		s := step(plan.RestartMember, mm, pre, "the Pod of %s differs from the spec", mm.name)
 		s.Version = mm.version
 		return s
 	})
 }
 
-// rollOne returns the step for the first voter that needs it, taking the leader last and
-// moving leadership away from it first.
-func rollOne(m *model, needs func(*member) bool, do func(*member) plan.Step) (plan.Step, bool) {
+// rollOne returns the step for the first voter that needs it. Broken members go first:
+// restarting them costs nothing, and the new spec may be what mends them. Healthy ones
+// follow while the whole cluster is healthy, the leader last, after leadership moved.
+func rollOne(m *model, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
+	for _, mm := range m.members {
+		if mm.voter() && mm.pod && !mm.healthy && needs(mm) {
+			return do(mm, plan.PreNone), true
+		}
+	}
 	for _, mm := range leaderLast(m) {
 		if !mm.voter() || !mm.pod || !needs(mm) {
 			continue
@@ -188,7 +194,7 @@ func rollOne(m *model, needs func(*member) bool, do func(*member) plan.Step) (pl
 		if s, ok := transferFrom(m, mm, "%s leads and is restarted last", mm.name); ok {
 			return s, true
 		}
-		return do(mm), true
+		return do(mm, plan.PreClusterHealthy), true
 	}
 	return plan.Step{}, false
 }

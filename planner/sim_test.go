@@ -170,7 +170,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		w.leader = s.Target
 	case plan.RemoveMember:
-		if w.leader == s.Member && all > 1 {
+		if w.leader == s.Member && m.live() && healthy >= quorum(all) && all > 1 { // a leader needs a quorum
 			return false, fmt.Errorf("RemoveMember %s while it leads", s.Member)
 		}
 		if isVoter {
@@ -197,11 +197,15 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			m.dataLost = true
 		}
 	case plan.UpgradeMember, plan.RestartMember:
-		if w.leader == s.Member && all > 1 {
+		if w.leader == s.Member && m.live() && healthy >= quorum(all) && all > 1 { // a leader needs a quorum
 			return false, fmt.Errorf("%s %s while it leads", s.Action, s.Member)
 		}
 		// With one or two voters any restart costs quorum for a moment: nothing can avoid it.
-		if all > 2 && healthy >= quorum(all) && healthy-1 < quorum(all) {
+		left := healthy
+		if m.live() {
+			left--
+		}
+		if all > 2 && healthy >= quorum(all) && left < quorum(all) {
 			return false, fmt.Errorf("%s %s loses quorum while it restarts", s.Action, s.Member)
 		}
 		if s.Action == plan.UpgradeMember {
