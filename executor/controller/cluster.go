@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -37,6 +37,8 @@ const (
 	pollWaiting = 500 * time.Millisecond
 	pollApplied = 100 * time.Millisecond
 	pollIdle    = 30 * time.Second
+	// pollUnhealthy re-reads a cluster with no plan that is not ready yet.
+	pollUnhealthy = 2 * time.Second
 )
 
 // Reconciler reconciles EtcdClusters.
@@ -163,8 +165,11 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	rec := st.Plan
 	switch {
 	case rec == nil:
-		markConverged(c, o)
-		return reconcile.Result{RequeueAfter: pollIdle}, nil
+		markConverged(c, o, now)
+		if conditions.IsReady(c) {
+			return reconcile.Result{RequeueAfter: pollIdle}, nil
+		}
+		return reconcile.Result{RequeueAfter: pollUnhealthy}, nil
 	case rec.Blocked != nil:
 		conditions.MarkStalled(c, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
 		conditions.MarkFalse(c, meta.ReadyCondition, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)

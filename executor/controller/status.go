@@ -3,9 +3,11 @@ package controller
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -79,21 +81,42 @@ func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberSta
 }
 
 // markConverged sets the conditions of a cluster with nothing left to do: Ready when
-// every wanted voter is healthy.
-func markConverged(c *v1alpha1.EtcdCluster, o *observation) {
-	conditions.Delete(c, meta.StalledCondition)
+// every wanted voter is healthy. Members that stay unhealthy past the progress deadline
+// with no plan to mend them stall the cluster, so `kubectl wait` and Flux stop waiting.
+func markConverged(c *v1alpha1.EtcdCluster, o *observation, now time.Time) {
 	conditions.Delete(c, meta.ReconcilingCondition)
 	st := &c.Status
+	reason, msg := "", ""
 	switch {
 	case c.Spec.Replicas == 0:
+		conditions.Delete(c, meta.StalledCondition)
 		conditions.MarkTrue(c, meta.ReadyCondition, "Parked", "the cluster is parked at 0 replicas; its volumes are kept")
+		return
 	case o.Etcd == nil:
-		conditions.MarkFalse(c, meta.ReadyCondition, "EtcdUnreachable", "no member answers; waiting for members to start")
+		reason, msg = "EtcdUnreachable", "no member answers"
 	case st.ReadyReplicas < c.Spec.Replicas:
-		conditions.MarkFalse(c, meta.ReadyCondition, "MembersUnhealthy", "%d of %d members are healthy", st.ReadyReplicas, c.Spec.Replicas)
+		reason, msg = "MembersUnhealthy", fmt.Sprintf("%d of %d members are healthy", st.ReadyReplicas, c.Spec.Replicas)
 	default:
+		conditions.Delete(c, meta.StalledCondition)
 		conditions.MarkTrue(c, meta.ReadyCondition, meta.SucceededReason, "%d members healthy on %s", st.ReadyReplicas, st.Version)
+		return
 	}
+	since := c.CreationTimestamp.Time
+	if r := conditions.Get(c, meta.ReadyCondition); r != nil && r.Status != metav1.ConditionTrue && r.LastTransitionTime.After(since) {
+		since = r.LastTransitionTime.Time
+	}
+	if len(st.History) > 0 && st.History[0].FinishedAt != nil && st.History[0].FinishedAt.After(since) {
+		since = st.History[0].FinishedAt.Time
+	}
+	deadline := time.Duration(c.Spec.UpdateStrategy.ProgressDeadlineSeconds) * time.Second
+	if now.Sub(since) > deadline {
+		msg += fmt.Sprintf(" for more than %s; check the member Pods' events and logs", deadline)
+		conditions.MarkStalled(c, reason, "%s", msg)
+	} else {
+		conditions.Delete(c, meta.StalledCondition)
+		msg += "; waiting for members to become healthy"
+	}
+	conditions.MarkFalse(c, meta.ReadyCondition, reason, "%s", msg)
 }
 
 // hint tells the user what to look at when a step passes its deadline.
