@@ -23,13 +23,17 @@ type CLI struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Live opens the observed state of the live clusters, for runs without --observed.
-	// It is nil while the live mode does not exist.
 	Live func(ctx context.Context) (ObservedSource, error)
 }
 
+// liveSource is the live mode: it reads the observed state of the cluster the kubeconfig
+// points at. It is nil until that mode exists; the file that implements it assigns it, and
+// tests set CLI.Live instead.
+var liveSource func(ctx context.Context) (ObservedSource, error)
+
 // Run runs kubectl-etcd with args (without the program name) and returns the exit code.
 func Run(args []string, stdout, stderr io.Writer) int {
-	c := &CLI{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr}
+	c := &CLI{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Live: liveSource}
 	return c.Run(context.Background(), args)
 }
 

@@ -45,8 +45,11 @@ func OpenObservedFile(path string, clusters []*v1alpha1.EtcdCluster) (ObservedSo
 				`map each "namespace/name" to its observed state (see docs/cli.md)`, path, len(clusters))
 		}
 		o, err := decodeObserved(path, data)
+		if err != nil {
+			return nil, err
+		}
 		src.states[key(clusters[0])] = o
-		return src, err
+		return src, nil
 	}
 	if len(top) == 0 {
 		return nil, fmt.Errorf("%s: neither an observed state (it has no formatVersion) nor a map of them", path)
