@@ -1,0 +1,282 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+// operatorImage maps, on the local stack, to the operator binary under bin/.
+const operatorImage = "ghcr.io/etcdplan/etcdplan:dev"
+
+// namespace creates a namespace for one test, restricted by PodSecurity like production.
+func namespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name = fmt.Sprintf("e2e-%s-%d", strings.Trim(name, "-"), time.Now().UnixNano()%100000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted"}}}
+	require.NoError(t, env.client.Create(context.Background(), ns))
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = env.client.Delete(context.Background(), ns)
+		}
+	})
+	return name
+}
+
+// operator runs the operator for one namespace as a process on the host, restarting it
+// when it exits while the test runs (the crash failpoint makes it exit on purpose).
+type operator struct {
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	restarts int
+	stopped  bool
+	done     chan struct{}
+}
+
+func startOperator(t *testing.T, ns string, extraArgs ...string) *operator {
+	t.Helper()
+	logPath := filepath.Join(env.root, ".stack", "logs", "operator-"+ns+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	op := &operator{done: make(chan struct{})}
+	args := append([]string{"--namespaces=" + ns, "--operator-image=" + operatorImage,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extraArgs...)
+	start := func() *exec.Cmd {
+		cmd := exec.Command(env.manager, args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.stack.Kubeconfig())
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		require.NoError(t, cmd.Start())
+		return cmd
+	}
+	op.cmd = start()
+	go func() {
+		defer close(op.done)
+		for {
+			err := op.cmd.Wait()
+			op.mu.Lock()
+			if op.stopped {
+				op.mu.Unlock()
+				return
+			}
+			fmt.Fprintf(logFile, "--- operator exited (%v); restarting\n", err)
+			op.restarts++
+			op.cmd = start()
+			op.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		op.mu.Lock()
+		op.stopped = true
+		_ = op.cmd.Process.Kill()
+		op.mu.Unlock()
+		<-op.done
+		_ = logFile.Close()
+		if t.Failed() {
+			t.Logf("operator log: %s", logPath)
+		}
+	})
+	return op
+}
+
+func (op *operator) Restarts() int {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.restarts
+}
+
+func newCluster(ns, name string, replicas int32) *v1alpha1.EtcdCluster {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	c.Spec.Replicas = replicas
+	c.Spec.Version = "3.6.16"
+	c.Spec.Storage.Size = resource.MustParse("64Mi")
+	c.Spec.UpdateStrategy.ProgressDeadlineSeconds = 180
+	return c
+}
+
+func get(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
+	t.Helper()
+	c := &v1alpha1.EtcdCluster{}
+	require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c))
+	return c
+}
+
+// update re-reads the cluster and applies f to its spec, retrying on conflicts.
+func update(t *testing.T, ns, name string, f func(c *v1alpha1.EtcdCluster)) {
+	t.Helper()
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true,
+		func(ctx context.Context) (bool, error) {
+			c := get(t, ns, name)
+			f(c)
+			err := env.client.Update(ctx, c)
+			return err == nil, nil
+		}))
+}
+
+// waitFor polls the cluster until cond holds, failing with the last status when it does not.
+func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, cond func(c *v1alpha1.EtcdCluster) bool) *v1alpha1.EtcdCluster {
+	t.Helper()
+	var last *v1alpha1.EtcdCluster
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		last = &v1alpha1.EtcdCluster{}
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, last); err != nil {
+			return false, nil
+		}
+		return cond(last), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v\nstatus: %s", what, err, describe(last))
+	}
+	return last
+}
+
+func describe(c *v1alpha1.EtcdCluster) string {
+	if c == nil {
+		return "<none>"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "generation %d observed %d members %s\n", c.Generation, c.Status.ObservedGeneration, c.Status.MemberSummary)
+	for _, cond := range c.Status.Conditions {
+		fmt.Fprintf(&b, "  %s=%s %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
+	}
+	if p := c.Status.Plan; p != nil {
+		fmt.Fprintf(&b, "  plan %s %s %s\n", p.ID, p.Phase, p.Summary)
+		for i, pr := range p.Progress {
+			fmt.Fprintf(&b, "    step %d %s %s: %s %s\n", i+1, p.Steps[i].Action, p.Steps[i].Member, pr.State, pr.Message)
+		}
+	}
+	for _, m := range c.Status.Members {
+		fmt.Fprintf(&b, "  member %s id=%s %s leader=%t healthy=%t %s\n", m.Name, m.ID, m.Role, m.Leader, m.Healthy, m.Version)
+	}
+	return b.String()
+}
+
+func condition(c *v1alpha1.EtcdCluster, t string) *metav1.Condition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == t {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// ready: the spec is observed, Ready is True and no plan is left.
+func ready(c *v1alpha1.EtcdCluster) bool {
+	r := condition(c, "Ready")
+	return c.Status.ObservedGeneration == c.Generation && r != nil && r.Status == metav1.ConditionTrue && c.Status.Plan == nil
+}
+
+func waitReady(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
+	t.Helper()
+	return waitFor(t, ns, name, 5*time.Minute, "Ready", ready)
+}
+
+// endpoints are the client URLs of a cluster's running member Pods, by Pod IP.
+func endpoints(t *testing.T, ns, name string) []string {
+	t.Helper()
+	var pods corev1.PodList
+	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns),
+		client.MatchingLabels{resources.LabelCluster: name}))
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			out = append(out, fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func etcdClient(t *testing.T, eps []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// checkMembership asserts etcd's member list matches the spec: as many voters as replicas,
+// no learners, each named after a running Pod.
+func checkMembership(t *testing.T, ns, name string) *clientv3.MemberListResponse {
+	t.Helper()
+	c := get(t, ns, name)
+	cli := etcdClient(t, endpoints(t, ns, name))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := cli.MemberList(ctx)
+	require.NoError(t, err)
+	require.Len(t, list.Members, int(c.Spec.Replicas), "etcd members: %v", list.Members)
+	for _, m := range list.Members {
+		require.False(t, m.IsLearner, "member %s is still a learner", m.Name)
+		var pod corev1.Pod
+		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Name}, &pod), "Pod of member %s", m.Name)
+	}
+	return list
+}
+
+func metaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+// memberID renders an etcd member ID as status does.
+func memberID(id uint64) string { return etcd.ID(id) }
+
+func parseID(t *testing.T, s string) uint64 {
+	t.Helper()
+	id, err := etcd.ParseID(s)
+	require.NoError(t, err)
+	return id
+}
+
+// moveLeader makes target the leader, asking the current leader at its own endpoint.
+func moveLeader(t *testing.T, ns, name string, target uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, ep := range endpoints(t, ns, name) {
+		cli := etcdClient(t, []string{ep})
+		st, err := cli.Status(ctx, ep)
+		require.NoError(t, err)
+		if st.Header.MemberId == st.Leader {
+			if st.Leader != target {
+				_, err = cli.MoveLeader(ctx, target)
+				require.NoError(t, err)
+			}
+			return
+		}
+	}
+	t.Fatal("no leader found")
+}
+
+// requireHistory asserts a finished plan in status.history listed these actions in order.
+func requireHistory(t *testing.T, c *v1alpha1.EtcdCluster, actions string) {
+	t.Helper()
+	for _, h := range c.Status.History {
+		if strings.Contains(h.Actions, actions) {
+			return
+		}
+	}
+	t.Fatalf("no plan in history with %q:\n%+v", actions, c.Status.History)
+}

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// writer puts keys throughout an operation and remembers which writes etcd acknowledged.
+// The member endpoints change as members come and go, so it follows the Pods.
+type writer struct {
+	t      *testing.T
+	ns, cl string
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	acked  []string
+	failed int
+	maxLat time.Duration
+}
+
+func startWriter(t *testing.T, ns, cluster string) *writer {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		defer cli.Close()
+		for i := 0; ctx.Err() == nil; i++ {
+			if i%20 == 0 {
+				if eps := endpoints(t, ns, cluster); len(eps) > 0 {
+					cli.SetEndpoints(eps...)
+				}
+			}
+			key := fmt.Sprintf("/writer/%06d", i)
+			start := time.Now()
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := cli.Put(wctx, key, key)
+			wcancel()
+			lat := time.Since(start)
+			w.mu.Lock()
+			if err == nil {
+				w.acked = append(w.acked, key)
+				w.maxLat = max(w.maxLat, lat)
+			} else if ctx.Err() == nil {
+				w.failed++
+			}
+			w.mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// stopAndVerify stops writing and checks every acknowledged write is readable.
+func (w *writer) stopAndVerify() {
+	w.t.Helper()
+	w.cancel()
+	<-w.done
+	cli := etcdClient(w.t, endpoints(w.t, w.ns, w.cl))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "/writer/", clientv3.WithPrefix())
+	require.NoError(w.t, err)
+	have := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		have[string(kv.Key)] = true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.NotEmpty(w.t, w.acked, "no write was acknowledged")
+	for _, k := range w.acked {
+		require.True(w.t, have[k], "acknowledged write %s is lost", k)
+	}
+	w.t.Logf("writer: %d writes acknowledged and readable, %d failed, slowest %v", len(w.acked), w.failed, w.maxLat)
+}
