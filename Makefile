@@ -8,7 +8,7 @@ CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.2
 TEST_DEPS :=
 include test/stack.mk
 
-.PHONY: all build test lint generate demo bench fuzz
+.PHONY: all build test lint generate demo deploy undeploy bench fuzz
 all: build
 
 build:
@@ -23,8 +23,21 @@ generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=kustomize/crd/bases
 
-test: lint $(TEST_DEPS)
-	$(GO) test ./...
+# The end-to-end tests run many clusters side by side; each waits mostly on etcd and Pods.
+test: lint build $(TEST_DEPS)
+	$(GO) test -timeout 60m -parallel 4 ./...
+
+KUBECTL := $(BIN)/kubectl --kubeconfig $(CURDIR)/.stack/kubeconfig
+
+# deploy installs the operator into the local stack with its own kustomize manifests; the
+# stack maps the operator image to bin/manager.
+deploy: build stack-up
+	$(KUBECTL) apply --server-side --force-conflicts -k kustomize/default
+	$(KUBECTL) -n etcdplan-system rollout restart deployment/etcdplan
+	$(KUBECTL) -n etcdplan-system rollout status deployment/etcdplan --timeout=180s
+
+undeploy:
+	$(KUBECTL) delete --ignore-not-found -k kustomize/default
 
 demo:
 	GO=$(GO) BIN=$(BIN) examples/demo.sh
