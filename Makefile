@@ -8,7 +8,7 @@ CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.2
 TEST_DEPS :=
 include test/stack.mk
 
-.PHONY: all build test lint generate demo deploy undeploy bench fuzz
+.PHONY: all build test lint generate demo deploy undeploy e2e bench fuzz
 all: build
 
 build:
@@ -35,6 +35,10 @@ deploy: build stack-up
 	$(KUBECTL) apply --server-side --force-conflicts -k kustomize/default
 	$(KUBECTL) -n etcdplan-system rollout restart deployment/etcdplan
 	$(KUBECTL) -n etcdplan-system rollout status deployment/etcdplan --timeout=180s
+
+# e2e runs the operator's end-to-end tests on the local stack.
+e2e: build $(TEST_DEPS)
+	$(GO) test -tags e2e -timeout 60m -parallel 4 -v ./test/e2e/
 
 undeploy:
 	$(KUBECTL) delete --ignore-not-found -k kustomize/default
