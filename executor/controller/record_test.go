@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+func steps(actions ...string) []plan.Step {
+	out := make([]plan.Step, 0, len(actions))
+	for _, a := range actions {
+		out = append(out, plan.Step{Action: plan.Action(a), Member: "m", Reason: "r " + a})
+	}
+	return out
+}
+
+func TestDoneUpToFollowsTheRecordedPlan(t *testing.T) {
+	rec := newRecord(plan.Plan{ID: "p1", Steps: steps("AddLearner", "StartMember", "PromoteLearner")}, time.Unix(0, 0))
+	require.Equal(t, "1/3 AddLearner", rec.Summary)
+
+	k, ok := doneUpTo(rec, plan.Plan{Steps: steps("AddLearner", "StartMember", "PromoteLearner")})
+	require.True(t, ok)
+	require.Equal(t, 0, k, "nothing done yet")
+
+	fresh := plan.Plan{Steps: steps("PromoteLearner")}
+	fresh.Steps[0].Reason = "a reason worded anew"
+	k, ok = doneUpTo(rec, fresh)
+	require.True(t, ok)
+	require.Equal(t, 2, k, "two steps took effect; reasons do not matter")
+
+	k, ok = doneUpTo(rec, plan.Plan{})
+	require.True(t, ok)
+	require.Equal(t, 3, k, "an empty plan finishes the recorded one")
+
+	_, ok = doneUpTo(rec, plan.Plan{Steps: steps("RemoveMember")})
+	require.False(t, ok, "another plan supersedes it")
+
+	rec.Current = 2
+	_, ok = doneUpTo(rec, plan.Plan{Steps: steps("StartMember", "PromoteLearner")})
+	require.False(t, ok, "a step that took effect cannot come back")
+}
+
+func TestFinishKeepsTheLastPlans(t *testing.T) {
+	st := &v1alpha1.EtcdClusterStatus{}
+	for i := 0; i < historyLimit+3; i++ {
+		st.Plan = newRecord(plan.Plan{ID: string(rune('a' + i)), Steps: steps("StopMember")}, time.Unix(int64(i), 0))
+		finish(st, st.Plan, v1alpha1.PlanSucceeded, "", time.Unix(int64(i+1), 0))
+	}
+	require.Nil(t, st.Plan)
+	require.Len(t, st.History, historyLimit)
+	require.Equal(t, string(rune('a'+historyLimit+2)), st.History[0].ID, "newest first")
+	require.Equal(t, "0/1", st.History[0].Steps)
+	require.Equal(t, "StopMember m", st.History[0].Actions)
+}

@@ -1,0 +1,63 @@
+package resources
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+func demo() *v1alpha1.EtcdCluster {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "u1"}}
+	c.Spec.Replicas, c.Spec.Version = 3, "3.6.16"
+	c.Spec.Storage.Size = resource.MustParse("1Gi")
+	return c
+}
+
+func TestMemberPodIsSafeAndRestricted(t *testing.T) {
+	c := demo()
+	c.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}
+	c.Spec.Options.ExtraArgs = map[string]string{"log-level": "warn"}
+	p := MemberPod(c, Images{EtcdRepository: "quay.io/coreos/etcd", Operator: "op:1"},
+		MemberSpec{Name: "demo-3", Version: "3.6.16", InitialCluster: []string{"demo-0=http://a:2380", "demo-3=http://b:2380"}})
+	etcd := p.Spec.Containers[0]
+	require.Equal(t, "quay.io/coreos/etcd:v3.6.16", etcd.Image)
+	require.Nil(t, etcd.LivenessProbe, "no liveness probe may kill a member during an election")
+	require.Equal(t, "/health", etcd.ReadinessProbe.HTTPGet.Path)
+	require.Equal(t, int32(MetricsPort), etcd.ReadinessProbe.HTTPGet.Port.IntVal)
+	args := strings.Join(etcd.Command, " ")
+	for _, want := range []string{"--initial-cluster-state=existing", "--initial-cluster=demo-0=http://a:2380,demo-3=http://b:2380",
+		"--initial-advertise-peer-urls=http://demo-3.demo.ns.svc:2380", "--listen-metrics-urls=http://0.0.0.0:2381", "--log-level=warn"} {
+		require.Contains(t, args, want)
+	}
+	require.Equal(t, "GOMAXPROCS", etcd.Env[0].Name, "GOMAXPROCS follows the CPU limit")
+	require.True(t, *etcd.SecurityContext.ReadOnlyRootFilesystem)
+	require.Equal(t, []corev1.Capability{"ALL"}, etcd.SecurityContext.Capabilities.Drop)
+	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, p.Spec.SecurityContext.SeccompProfile.Type)
+	require.True(t, *p.Spec.SecurityContext.RunAsNonRoot)
+	require.Equal(t, "demo", p.Spec.Subdomain)
+	require.Equal(t, "demo", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
+	require.Equal(t, "learner", p.Labels[LabelRole])
+	require.Equal(t, c.Spec.ConfigHash(), p.Annotations[AnnotationConfigHash])
+	require.Equal(t, []string{"/manager", "preflight", "--data-dir=" + DataDir, "--expect-data=false"}, p.Spec.InitContainers[0].Command)
+}
+
+func TestSeedBootstrapsAlone(t *testing.T) {
+	p := MemberPod(demo(), Images{}, MemberSpec{Name: "demo-0", Version: "3.6.16", Seed: true, InitialCluster: []string{"demo-0=http://x:2380"}})
+	require.Contains(t, p.Spec.Containers[0].Command, "--initial-cluster-state=new")
+	require.Equal(t, "voter", p.Labels[LabelRole])
+	require.Equal(t, "true", p.Annotations[AnnotationSeed])
+	require.Empty(t, p.Spec.Containers[0].Env, "no CPU limit, no GOMAXPROCS")
+}
+
+func TestPDBKeepsQuorum(t *testing.T) {
+	for voters, min := range map[int]int32{1: 1, 3: 2, 4: 3, 5: 3} {
+		require.Equal(t, min, PDB(demo(), voters).Spec.MinAvailable.IntVal, "%d voters", voters)
+	}
+	require.True(t, Headless(demo()).Spec.PublishNotReadyAddresses, "peers find each other before they are ready")
+}
