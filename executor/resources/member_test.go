@@ -41,7 +41,7 @@ func TestMemberPodIsSafeAndRestricted(t *testing.T) {
 	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, p.Spec.SecurityContext.SeccompProfile.Type)
 	require.True(t, *p.Spec.SecurityContext.RunAsNonRoot)
 	require.Equal(t, "demo", p.Spec.Subdomain)
-	require.Equal(t, "demo", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
+	require.Equal(t, "demo-3", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
 	require.Equal(t, "learner", p.Labels[LabelRole])
 	require.Equal(t, c.Spec.ConfigHash(), p.Annotations[AnnotationConfigHash])
 	require.Equal(t, []string{"/manager", "preflight", "--data-dir=" + DataDir, "--expect-data=false"}, p.Spec.InitContainers[0].Command)
