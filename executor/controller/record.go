@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/planner/render"
 )
 
 // historyLimit is how many finished plans status.history keeps.
@@ -51,15 +52,9 @@ func newRecord(p plan.Plan, now time.Time) *v1alpha1.PlanStatus {
 	return rec
 }
 
-// summary is "k/n Action", or the phase when no step runs.
+// summary is "k/n Action" for kubectl get, marked while the plan awaits approval.
 func summary(rec *v1alpha1.PlanStatus) string {
-	switch {
-	case rec.Blocked != nil:
-		return "Blocked: " + string(rec.Blocked.Reason)
-	case int(rec.Current) >= len(rec.Steps):
-		return string(rec.Phase)
-	}
-	s := fmt.Sprintf("%d/%d %s", rec.Current+1, len(rec.Steps), rec.Steps[rec.Current].Action)
+	s := render.Summary(rec.Plan, int(rec.Current))
 	if rec.Phase == v1alpha1.PlanAwaitingApproval {
 		s += " (awaiting approval)"
 	}
