@@ -145,7 +145,7 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 		return s, true
 	}
 	return step(plan.RemoveMember, victim, plan.PreQuorumWithout,
-		"spec.replicas %d -> %d: member %s leaves", voters, voters-1, victim.name), true
+		"member %s leaves (spec.replicas %d, %d voters)", victim.name, d.Replicas, voters), true
 }
 
 // scaleUp adds a learner; finishMembershipChange starts and promotes it.
@@ -156,7 +156,7 @@ func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	}
 	mm := &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
 	return step(plan.AddLearner, mm, plan.PreClusterHealthy,
-		"spec.replicas %d -> %d: member %s joins as a learner", voters, voters+1, mm.name), true
+		"member %s joins as a learner (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters), true
 }
 
 // upgrade moves one member at a time to spec.version: followers first, the leader last
