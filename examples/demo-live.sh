@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Live demo: starts the local Kubernetes stack, installs the operator with its kustomize
+# manifests, creates examples/basic (3 members), then scales it to 5 and back to 3 while
+# `kubectl get etcdcluster` shows the plan moving step by step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MAKE=${MAKE:-make}
+KUBECTL="bin/kubectl --kubeconfig $PWD/.stack/kubeconfig"
+NS=etcdplan-demo
+
+"$MAKE" deploy
+$KUBECTL create namespace "$NS" --dry-run=client -o yaml | $KUBECTL apply -f - >/dev/null
+$KUBECTL label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
+
+# watch prints `kubectl get etcdcluster` whenever it changes, until the cluster is Ready
+# with no plan left.
+watch() {
+  local last="" now
+  for _ in $(seq 1 600); do
+    now=$($KUBECTL -n "$NS" get etcdcluster demo -o wide 2>/dev/null || true)
+    if [ "$now" != "$last" ]; then echo "$now"; last=$now; fi
+    if $KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}{.status.plan.id}' 2>/dev/null | grep -qx True; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "the cluster did not become Ready; see: bin/kubectl-etcd status demo -n $NS" >&2
+  return 1
+}
+
+echo "=== create examples/basic: 3 members"
+$KUBECTL -n "$NS" apply -f examples/basic/etcdcluster.yaml
+watch
+echo
+echo "=== scale to 5"
+$KUBECTL -n "$NS" scale etcdcluster demo --replicas=5
+watch
+echo
+echo "=== scale back to 3"
+$KUBECTL -n "$NS" scale etcdcluster demo --replicas=3
+watch
+cat <<TXT
+
+The cluster runs in namespace $NS of the local stack. Try:
+  export KUBECONFIG=$PWD/.stack/kubeconfig PATH=$PWD/bin:\$PATH
+  kubectl etcd status demo -n $NS            # members, leader, plan, history
+  kubectl -n $NS get etcdcluster demo -o yaml  # status.plan and status.history
+  kubectl -n $NS delete pod demo-1           # the same member comes back
+  kubectl -n $NS patch etcdcluster demo --type merge -p '{"spec":{"updateStrategy":{"approval":"Manual"}}}'
+  kubectl -n $NS scale etcdcluster demo --replicas=5 && kubectl etcd approve demo -n $NS
+  make stack-down                            # stop everything
+TXT
