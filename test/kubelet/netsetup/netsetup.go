@@ -219,3 +219,22 @@ func CleanupAll() error {
 	}
 	return errors.Join(errs...)
 }
+
+// LinkUp tells whether a link is administratively up.
+func LinkUp(name string) bool {
+	out, err := ipOutput("-o", "link", "show", "dev", name)
+	if err != nil {
+		return false
+	}
+	i := strings.Index(out, "<")
+	j := strings.Index(out, ">")
+	if i < 0 || j < i {
+		return false
+	}
+	for _, f := range strings.Split(out[i+1:j], ",") {
+		if f == "UP" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,244 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/etcdplan/etcdplan/test/kubelet/imagemap"
+	"github.com/etcdplan/etcdplan/test/kubelet/netsetup"
+)
+
+// Kubelet runs one node.
+type Kubelet struct {
+	cfg      Config
+	client   kubernetes.Interface
+	images   *imagemap.Map
+	ipam     *netsetup.IPAM
+	recorder record.EventRecorder
+	pods     corelisters.PodLister
+	nodeUID  types.UID
+
+	mu      sync.Mutex
+	workers map[types.UID]*podWorker
+	halted  bool // stop-node: no more status updates, no new Pods
+}
+
+// Run runs the node until ctx is done, then kills its containers (they would die with the
+// process anyway) and returns. The Pods' state stays, so a new run picks them up again.
+func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
+	if err := cfg.complete(); err != nil {
+		return err
+	}
+	k, err := newKubelet(cfg, client)
+	if err != nil {
+		return err
+	}
+	if err := netsetup.EnsureBridge(netsetup.Bridge, cfg.Gateway); err != nil {
+		log.Printf("bridge: %v (Pods wait for it)", err)
+	}
+	k.stopLeftovers()
+
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	k.recorder = broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: cfg.NodeName})
+
+	for {
+		err := k.registerNode(ctx)
+		if err == nil {
+			break
+		}
+		log.Printf("register node: %v", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	go k.heartbeat(ctx)
+
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 5*time.Minute,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
+		}))
+	podInformer := factory.Core().V1().Pods()
+	k.pods = podInformer.Lister()
+	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { k.podChanged(obj) },
+		UpdateFunc: func(_, obj any) { k.podChanged(obj) },
+		DeleteFunc: func(obj any) { k.podDeleted(obj) },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	k.removeOrphans()
+
+	if cfg.AdminAddr != "" {
+		if err := k.serveAdmin(ctx, cfg.AdminAddr); err != nil {
+			return err
+		}
+	}
+	log.Printf("node %s running, state in %s", cfg.NodeName, cfg.StateDir)
+	<-ctx.Done()
+	k.halt()
+	factory.Shutdown()
+	return nil
+}
+
+func newKubelet(cfg Config, client kubernetes.Interface) (*Kubelet, error) {
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "pods"), 0o755); err != nil {
+		return nil, err
+	}
+	images, err := imagemap.Load(cfg.ImagesPath)
+	if err != nil {
+		return nil, fmt.Errorf("images file: %w", err)
+	}
+	ipam, err := netsetup.OpenIPAM(filepath.Join(cfg.StateDir, "ipam.json"), cfg.PodCIDR)
+	if err != nil {
+		return nil, err
+	}
+	return &Kubelet{cfg: cfg, client: client, images: images, ipam: ipam,
+		workers: map[types.UID]*podWorker{}}, nil
+}
+
+func (k *Kubelet) podDir(uid types.UID) string {
+	return filepath.Join(k.cfg.StateDir, "pods", string(uid))
+}
+
+// stopLeftovers kills what a previous run of this node left: processes, namespaces, mounts.
+// Pod directories stay until the API says whether their Pods still exist.
+func (k *Kubelet) stopLeftovers() {
+	dirs, _ := filepath.Glob(filepath.Join(k.cfg.StateDir, "pods", "*"))
+	for _, d := range dirs {
+		stopLeftovers(d)
+	}
+}
+
+// removeOrphans deletes the directories and addresses of Pods that are no longer ours.
+func (k *Kubelet) removeOrphans() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	dirs, _ := filepath.Glob(filepath.Join(k.cfg.StateDir, "pods", "*"))
+	for _, d := range dirs {
+		uid := types.UID(filepath.Base(d))
+		if _, ok := k.workers[uid]; !ok {
+			stopLeftovers(d)
+			_ = os.RemoveAll(d)
+		}
+	}
+	for _, key := range k.ipam.Keys() {
+		if _, ok := k.workers[types.UID(key)]; !ok {
+			_ = k.ipam.Release(key)
+		}
+	}
+}
+
+func (k *Kubelet) podChanged(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName != k.cfg.NodeName {
+		return
+	}
+	k.mu.Lock()
+	if k.halted {
+		k.mu.Unlock()
+		return
+	}
+	w := k.workers[pod.UID]
+	if w == nil {
+		w = newPodWorker(k, pod)
+		k.workers[pod.UID] = w
+		go w.run()
+	}
+	k.mu.Unlock()
+	w.update(pod)
+}
+
+func (k *Kubelet) podDeleted(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	k.mu.Lock()
+	w := k.workers[pod.UID]
+	k.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.gone()
+	go func() {
+		<-w.done
+		k.mu.Lock()
+		delete(k.workers, pod.UID)
+		k.mu.Unlock()
+	}()
+}
+
+// worker finds a local Pod by namespace and name.
+func (k *Kubelet) worker(namespace, name string) *podWorker {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, w := range k.workers {
+		if m := w.meta(); m.Namespace == namespace && m.Name == name {
+			return w
+		}
+	}
+	return nil
+}
+
+func (k *Kubelet) allWorkers() []*podWorker {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ws := make([]*podWorker, 0, len(k.workers))
+	for _, w := range k.workers {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// halt SIGKILLs every container and stops all API writes: what a crashing node does.
+func (k *Kubelet) halt() {
+	k.mu.Lock()
+	k.halted = true
+	k.mu.Unlock()
+	for _, w := range k.allWorkers() {
+		w.killAll()
+	}
+}
+
+func (k *Kubelet) isHalted() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.halted
+}
+
+func (k *Kubelet) event(pod *v1.Pod, warning bool, reason, format string, args ...any) {
+	if k.recorder == nil || pod == nil {
+		return
+	}
+	typ := v1.EventTypeNormal
+	if warning {
+		typ = v1.EventTypeWarning
+	}
+	k.recorder.Eventf(pod, typ, reason, format, args...)
+}
