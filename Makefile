@@ -7,6 +7,7 @@ CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.2
 # test/stack.mk builds the local Kubernetes stack and adds its binaries to TEST_DEPS.
 TEST_DEPS :=
 include test/stack.mk
+include test/apiserver.mk
 
 .PHONY: all build test lint generate demo deploy undeploy e2e bench fuzz
 all: build

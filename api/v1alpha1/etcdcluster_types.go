@@ -7,7 +7,7 @@ import (
 )
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
-// +kubebuilder:validation:XValidation:rule="!(self.replicas == 0 && self.storage.medium == 'Memory')",message="replicas 0 parks a cluster on its volumes, which storage.medium Memory cannot keep: use a disk-backed medium or keep at least one replica"
+// +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && self.replicas == 0 && has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory')",message="replicas 0 parks a cluster on its volumes, which storage.medium Memory cannot keep: use a disk-backed medium or keep at least one replica"
 // +kubebuilder:validation:XValidation:rule="(has(self.tls) ? self.tls.mode : 'Disabled') == (has(oldSelf.tls) ? oldSelf.tls.mode : 'Disabled')",message="tls.mode is immutable: create a new cluster and restore a backup into it to change it"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. 0 parks the cluster: its Pods go, its
@@ -106,12 +106,13 @@ const (
 )
 
 // StorageSpec describes each member's data volume.
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !has(self.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size cannot shrink: a volume can only grow"
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable: members keep the volumes they were created with"
-// +kubebuilder:validation:XValidation:rule="self.medium == oldSelf.medium",message="storage.medium is immutable: members keep the volumes they were created with"
+// +kubebuilder:validation:XValidation:rule="(has(self.medium) && self.medium == 'Memory') == (has(oldSelf.medium) && oldSelf.medium == 'Memory')",message="storage.medium is immutable: members keep the volumes they were created with"
 type StorageSpec struct {
 	// Size of each member's volume. It may grow (when the StorageClass allows expansion) but never shrink.
 	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="storage.size cannot shrink: a volume can only grow"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be larger than zero, such as 1Gi"
 	// +optional
 	Size resource.Quantity `json:"size,omitempty"`
 
@@ -181,6 +182,7 @@ type EtcdOptions struct {
 	// ExtraArgs are further etcd flags, without the leading dashes. Flags the operator manages
 	// (names, URLs, data dir, initial cluster, TLS files) cannot be set here.
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['name', 'data-dir', 'wal-dir', 'listen-peer-urls', 'listen-client-urls', 'advertise-client-urls', 'initial-advertise-peer-urls', 'initial-cluster', 'initial-cluster-state', 'initial-cluster-token', 'cert-file', 'key-file', 'trusted-ca-file', 'peer-cert-file', 'peer-key-file', 'peer-trusted-ca-file', 'client-cert-auth', 'peer-client-cert-auth', 'listen-metrics-urls']))",message="options.extraArgs cannot set flags the operator manages (names, URLs, data and WAL dirs, initial cluster, TLS files, metrics URLs)"
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
 }

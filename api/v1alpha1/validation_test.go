@@ -1,0 +1,157 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// TestAdmission checks, against a real kube-apiserver with the generated CRDs, that every
+// invalid spec is refused with a message a user understands, and that defaults apply.
+func TestAdmission(t *testing.T) {
+	srv := startAPIServer(t)
+	scheme := runtime.NewScheme()
+	require.NoError(t, apiextensionsv1.AddToScheme(scheme))
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
+	c, err := client.New(srv.config, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	ctx := context.Background()
+	installCRDs(t, c)
+
+	valid := func(name string) *v1alpha1.EtcdCluster {
+		e := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+		e.Spec.Version = "3.6.16"
+		e.Spec.Storage.Size = resource.MustParse("1Gi")
+		return e
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		// As from a manifest in Git: fields left out get the CRD's defaults.
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "etcdplan.io/v1alpha1", "kind": "EtcdCluster",
+			"metadata": map[string]any{"name": "defaults", "namespace": "default"}, "spec": map[string]any{"version": "3.6.16"}}}
+		require.NoError(t, c.Create(ctx, u))
+		e := &v1alpha1.EtcdCluster{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(u), e))
+		require.EqualValues(t, 3, e.Spec.Replicas)
+		require.Equal(t, "1Gi", e.Spec.Storage.Size.String())
+		require.Equal(t, v1alpha1.RetainPolicyRetain, e.Spec.Storage.RetainPolicy)
+		require.Equal(t, v1alpha1.ApprovalAutomatic, e.Spec.UpdateStrategy.Approval)
+		require.EqualValues(t, 600, e.Spec.UpdateStrategy.ProgressDeadlineSeconds)
+	})
+
+	refusedOnCreate := []struct {
+		name, says string
+		mutate     func(e *v1alpha1.EtcdCluster)
+	}{
+		{"version with a v", "version must be an etcd 3.x.y release", func(e *v1alpha1.EtcdCluster) { e.Spec.Version = "v3.6.16" }},
+		{"version 2.x", "version must be an etcd 3.x.y release", func(e *v1alpha1.EtcdCluster) { e.Spec.Version = "2.3.8" }},
+		{"replicas 0 in memory", "storage.medium Memory cannot keep", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Replicas, e.Spec.Storage.Medium = 0, v1alpha1.StorageMediumMemory
+		}},
+		{"zero storage", "storage.size must be larger than zero", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Size = resource.Quantity{} }},
+		{"negative replicas", "spec.replicas", func(e *v1alpha1.EtcdCluster) { e.Spec.Replicas = -1 }},
+		{"managed flag", "options.extraArgs cannot set flags the operator manages", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Options.ExtraArgs = map[string]string{"initial-cluster-state": "new"}
+		}},
+		{"election timeout too short", "electionTimeout must be at least 5 times", func(e *v1alpha1.EtcdCluster) {
+			hb, el := int32(100), int32(200)
+			e.Spec.Options.HeartbeatInterval, e.Spec.Options.ElectionTimeout = &hb, &el
+		}},
+		{"provided TLS without secrets", "tls.mode Provided needs", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided}
+		}},
+		{"restore from two sources", "exactly one of backupName or source", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "b",
+				Source: &v1alpha1.SnapshotSource{Key: "k", BackupDestination: v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: "p"}}}}}
+		}},
+	}
+	for i, tt := range refusedOnCreate {
+		t.Run(tt.name, func(t *testing.T) {
+			e := valid("refused-" + string(rune('a'+i)))
+			tt.mutate(e)
+			err := c.Create(ctx, e)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tt.says)
+		})
+	}
+
+	refusedOnUpdate := []struct {
+		name, says string
+		mutate     func(e *v1alpha1.EtcdCluster)
+	}{
+		{"storage shrinks", "storage.size cannot shrink", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Size = resource.MustParse("512Mi") }},
+		{"storage class changes", "storageClassName is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.StorageClassName = "fast" }},
+		{"medium changes", "storage.medium is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Medium = v1alpha1.StorageMediumMemory }},
+		{"tls mode changes", "tls.mode is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} }},
+	}
+	for i, tt := range refusedOnUpdate {
+		t.Run(tt.name, func(t *testing.T) {
+			e := valid("update-" + string(rune('a'+i)))
+			require.NoError(t, c.Create(ctx, e))
+			tt.mutate(e)
+			err := c.Update(ctx, e)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tt.says)
+		})
+	}
+
+	t.Run("storage grows", func(t *testing.T) {
+		e := valid("grows")
+		require.NoError(t, c.Create(ctx, e))
+		e.Spec.Storage.Size = resource.MustParse("2Gi")
+		require.NoError(t, c.Update(ctx, e))
+	})
+
+	t.Run("backup needs exactly one destination", func(t *testing.T) {
+		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "default"},
+			Spec: v1alpha1.EtcdBackupSpec{ClusterRef: v1alpha1.ClusterReference{Name: "demo"}}}
+		err := c.Create(ctx, b)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "set exactly one backup destination")
+		b.Spec.Destination = v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "bkt"}, PVC: &v1alpha1.PVCDestination{ClaimName: "p"}}
+		require.ErrorContains(t, c.Create(ctx, b), "set exactly one backup destination")
+		b.Spec.Destination = v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "bkt"}}
+		require.NoError(t, c.Create(ctx, b))
+	})
+}
+
+func installCRDs(t *testing.T, c client.Client) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "..", "kustomize", "crd", "bases", "*.yaml"))
+	require.NoError(t, err)
+	require.Len(t, files, 3)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		require.NoError(t, yaml.UnmarshalStrict(b, crd))
+		require.NoError(t, c.Create(context.Background(), crd))
+		require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,
+			func(ctx context.Context) (bool, error) {
+				got := &apiextensionsv1.CustomResourceDefinition{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+					return false, nil
+				}
+				for _, cond := range got.Status.Conditions {
+					if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+						return true, nil
+					}
+				}
+				return false, nil
+			}))
+	}
+}
