@@ -274,7 +274,6 @@ func (c *container) execIn(ctx context.Context, p *process, command []string) er
 		return err
 	}
 	cmd := c.w.shimCommand(f.Name(), !c.w.podCopy().Spec.HostNetwork)
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := runContext(ctx, cmd)
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(truncate(out, 512)))
@@ -294,7 +293,7 @@ func runContext(ctx context.Context, cmd *exec.Cmd) (string, error) {
 	case err := <-done:
 		return out.String(), err
 	case <-ctx.Done():
-		_ = cmd.Cancel()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the shim runs in its own group
 		<-done
 		return out.String(), fmt.Errorf("timed out")
 	}

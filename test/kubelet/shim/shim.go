@@ -133,25 +133,37 @@ func ownMountNamespace(parent int) error {
 }
 
 // mountAll bind-mounts sources at targets, parents before children, creating mount points.
+// Every source is opened before the first mount: a volume mounted at /work would otherwise
+// hide sources under /work on the host.
 func mountAll(mounts []Mount) error {
 	sorted := append([]Mount(nil), mounts...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		return strings.Count(filepath.Clean(sorted[i].Target), "/") < strings.Count(filepath.Clean(sorted[j].Target), "/")
 	})
-	for _, m := range sorted {
-		if err := bind(m); err != nil {
+	srcs := make([]*os.File, len(sorted))
+	for i, m := range sorted {
+		fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("volume source %s: %w", m.Source, err)
+		}
+		srcs[i] = os.NewFile(uintptr(fd), m.Source)
+		defer srcs[i].Close()
+	}
+	for i, m := range sorted {
+		if err := bind(srcs[i], m); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func bind(m Mount) error {
-	st, err := os.Stat(m.Source)
-	if err != nil {
-		return fmt.Errorf("volume source: %w", err)
+func bind(src *os.File, m Mount) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return fmt.Errorf("volume source %s: %w", m.Source, err)
 	}
-	if st.IsDir() {
+	var err error
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		err = os.MkdirAll(m.Target, 0o755)
 	} else {
 		err = touch(m.Target)
@@ -159,7 +171,8 @@ func bind(m Mount) error {
 	if err != nil {
 		return fmt.Errorf("mount point %s: %w", m.Target, err)
 	}
-	if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	from := fmt.Sprintf("/proc/self/fd/%d", src.Fd())
+	if err := unix.Mount(from, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s at %s: %w", m.Source, m.Target, err)
 	}
 	if m.ReadOnly {

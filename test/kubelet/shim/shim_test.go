@@ -113,3 +113,27 @@ func TestShimMissingBinary(t *testing.T) {
 		t.Fatalf("want exec error, got %v %q", err, out)
 	}
 }
+
+// TestShimMountHidesSource mounts a volume over the directory holding another volume's
+// source, as an emptyDir at /work does over a state directory under /work.
+func TestShimMountHidesSource(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(b, "f"), []byte("from-b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := Spec{Mounts: []Mount{{Source: b, Target: root + "/sub"}, {Source: a, Target: root}},
+		UID: -1, GID: -1, Path: "/bin/cat", Argv: []string{"cat", root + "/sub/f"}}
+	out, err := run(t, s, true)
+	if err != nil || out != "from-b" {
+		t.Fatalf("got %q %v", out, err)
+	}
+}
