@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -80,15 +81,20 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 		}))
 	podInformer := factory.Core().V1().Pods()
 	k.pods = podInformer.Lister()
-	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { k.podChanged(obj) },
 		UpdateFunc: func(_, obj any) { k.podChanged(obj) },
 		DeleteFunc: func(obj any) { k.podDeleted(obj) },
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	// Wait until the handler has seen every existing Pod, not just until the cache is full:
+	// only then is a Pod directory without a worker really an orphan.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return ctx.Err()
+	}
 	k.removeOrphans()
 
 	if cfg.AdminAddr != "" {
@@ -136,16 +142,25 @@ func (k *Kubelet) stopLeftovers() {
 func (k *Kubelet) removeOrphans() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	known := map[types.UID]bool{}
+	for uid := range k.workers {
+		known[uid] = true
+	}
+	if pods, err := k.pods.List(labels.Everything()); err == nil {
+		for _, p := range pods {
+			known[p.UID] = true
+		}
+	}
 	dirs, _ := filepath.Glob(filepath.Join(k.cfg.StateDir, "pods", "*"))
 	for _, d := range dirs {
 		uid := types.UID(filepath.Base(d))
-		if _, ok := k.workers[uid]; !ok {
+		if !known[uid] {
 			stopLeftovers(d)
 			_ = os.RemoveAll(d)
 		}
 	}
 	for _, key := range k.ipam.Keys() {
-		if _, ok := k.workers[types.UID(key)]; !ok {
+		if !known[types.UID(key)] {
 			_ = k.ipam.Release(key)
 		}
 	}
