@@ -70,9 +70,9 @@ func (k *Kubelet) handlePods(w http.ResponseWriter, _ *http.Request) {
 		info := podInfo{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID), Netns: m.Netns,
 			IP: pw.ip, Phase: string(pw.phaseLocked()), Containers: map[string]int{}}
 		for _, c := range append(append([]*container{}, pw.inits...), pw.ctrs...) {
-			info.Containers[c.spec.Name] = 0
+			info.Containers[c.spec().Name] = 0
 			if c.proc != nil {
-				info.Containers[c.spec.Name] = c.proc.pid
+				info.Containers[c.spec().Name] = c.proc.pid
 			}
 		}
 		pw.mu.Unlock()
@@ -100,7 +100,7 @@ func (k *Kubelet) podFromQuery(w http.ResponseWriter, r *http.Request) *podWorke
 
 func (pw *podWorker) container(name string) *container {
 	for _, c := range append(append([]*container{}, pw.inits...), pw.ctrs...) {
-		if c.spec.Name == name || (name == "" && !c.init) {
+		if c.spec().Name == name || (name == "" && !c.init) {
 			return c
 		}
 	}
@@ -168,7 +168,7 @@ func (k *Kubelet) handleLogs(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("previous") != "" {
 		n--
 	}
-	http.ServeFile(w, r, filepath.Join(pw.dir, "logs", c.spec.Name, strconv.Itoa(n)+".log"))
+	http.ServeFile(w, r, filepath.Join(pw.dir, "logs", c.spec().Name, strconv.Itoa(n)+".log"))
 }
 
 // setCut takes the Pod's link down (cut) or up (heal).

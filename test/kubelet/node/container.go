@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,13 +21,14 @@ import (
 // container runs one container of a Pod: start, wait, restart with back-off per policy, stop.
 // Its fields are guarded by the Pod worker's mutex.
 type container struct {
-	w    *podWorker
-	spec *v1.Container
-	init bool
+	w     *podWorker
+	specp atomic.Pointer[v1.Container] // replaced when the image is updated in place
+	init  bool
 
 	status   v1.ContainerStatus
 	everRan  bool // ran before (here or before a kubelet restart): the next start is a restart
 	finished bool // terminated and will not run again
+	restart  bool // run again whatever the policy says (image updated)
 	started  bool // startup probe passed, or none
 	ready    bool // readiness probe passed, or none
 	proc     *process
@@ -53,7 +55,8 @@ func (e *errConfig) Error() string { return e.err.Error() }
 func configErr(reason string, err error) error { return &errConfig{reason: reason, err: err} }
 
 func newContainer(w *podWorker, spec *v1.Container, init bool, prev v1.ContainerStatus) *container {
-	c := &container{w: w, spec: spec, init: init}
+	c := &container{w: w, init: init}
+	c.specp.Store(spec)
 	c.status = v1.ContainerStatus{Name: spec.Name, Image: spec.Image, RestartCount: prev.RestartCount,
 		State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
 	if init && !c.isSidecar() {
@@ -86,8 +89,10 @@ func newContainer(w *podWorker, spec *v1.Container, init bool, prev v1.Container
 	return c
 }
 
+func (c *container) spec() *v1.Container { return c.specp.Load() }
+
 func (c *container) isSidecar() bool {
-	return c.init && c.spec.RestartPolicy != nil && *c.spec.RestartPolicy == v1.ContainerRestartPolicyAlways
+	return c.init && c.spec().RestartPolicy != nil && *c.spec().RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 func (c *container) isFinished() bool {
@@ -141,6 +146,14 @@ func (c *container) loop(ctx context.Context, policy v1.RestartPolicy) int32 {
 		if ctx.Err() != nil {
 			return code
 		}
+		c.w.mu.Lock()
+		forced := c.restart
+		c.restart = false
+		c.w.mu.Unlock()
+		if forced {
+			backoff = cfg.BackoffInitial
+			continue
+		}
 		if !shouldRestart(policy, code) {
 			c.w.mu.Lock()
 			c.finished = true
@@ -151,7 +164,7 @@ func (c *container) loop(ctx context.Context, policy v1.RestartPolicy) int32 {
 			backoff = cfg.BackoffInitial // it ran well for a while: not a crash loop
 		}
 		c.setWaiting("CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container=%s pod=%s",
-			backoff, c.spec.Name, c.w.podCopy().Name))
+			backoff, c.spec().Name, c.w.podCopy().Name))
 		if !sleepCtx(ctx, backoff) {
 			return code
 		}
@@ -183,8 +196,8 @@ func (c *container) startFailed(err error) {
 	c.setWaiting(reason, err.Error())
 	if !repeat {
 		pod := c.w.podCopy()
-		log.Printf("pod %s/%s container %s: %v", pod.Namespace, pod.Name, c.spec.Name, err)
-		c.w.k.event(pod, true, "Failed", "container %s: %s: %v", c.spec.Name, reason, err)
+		log.Printf("pod %s/%s container %s: %v", pod.Namespace, pod.Name, c.spec().Name, err)
+		c.w.k.event(pod, true, "Failed", "container %s: %s: %v", c.spec().Name, reason, err)
 	}
 }
 
@@ -202,18 +215,19 @@ func (c *container) setWaiting(reason, msg string) {
 // start launches one run of the container through the shim.
 func (c *container) start(ctx context.Context) (*process, error) {
 	w := c.w
+	cs := c.spec() // one version of the spec for the whole start
 	pod := w.podCopy()
-	env, err := w.containerEnv(ctx, c.spec)
+	env, err := w.containerEnv(ctx, cs)
 	if err != nil {
 		return nil, configErr("CreateContainerConfigError", err)
 	}
 	lookup := envLookup(env)
-	command, args := expandAll(c.spec.Command, lookup), expandAll(c.spec.Args, lookup)
-	res, err := w.k.images.Resolve(c.spec.Image, command, args)
+	command, args := expandAll(cs.Command, lookup), expandAll(cs.Args, lookup)
+	res, err := w.k.images.Resolve(cs.Image, command, args)
 	if err != nil {
 		return nil, configErr("ErrImagePull", err)
 	}
-	spec, err := w.shimSpec(c.spec, res, env)
+	spec, err := w.shimSpec(cs, res, env)
 	if err != nil {
 		return nil, configErr("CreateContainerConfigError", err)
 	}
@@ -224,8 +238,8 @@ func (c *container) start(ctx context.Context) (*process, error) {
 		count++
 	}
 	w.mu.Unlock()
-	logDir := filepath.Join(w.dir, "logs", c.spec.Name)
-	specPath := filepath.Join(w.dir, "specs", c.spec.Name+".json")
+	logDir := filepath.Join(w.dir, "logs", cs.Name)
+	specPath := filepath.Join(w.dir, "specs", cs.Name+".json")
 	for _, d := range []string{logDir, filepath.Dir(specPath)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -247,7 +261,7 @@ func (c *container) start(ctx context.Context) (*process, error) {
 	}
 	p := &process{cmd: cmd, pid: cmd.Process.Pid, spec: spec, startedAt: time.Now(),
 		exited: make(chan struct{}), startedCh: make(chan struct{})}
-	if err := recordPid(w.dir, c.spec.Name, p.pid); err != nil {
+	if err := recordPid(w.dir, cs.Name, p.pid); err != nil {
 		log.Printf("record pid: %v", err)
 	}
 	go func() {
@@ -262,13 +276,13 @@ func (c *container) start(ctx context.Context) (*process, error) {
 		c.status.LastTerminationState = v1.ContainerState{Terminated: t}
 	}
 	c.status.State = v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(p.startedAt.Truncate(time.Second))}}
-	c.status.ContainerID = fmt.Sprintf("localkubelet://%s-%s-%d", w.uid, c.spec.Name, count)
+	c.status.ContainerID = fmt.Sprintf("localkubelet://%s-%s-%d", w.uid, cs.Name, count)
 	c.status.ImageID = "localkubelet://" + res.Path
 	c.started, c.ready = false, false
 	c.proc = p
 	w.mu.Unlock()
 	w.notify()
-	w.k.event(pod, false, "Started", "Started container %s (%s)", c.spec.Name, res.Path)
+	w.k.event(pod, false, "Started", "Started container %s (%s)", cs.Name, res.Path)
 	return p, nil
 }
 
@@ -308,10 +322,10 @@ func (c *container) exited(p *process) int32 {
 		reason = "Error"
 	}
 	msg := ""
-	if code != 0 && c.spec.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
+	if code != 0 && c.spec().TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
 		msg = c.logTail(p)
 	}
-	forgetPid(c.w.dir, c.spec.Name)
+	forgetPid(c.w.dir, c.spec().Name)
 	c.w.mu.Lock()
 	c.status.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 		ExitCode: code, Signal: sig, Reason: reason, Message: msg,
@@ -325,7 +339,7 @@ func (c *container) exited(p *process) int32 {
 	c.w.mu.Unlock()
 	c.w.notify()
 	if code != 0 {
-		c.w.k.event(pod, false, "Died", "container %s exited with code %d", c.spec.Name, code)
+		c.w.k.event(pod, false, "Died", "container %s exited with code %d", c.spec().Name, code)
 	}
 	return code
 }
@@ -357,10 +371,10 @@ func (p *process) signal(sig syscall.Signal) {
 // grace is read again while waiting, so a shorter one asked later (force delete) applies.
 func (c *container) stop(p *process, grace func() time.Duration) {
 	start := time.Now()
-	if h := c.spec.Lifecycle; h != nil && h.PreStop != nil {
+	if h := c.spec().Lifecycle; h != nil && h.PreStop != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), grace())
 		if err := c.runHook(ctx, p, h.PreStop); err != nil {
-			c.w.k.event(c.w.podCopy(), true, "FailedPreStopHook", "container %s: %v", c.spec.Name, err)
+			c.w.k.event(c.w.podCopy(), true, "FailedPreStopHook", "container %s: %v", c.spec().Name, err)
 		}
 		cancel()
 	}
@@ -396,8 +410,21 @@ func (c *container) stopRun(grace time.Duration) {
 // restartRun stops the current run with the Pod's grace period; the loop then applies the
 // restart policy (failed liveness or startup probes).
 func (c *container) restartRun(p *process, reason string) {
-	c.w.k.event(c.w.podCopy(), false, "Killing", "Container %s %s, will be restarted", c.spec.Name, reason)
+	c.w.k.event(c.w.podCopy(), false, "Killing", "Container %s %s, will be restarted", c.spec().Name, reason)
 	go c.stop(p, c.w.podGrace)
+}
+
+// restartForImage restarts a running container whose image changed.
+func (c *container) restartForImage() {
+	c.w.mu.Lock()
+	p := c.proc
+	if p != nil {
+		c.restart = true
+	}
+	c.w.mu.Unlock()
+	if p != nil {
+		c.restartRun(p, "definition changed")
+	}
 }
 
 // kill SIGKILLs the current run (fault injection, node halt).

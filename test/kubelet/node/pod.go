@@ -116,7 +116,11 @@ func (w *podWorker) notify() {
 func (w *podWorker) update(pod *v1.Pod) {
 	w.mu.Lock()
 	w.pod = pod
+	changed := w.imageChanges(pod)
 	w.mu.Unlock()
+	for _, c := range changed {
+		c.restartForImage()
+	}
 	if pod.DeletionTimestamp != nil {
 		grace := 30 * time.Second
 		if pod.DeletionGracePeriodSeconds != nil {
@@ -127,6 +131,27 @@ func (w *podWorker) update(pod *v1.Pod) {
 		w.requestStop(grace)
 	}
 	w.notify()
+}
+
+// imageChanges takes the new spec of containers whose image was updated in place and returns
+// them: the kubelet restarts such containers. Called with w.mu held.
+func (w *podWorker) imageChanges(pod *v1.Pod) []*container {
+	var changed []*container
+	for _, list := range []struct {
+		specs []v1.Container
+		ctrs  []*container
+	}{{pod.Spec.InitContainers, w.inits}, {pod.Spec.Containers, w.ctrs}} {
+		for i := range list.specs {
+			for _, c := range list.ctrs {
+				if c.spec().Name == list.specs[i].Name && c.spec().Image != list.specs[i].Image {
+					c.specp.Store(&list.specs[i])
+					c.status.Image = list.specs[i].Image
+					changed = append(changed, c)
+				}
+			}
+		}
+	}
+	return changed
 }
 
 // gone is called when the Pod disappeared from the API without this node deleting it: stop
@@ -258,8 +283,8 @@ func (w *podWorker) runContainers() {
 		}
 		main.Add(1)
 		policy := pod.Spec.RestartPolicy
-		if c.spec.RestartPolicy != nil {
-			policy = v1.RestartPolicy(*c.spec.RestartPolicy)
+		if c.spec().RestartPolicy != nil {
+			policy = v1.RestartPolicy(*c.spec().RestartPolicy)
 		}
 		w.loops.Add(1)
 		go func() {

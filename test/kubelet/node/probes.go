@@ -32,7 +32,7 @@ const (
 // started at once; without a readiness probe it is ready once started. Liveness and
 // readiness probes begin after startup.
 func (c *container) probe(ctx context.Context, p *process) {
-	s := c.spec
+	s := c.spec()
 	if h := s.Lifecycle; h != nil && h.PostStart != nil {
 		hctx, cancel := context.WithTimeout(ctx, c.w.podGrace())
 		err := c.runHook(hctx, p, h.PostStart)
@@ -60,7 +60,7 @@ func (c *container) setStarted(p *process) {
 	c.w.mu.Lock()
 	if c.proc == p {
 		c.started = true
-		if c.spec.ReadinessProbe == nil {
+		if c.spec().ReadinessProbe == nil {
 			c.ready = true
 		}
 	}
@@ -106,7 +106,7 @@ func (c *container) probeLoop(ctx context.Context, p *process, pr *v1.Probe, kin
 			successes, failures = successes+1, 0
 		} else {
 			successes, failures = 0, failures+1
-			c.w.k.event(c.w.podCopy(), true, "Unhealthy", "%s probe of container %s failed: %v", kind, c.spec.Name, err)
+			c.w.k.event(c.w.podCopy(), true, "Unhealthy", "%s probe of container %s failed: %v", kind, c.spec().Name, err)
 		}
 		switch kind {
 		case startupProbe:
@@ -180,7 +180,7 @@ func (c *container) port(p intstr.IntOrString) (int, error) {
 	if p.Type == intstr.Int {
 		return p.IntValue(), nil
 	}
-	for _, cp := range c.spec.Ports {
+	for _, cp := range c.spec().Ports {
 		if cp.Name == p.StrVal {
 			return int(cp.ContainerPort), nil
 		}
@@ -188,7 +188,7 @@ func (c *container) port(p intstr.IntOrString) (int, error) {
 	if n, err := strconv.Atoi(p.StrVal); err == nil {
 		return n, nil
 	}
-	return 0, fmt.Errorf("container %s has no port named %q", c.spec.Name, p.StrVal)
+	return 0, fmt.Errorf("container %s has no port named %q", c.spec().Name, p.StrVal)
 }
 
 func (c *container) httpGet(ctx context.Context, g *v1.HTTPGetAction) error {
@@ -264,7 +264,7 @@ func (c *container) execIn(ctx context.Context, p *process, command []string) er
 		return err
 	}
 	s.Path, s.Argv = path, command
-	f, err := os.CreateTemp(filepath.Join(c.w.dir, "specs"), c.spec.Name+"-exec-*.json")
+	f, err := os.CreateTemp(filepath.Join(c.w.dir, "specs"), c.spec().Name+"-exec-*.json")
 	if err != nil {
 		return err
 	}

@@ -116,13 +116,13 @@ func (w *podWorker) buildStatus(old v1.PodStatus) v1.PodStatus {
 		cs.Ready = c.ready && cs.State.Running != nil
 		cs.Started = ptrTo(c.started && cs.State.Running != nil)
 		if !cs.Ready {
-			unready = append(unready, c.spec.Name)
+			unready = append(unready, c.spec().Name)
 		}
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	for _, c := range w.inits {
 		if c.isSidecar() && !(c.ready && c.status.State.Running != nil) {
-			unready = append(unready, c.spec.Name)
+			unready = append(unready, c.spec().Name)
 		}
 	}
 	w.setConditions(&st, old.Conditions, unready)
@@ -153,7 +153,7 @@ func (w *podWorker) setConditions(st *v1.PodStatus, old []v1.PodCondition, unrea
 	if !initDone {
 		for _, c := range w.inits {
 			if tt := c.status.State.Terminated; !c.isSidecar() && (tt == nil || tt.ExitCode != 0) {
-				notInit = append(notInit, c.spec.Name)
+				notInit = append(notInit, c.spec().Name)
 			}
 		}
 	}
