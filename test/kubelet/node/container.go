@@ -163,8 +163,9 @@ func (c *container) loop(ctx context.Context, policy v1.RestartPolicy) int32 {
 		if time.Since(p.startedAt) > 2*cfg.BackoffMax {
 			backoff = cfg.BackoffInitial // it ran well for a while: not a crash loop
 		}
-		c.setWaiting("CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container=%s pod=%s",
-			backoff, c.spec().Name, c.w.podCopy().Name))
+		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backoff, c.spec().Name, c.w.podCopy().Name)
+		c.setWaiting("CrashLoopBackOff", msg)
+		c.w.k.event(c.w.podCopy(), true, "BackOff", "Back-off restarting failed container %s (exit code %d)", c.spec().Name, code)
 		if !sleepCtx(ctx, backoff) {
 			return code
 		}
@@ -335,12 +336,8 @@ func (c *container) exited(p *process) int32 {
 	}}
 	c.started, c.ready = false, false
 	c.proc = nil
-	pod := c.w.pod
 	c.w.mu.Unlock()
 	c.w.notify()
-	if code != 0 {
-		c.w.k.event(pod, false, "Died", "container %s exited with code %d", c.spec().Name, code)
-	}
 	return code
 }
 

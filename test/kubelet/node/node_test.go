@@ -1,0 +1,242 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/etcdplan/etcdplan/test/kubelet/netsetup"
+	"github.com/etcdplan/etcdplan/test/kubelet/shim"
+)
+
+// TestMain lets the test binary serve as the container shim, as localkubelet does.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "container-exec" {
+		err := shim.Main(os.Args[2])
+		fmt.Fprintf(os.Stderr, "container-exec: %v\n", err)
+		os.Exit(128)
+	}
+	os.Exit(m.Run())
+}
+
+type testNode struct {
+	t      *testing.T
+	client *fake.Clientset
+	admin  string
+	dir    string
+}
+
+// startNode runs a node against a fake API server; containers are real processes in real
+// network namespaces on the stack's bridge, with addresses from 10.88.250.0/24.
+func startNode(t *testing.T) *testNode {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2")
+	}
+	gw := netip.MustParsePrefix("10.88.0.1/16")
+	hadBridge := exec.Command("ip", "link", "show", netsetup.Bridge).Run() == nil
+	if err := netsetup.EnsureBridge(netsetup.Bridge, gw); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	images := filepath.Join(dir, "images.json")
+	if err := os.WriteFile(images, []byte(`[{"pattern": "busybox", "dir": "/bin", "entrypoint": "sh"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := ln.Addr().String()
+	ln.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{NodeName: "node-test", StateDir: filepath.Join(dir, "node"), Gateway: gw,
+		PodCIDR: netip.MustParsePrefix("10.88.250.0/24"), AdminAddr: admin, ImagesPath: images,
+		Executable: self, BackoffInitial: 200 * time.Millisecond, BackoffMax: time.Second}
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, client) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		dirs, _ := filepath.Glob(filepath.Join(cfg.StateDir, "pods", "*"))
+		for _, d := range dirs {
+			stopLeftovers(d)
+		}
+		if !hadBridge {
+			_ = netsetup.DeleteBridge(netsetup.Bridge)
+		}
+	})
+	n := &testNode{t: t, client: client, admin: admin, dir: cfg.StateDir}
+	n.wait("node registered", func() bool {
+		node, err := client.CoreV1().Nodes().Get(ctx, "node-test", metav1.GetOptions{})
+		return err == nil && len(node.Status.Conditions) > 0
+	})
+	return n
+}
+
+func (n *testNode) wait(what string, ok func() bool) {
+	n.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (n *testNode) pod(name string) *v1.Pod {
+	p, err := n.client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return &v1.Pod{}
+	}
+	return p
+}
+
+func (n *testNode) create(p *v1.Pod) {
+	n.t.Helper()
+	p.Namespace = "default"
+	p.UID = types.UID("uid-" + p.Name)
+	p.Spec.NodeName = "node-test"
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Image = "busybox"
+	}
+	for i := range p.Spec.InitContainers {
+		p.Spec.InitContainers[i].Image = "busybox"
+	}
+	if _, err := n.client.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *testNode) post(path string) {
+	n.t.Helper()
+	resp, err := http.Post("http://"+n.admin+path, "", nil)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		n.t.Fatalf("%s: %s", path, resp.Status)
+	}
+}
+
+func sh(name, script string) v1.Container {
+	return v1.Container{Name: name, Command: []string{"sh", "-c", script}}
+}
+
+func TestNodeRunsPods(t *testing.T) {
+	n := startNode(t)
+	ctx := context.Background()
+
+	// A long-running Pod: env from the downward API, an emptyDir, an exec readiness probe.
+	server := sh("server", `echo "$POD_NAME $POD_IP" > /data/who; exec sleep 1000`)
+	server.Env = []v1.EnvVar{
+		{Name: "POD_NAME", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "POD_IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+	}
+	server.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	server.ReadinessProbe = &v1.Probe{PeriodSeconds: 1, ProbeHandler: v1.ProbeHandler{
+		Exec: &v1.ExecAction{Command: []string{"sh", "-c", "test -s /data/who"}}}}
+	n.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "server"}, Spec: v1.PodSpec{
+		RestartPolicy: v1.RestartPolicyAlways,
+		Containers:    []v1.Container{server},
+		Volumes:       []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+	}})
+	// Run to completion: an init container hands a file to the main container.
+	n.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "job"}, Spec: v1.PodSpec{
+		RestartPolicy:  v1.RestartPolicyNever,
+		InitContainers: []v1.Container{withMount(sh("init", "echo from-init > /w/f"), "w", "/w")},
+		Containers:     []v1.Container{withMount(sh("main", "grep -q from-init /w/f"), "w", "/w")},
+		Volumes:        []v1.Volume{{Name: "w", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+	}})
+	n.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fails"}, Spec: v1.PodSpec{
+		RestartPolicy: v1.RestartPolicyNever,
+		Containers:    []v1.Container{sh("main", "exit 3")},
+	}})
+
+	n.wait("server ready", func() bool { return isReady(n.pod("server")) })
+	p := n.pod("server")
+	if !strings.HasPrefix(p.Status.PodIP, "10.88.250.") || p.Status.HostIP != "10.88.0.1" || p.Status.StartTime == nil {
+		t.Fatalf("status: %+v", p.Status)
+	}
+	who, err := os.ReadFile(filepath.Join(n.dir, "pods", string(p.UID), "volumes", "data", "who"))
+	if err != nil || string(who) != "server "+p.Status.PodIP+"\n" {
+		t.Fatalf("emptyDir content %q %v", who, err)
+	}
+	n.wait("job succeeded", func() bool { return n.pod("job").Status.Phase == v1.PodSucceeded })
+	n.wait("fails failed", func() bool { return n.pod("fails").Status.Phase == v1.PodFailed })
+	if st := n.pod("fails").Status.ContainerStatuses[0].State.Terminated; st == nil || st.ExitCode != 3 || st.Reason != "Error" {
+		t.Fatalf("exit status: %+v", st)
+	}
+
+	// A killed container restarts: restartCount goes up, the last state shows the kill.
+	n.post("/faults/kill?namespace=default&pod=server&container=server")
+	n.wait("server restarted", func() bool {
+		p := n.pod("server")
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 1 && isReady(p)
+	})
+	if last := n.pod("server").Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 137 {
+		t.Fatalf("last state: %+v", last)
+	}
+
+	// Graceful deletion: the kubelet stops the containers, then deletes the Pod object.
+	netns, _ := netsetup.Names(string(p.UID))
+	p = n.pod("server")
+	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	p.DeletionGracePeriodSeconds = ptr.To[int64](5)
+	if _, err := n.client.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.wait("server deleted", func() bool {
+		_, err := n.client.CoreV1().Pods("default").Get(ctx, "server", metav1.GetOptions{})
+		return err != nil
+	})
+	if netsetup.NetnsExists(netns) {
+		t.Fatal("network namespace left behind")
+	}
+	if _, err := os.Stat(filepath.Join(n.dir, "pods", string(p.UID))); !os.IsNotExist(err) {
+		t.Fatalf("pod directory left behind: %v", err)
+	}
+}
+
+func withMount(c v1.Container, vol, path string) v1.Container {
+	c.VolumeMounts = append(c.VolumeMounts, v1.VolumeMount{Name: vol, MountPath: path})
+	return c
+}
+
+func isReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
