@@ -135,7 +135,8 @@ func (w *podWorker) setConditions(st *v1.PodStatus, old []v1.PodCondition, unrea
 	t := now()
 	terminal := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
 	cond := func(typ v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
-		c := v1.PodCondition{Type: typ, Status: v1.ConditionFalse, LastTransitionTime: *t}
+		c := v1.PodCondition{Type: typ, Status: v1.ConditionFalse, LastTransitionTime: *t,
+			ObservedGeneration: w.pod.Generation}
 		if ok {
 			c.Status = v1.ConditionTrue
 		} else {
