@@ -12,6 +12,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/etcdplan/etcdplan/test/kubelet/netsetup"
 )
 
 // Config configures one node.
@@ -20,6 +22,8 @@ type Config struct {
 	// StateDir holds this node's state: Pod IPs, Pod directories, container pids and logs.
 	StateDir string
 	PodCIDR  netip.Prefix
+	// Bridge is the host bridge Pods attach to (netsetup.Bridge unless set).
+	Bridge string
 	// Gateway is the bridge's address; Pods use it as default route and its prefix length.
 	Gateway netip.Prefix
 	// NodeIP is reported as the Node's InternalIP and the Pods' hostIP.
@@ -74,6 +78,7 @@ func (c *Config) complete() error {
 			*s = v
 		}
 	}
+	def(&c.Bridge, netsetup.Bridge)
 	def(&c.NodeIP, c.Gateway.Addr().String())
 	def(&c.ClusterDomain, "cluster.local")
 	def(&c.DNSServer, c.Gateway.Addr().String())

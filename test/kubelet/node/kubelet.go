@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
-	if err := netsetup.EnsureBridge(netsetup.Bridge, cfg.Gateway); err != nil {
+	if err := netsetup.EnsureBridge(cfg.Bridge, cfg.Gateway); err != nil {
 		log.Printf("bridge: %v (Pods wait for it)", err)
 	}
 	k.stopLeftovers()

@@ -41,7 +41,7 @@ type testNode struct {
 }
 
 // startNode runs a node against a fake API server; containers are real processes in real
-// network namespaces on the stack's bridge, with addresses from 10.88.250.0/24.
+// network namespaces on a bridge of their own (the stack's may be in use by a parallel test).
 func startNode(t *testing.T) *testNode {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -50,9 +50,9 @@ func startNode(t *testing.T) *testNode {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs iproute2")
 	}
-	gw := netip.MustParsePrefix("10.88.0.1/16")
-	hadBridge := exec.Command("ip", "link", "show", netsetup.Bridge).Run() == nil
-	if err := netsetup.EnsureBridge(netsetup.Bridge, gw); err != nil {
+	const bridge = "lktest1"
+	gw := netip.MustParsePrefix("10.78.0.1/16")
+	if err := netsetup.EnsureBridge(bridge, gw); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -73,8 +73,8 @@ func startNode(t *testing.T) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{NodeName: "node-test", StateDir: filepath.Join(dir, "node"), Gateway: gw,
-		PodCIDR: netip.MustParsePrefix("10.88.250.0/24"), AdminAddr: admin, ImagesPath: images,
+	cfg := Config{NodeName: "node-test", StateDir: filepath.Join(dir, "node"), Gateway: gw, Bridge: bridge,
+		PodCIDR: netip.MustParsePrefix("10.78.1.0/24"), AdminAddr: admin, ImagesPath: images,
 		Executable: self, BackoffInitial: 200 * time.Millisecond, BackoffMax: time.Second}
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -89,9 +89,7 @@ func startNode(t *testing.T) *testNode {
 		for _, d := range dirs {
 			stopLeftovers(d)
 		}
-		if !hadBridge {
-			_ = netsetup.DeleteBridge(netsetup.Bridge)
-		}
+		_ = netsetup.DeleteBridge(bridge)
 	})
 	n := &testNode{t: t, client: client, admin: admin, dir: cfg.StateDir}
 	n.wait("node registered", func() bool {
@@ -184,7 +182,7 @@ func TestNodeRunsPods(t *testing.T) {
 
 	n.wait("server ready", func() bool { return isReady(n.pod("server")) })
 	p := n.pod("server")
-	if !strings.HasPrefix(p.Status.PodIP, "10.88.250.") || p.Status.HostIP != "10.88.0.1" || p.Status.StartTime == nil {
+	if !strings.HasPrefix(p.Status.PodIP, "10.78.1.") || p.Status.HostIP != "10.78.0.1" || p.Status.StartTime == nil {
 		t.Fatalf("status: %+v", p.Status)
 	}
 	who, err := os.ReadFile(filepath.Join(n.dir, "pods", string(p.UID), "volumes", "data", "who"))
