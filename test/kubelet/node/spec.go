@@ -36,15 +36,20 @@ func (w *podWorker) shimSpec(c *v1.Container, res imagemap.Resolved, env []kv) (
 		WorkDir:    c.WorkingDir,
 		Path:       res.Path,
 		Argv:       res.Argv,
-		Env:        processEnv(pod, res, env),
+		Env:        processEnv(pod, res, env, uid),
 		ParentPID:  os.Getpid(),
 	}, nil
 }
 
-// processEnv layers the environment: PATH (the image's binaries first) and HOSTNAME, the
-// image's env, then the container's.
-func processEnv(pod *v1.Pod, res imagemap.Resolved, env []kv) []string {
-	all := []kv{{"PATH", res.Dir + ":" + defaultPath}, {"HOSTNAME", podHostname(pod)}, {"HOME", "/root"}}
+// processEnv layers the environment: PATH (the image's binaries first), HOSTNAME and HOME
+// (/ for non-root users, as runtimes do for users the image does not know), the image's env,
+// then the container's.
+func processEnv(pod *v1.Pod, res imagemap.Resolved, env []kv, uid int64) []string {
+	home := "/root"
+	if uid > 0 {
+		home = "/"
+	}
+	all := []kv{{"PATH", res.Dir + ":" + defaultPath}, {"HOSTNAME", podHostname(pod)}, {"HOME", home}}
 	set := func(name, value string) {
 		for i := range all {
 			if all[i].name == name {
