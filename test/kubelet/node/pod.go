@@ -207,15 +207,17 @@ func (w *podWorker) terminalPhase() v1.PodPhase {
 func (w *podWorker) setup() bool {
 	delay := 500 * time.Millisecond
 	for {
+		reason := "FailedCreatePodSandBox"
 		err := w.setupNetwork()
 		if err == nil {
+			reason = "FailedMount"
 			err = w.prepareVolumes()
 		}
 		if err == nil {
 			go w.refreshVolumes()
 			return true
 		}
-		w.reportSetupError(err)
+		w.reportSetupError(reason, err)
 		select {
 		case <-w.ctx.Done():
 			return false
@@ -225,7 +227,8 @@ func (w *podWorker) setup() bool {
 	}
 }
 
-func (w *podWorker) reportSetupError(err error) {
+// reportSetupError logs and records each distinct setup error once.
+func (w *podWorker) reportSetupError(reason string, err error) {
 	w.mu.Lock()
 	repeat := w.volumeEvent == err.Error()
 	w.volumeEvent = err.Error()
@@ -233,7 +236,7 @@ func (w *podWorker) reportSetupError(err error) {
 	w.mu.Unlock()
 	if !repeat {
 		log.Printf("pod %s/%s: setup: %v", pod.Namespace, pod.Name, err)
-		w.k.event(pod, true, "FailedMount", "%v", err)
+		w.k.event(pod, true, reason, "%v", err)
 	}
 }
 
