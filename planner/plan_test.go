@@ -76,6 +76,14 @@ func TestPlanScenarios(t *testing.T) {
 			"AddLearner demo-1", "StartMember demo-1", "PromoteLearner demo-1",
 			"AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2"}},
 		{"converged", cluster(3, "3.6.16"), healthy3, []string{}},
+		{"a seed that does not answer yet still leads to the rest of the bootstrap", cluster(3, "3.6.16"), func(c Desired) *world {
+			w := empty(c)
+			w.members["demo-0"] = &wmember{name: "demo-0", id: "1", inEtcd: true, started: true, pod: true, seed: true, pvc: true,
+				version: "3.6.16", hash: c.ConfigHash}
+			return w // no cluster ID yet: etcd does not answer
+		}, []string{"AddLearner demo-1", "StartMember demo-1", "PromoteLearner demo-1",
+			"AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2"}},
+
 		{"scale 3 to 5", cluster(5, "3.6.16"), healthy3, []string{
 			"AddLearner demo-3", "StartMember demo-3", "PromoteLearner demo-3",
 			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}},

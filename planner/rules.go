@@ -151,7 +151,7 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 // scaleUp adds a learner; finishMembershipChange starts and promotes it.
 func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	voters, _ := m.voters()
-	if !m.bootstrapped || voters >= d.Replicas {
+	if voters == 0 || voters >= d.Replicas { // no voter yet: bootstrap seeds first
 		return plan.Step{}, false
 	}
 	mm := &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}

@@ -98,6 +98,9 @@ func (w *world) observe() Observed {
 func (w *world) heal(name string) {
 	if m := w.members[name]; m != nil && m.inEtcd && m.pod && !m.dataLost {
 		m.healthy, m.started = true, true
+		if m.seed && w.clusterID == "" {
+			w.clusterID = "c1" // the seed formed the cluster
+		}
 	}
 }
 

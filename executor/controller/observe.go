@@ -74,7 +74,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	// cluster network alike.
 	endpoints := map[string]string{}
 	for name, p := range o.pods {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdRunning(p) {
 			endpoints[name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
 		}
 	}
@@ -90,4 +90,13 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		o.Etcd = view
 	}
 	return o, nil
+}
+
+func etcdRunning(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "etcd" {
+			return cs.State.Running != nil
+		}
+	}
+	return false
 }

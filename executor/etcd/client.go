@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -61,22 +62,43 @@ func ParseID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
 // View reads etcd's view: the member list, each member's status, and alarms. It returns
 // nil when no member answers.
 func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	lctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	// Serializable: a member without quorum still tells who it thinks the members are.
-	list, err := c.cli.MemberList(ctx, clientv3.WithSerializable())
+	list, err := c.cli.MemberList(lctx, clientv3.WithSerializable())
 	if err != nil {
 		return nil, err
 	}
 	v := &planner.EtcdView{ClusterID: ID(list.Header.ClusterId)}
-	for _, m := range list.Members {
-		em := planner.EtcdMember{ID: ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner}
-		if ep, ok := c.endpoints[em.MemberName()]; ok && em.Started() {
-			c.status(ctx, ep, &em, v)
+	statuses := make([]*clientv3.StatusResponse, len(list.Members))
+	var wg sync.WaitGroup
+	for i, m := range list.Members {
+		v.Members = append(v.Members, planner.EtcdMember{ID: ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner})
+		ep, ok := c.endpoints[v.Members[i].MemberName()]
+		if !ok || !v.Members[i].Started() {
+			continue
 		}
-		v.Members = append(v.Members, em)
+		// Each member on its own clock: one that does not answer must not make the
+		// others look unhealthy.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			defer cancel()
+			if st, err := c.cli.Status(sctx, ep); err == nil {
+				statuses[i] = st
+			}
+		}()
 	}
-	if alarms, err := c.cli.AlarmList(ctx); err == nil {
+	wg.Wait()
+	for i, st := range statuses {
+		if st != nil {
+			setStatus(&v.Members[i], st, v)
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if alarms, err := c.cli.AlarmList(actx); err == nil {
 		for _, a := range alarms.Alarms {
 			v.Alarms = append(v.Alarms, planner.Alarm{MemberID: ID(a.MemberID), Type: a.Alarm.String()})
 		}
@@ -84,13 +106,9 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	return v, nil
 }
 
-// status fills a member's health from its own answer. A member is healthy when it
+// setStatus fills a member's health from its own answer. A member is healthy when it
 // answers, reports no errors and knows a leader.
-func (c *Client) status(ctx context.Context, ep string, em *planner.EtcdMember, v *planner.EtcdView) {
-	st, err := c.cli.Status(ctx, ep)
-	if err != nil {
-		return
-	}
+func setStatus(em *planner.EtcdMember, st *clientv3.StatusResponse, v *planner.EtcdView) {
 	em.Healthy = len(st.Errors) == 0 && st.Leader != 0
 	em.Version, em.RaftIndex, em.DBSize, em.DBInUse = st.Version, st.RaftIndex, st.DbSize, st.DbSizeInUse
 	if st.Leader != 0 && v.LeaderID == "" {
