@@ -111,7 +111,8 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 func setStatus(em *planner.EtcdMember, st *clientv3.StatusResponse, v *planner.EtcdView) {
 	em.Healthy = len(st.Errors) == 0 && st.Leader != 0
 	em.Version, em.RaftIndex, em.DBSize, em.DBInUse = st.Version, st.RaftIndex, st.DbSize, st.DbSizeInUse
-	if st.Leader != 0 && v.LeaderID == "" {
+	// The leader's own word wins: a follower may not have heard of a new leader yet.
+	if st.Leader != 0 && (v.LeaderID == "" || st.Header.MemberId == st.Leader) {
 		v.LeaderID = ID(st.Leader)
 	}
 }
