@@ -9,7 +9,7 @@ TEST_DEPS :=
 include test/stack.mk
 include test/apiserver.mk
 
-.PHONY: all build test lint generate demo deploy undeploy e2e bench fuzz
+.PHONY: all build test lint generate demo demo-offline deploy undeploy e2e bench fuzz
 all: build
 
 build:
@@ -44,7 +44,12 @@ e2e: build $(TEST_DEPS)
 undeploy:
 	$(KUBECTL) delete --ignore-not-found -k kustomize/default
 
+# demo starts the local stack, installs the operator and scales an example cluster while
+# `kubectl get` shows the plan move; demo-offline prints plans without a cluster.
 demo:
+	MAKE="$(MAKE)" examples/demo-live.sh
+
+demo-offline:
 	GO=$(GO) BIN=$(BIN) examples/demo.sh
 
 fuzz:

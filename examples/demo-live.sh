@@ -15,14 +15,18 @@ $KUBECTL label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --o
 # watch prints `kubectl get etcdcluster` whenever it changes, until the cluster is Ready
 # with no plan left.
 watch() {
-  local last="" now
+  local last="" key
+  $KUBECTL -n "$NS" get etcdcluster demo -o wide 2>/dev/null | head -1
   for _ in $(seq 1 600); do
-    now=$($KUBECTL -n "$NS" get etcdcluster demo -o wide 2>/dev/null || true)
-    if [ "$now" != "$last" ]; then echo "$now"; last=$now; fi
-    if $KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}{.status.plan.id}' 2>/dev/null | grep -qx True; then
-      return 0
+    key=$($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.memberSummary} {.status.plan.summary}' 2>/dev/null || true)
+    if [ "$key" != "$last" ]; then
+      $KUBECTL -n "$NS" get etcdcluster demo -o wide --no-headers 2>/dev/null || true
+      last=$key
     fi
-    sleep 0.5
+    case "$key" in "True "*" ") ready=${key#True }; ready=${ready% }
+      [ "${ready%/*}" = "${ready#*/}" ] && return 0 ;;
+    esac
+    sleep 0.3
   done
   echo "the cluster did not become Ready; see: bin/kubectl-etcd status demo -n $NS" >&2
   return 1

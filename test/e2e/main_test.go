@@ -68,6 +68,11 @@ func setup(ctx context.Context) error {
 	if env.client, err = client.New(env.stack.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
+	// Each test runs its own operator for its namespace; one installed by `make deploy` or
+	// `make demo` would act on the test clusters too.
+	if err := kubectl(ctx, "delete", "deployment", "etcdplan", "-n", "etcdplan-system", "--ignore-not-found", "--wait=true"); err != nil {
+		return err
+	}
 	if err := kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(root, "kustomize", "crd")); err != nil {
 		return err
 	}
