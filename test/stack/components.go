@@ -1,0 +1,175 @@
+package stack
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Controllers run by kube-controller-manager: what a Deployment, Job, StatefulSet, PVC, PDB and
+// a failing node need, as in a real cluster.
+var controllers = []string{
+	"clusterrole-aggregation-controller",
+	"cronjob-controller",
+	"deployment-controller",
+	"disruption-controller",
+	"endpoints-controller",
+	"endpointslice-controller",
+	"endpointslice-mirroring-controller",
+	"ephemeral-volume-controller",
+	"garbage-collector-controller",
+	"job-controller",
+	"namespace-controller",
+	"node-lifecycle-controller",
+	"persistentvolume-binder-controller",
+	"persistentvolume-protection-controller",
+	"persistentvolumeclaim-protection-controller",
+	"pod-garbage-collector-controller",
+	"replicaset-controller",
+	"root-ca-certificate-publisher-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"statefulset-controller",
+	"taint-eviction-controller",
+	"ttl-after-finished-controller",
+}
+
+func etcdProc(l layout) process {
+	client := fmt.Sprintf("http://127.0.0.1:%d", etcdClientPort)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort)
+	return process{
+		name: "etcd",
+		bin:  l.etcdBin(EtcdVersion, "etcd"),
+		args: []string{
+			"--name=stack",
+			"--data-dir=" + l.state("etcd"),
+			"--listen-client-urls=" + client,
+			"--advertise-client-urls=" + client,
+			"--listen-peer-urls=" + peer,
+			"--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=stack=" + peer,
+			"--initial-cluster-state=new",
+			// A throwaway cluster on a shared CI disk: trade durability for speed.
+			"--unsafe-no-fsync",
+			"--quota-backend-bytes=" + strconv.Itoa(4<<30),
+			"--log-level=warn",
+		},
+	}
+}
+
+func apiserverProc(l layout) process {
+	return process{
+		name: "kube-apiserver",
+		bin:  l.kubeBin("kube-apiserver"),
+		args: []string{
+			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClientPort),
+			"--bind-address=0.0.0.0",
+			"--secure-port=" + strconv.Itoa(APIServerPort),
+			"--advertise-address=" + BridgeIP,
+			"--tls-cert-file=" + l.cert("apiserver.crt"),
+			"--tls-private-key-file=" + l.cert("apiserver.key"),
+			"--client-ca-file=" + l.cert("ca.crt"),
+			"--service-account-issuer=" + defaultSAIssuer,
+			"--service-account-key-file=" + l.cert("sa.pub"),
+			"--service-account-signing-key-file=" + l.cert("sa.key"),
+			"--service-cluster-ip-range=" + serviceCIDR,
+			"--authorization-mode=Node,RBAC",
+			// The default plugins (PodSecurity among them) plus NodeRestriction, as kubeadm does.
+			"--enable-admission-plugins=NodeRestriction",
+			"--allow-privileged=true",
+			"--profiling=false",
+			"--v=1",
+		},
+	}
+}
+
+func controllerManagerProc(l layout) process {
+	kc := l.kubeconfigFor("kube-controller-manager")
+	return process{
+		name: "kube-controller-manager",
+		bin:  l.kubeBin("kube-controller-manager"),
+		args: []string{
+			"--kubeconfig=" + kc,
+			"--authentication-kubeconfig=" + kc,
+			"--authorization-kubeconfig=" + kc,
+			"--bind-address=127.0.0.1",
+			"--leader-elect=false",
+			"--controllers=" + strings.Join(controllers, ","),
+			"--use-service-account-credentials=true",
+			"--root-ca-file=" + l.cert("ca.crt"),
+			"--service-account-private-key-file=" + l.cert("sa.key"),
+			"--allocate-node-cidrs=false",
+			"--cluster-name=etcdplan-stack",
+			// Notice a stopped node within seconds, not the default 50 s.
+			"--node-monitor-period=2s",
+			"--node-monitor-grace-period=20s",
+			"--profiling=false",
+			"--v=1",
+		},
+	}
+}
+
+func schedulerProc(l layout) process {
+	kc := l.kubeconfigFor("kube-scheduler")
+	return process{
+		name: "kube-scheduler",
+		bin:  l.kubeBin("kube-scheduler"),
+		args: []string{
+			"--kubeconfig=" + kc,
+			"--authentication-kubeconfig=" + kc,
+			"--authorization-kubeconfig=" + kc,
+			"--bind-address=127.0.0.1",
+			"--leader-elect=false",
+			"--profiling=false",
+			"--v=1",
+		},
+	}
+}
+
+func clusterProc(l layout) process {
+	return process{
+		name: "cluster",
+		bin:  l.localkubelet(),
+		args: []string{
+			"cluster",
+			"--kubeconfig=" + l.kubeconfigFor("cluster"),
+			"--state-dir=" + l.state(),
+			"--dns-listen=" + BridgeIP + ":53",
+		},
+	}
+}
+
+func nodeProc(l layout, name string) process {
+	i, err := nodeIndex(name)
+	if err != nil {
+		panic(err)
+	}
+	admin, _ := AdminAddr(name)
+	return process{
+		name: name,
+		bin:  l.localkubelet(),
+		args: []string{
+			"node",
+			"--kubeconfig=" + l.kubeconfigFor(name),
+			"--name=" + name,
+			"--state-dir=" + l.state("nodes", name),
+			fmt.Sprintf("--pod-cidr=10.88.%d.0/24", i),
+			"--admin=" + admin,
+			"--images=" + l.state("images.json"),
+		},
+	}
+}
+
+// controlPlane lists the control plane in start order.
+func controlPlane(l layout) []process {
+	return []process{etcdProc(l), apiserverProc(l), controllerManagerProc(l), schedulerProc(l)}
+}
+
+// allProcs lists every process of the stack in start order.
+func allProcs(l layout) []process {
+	ps := append(controlPlane(l), clusterProc(l))
+	for _, n := range Nodes() {
+		ps = append(ps, nodeProc(l, n))
+	}
+	return ps
+}

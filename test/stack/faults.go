@@ -1,0 +1,151 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KillContainer kills a container's processes with SIGKILL, as if it crashed; the kubelet
+// restarts it according to the Pod's restartPolicy.
+func (s *Stack) KillContainer(ctx context.Context, namespace, pod, container string) error {
+	return s.podFault(ctx, "kill", namespace, pod, url.Values{"container": {container}})
+}
+
+// CutPod cuts a Pod off the network: nothing reaches it and it reaches nothing, until HealPod.
+func (s *Stack) CutPod(ctx context.Context, namespace, pod string) error {
+	return s.podFault(ctx, "cut", namespace, pod, nil)
+}
+
+// HealPod undoes CutPod.
+func (s *Stack) HealPod(ctx context.Context, namespace, pod string) error {
+	return s.podFault(ctx, "heal", namespace, pod, nil)
+}
+
+func (s *Stack) podFault(ctx context.Context, fault, namespace, pod string, q url.Values) error {
+	p, err := s.client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if p.Spec.NodeName == "" {
+		return fmt.Errorf("stack: %s %s/%s: the Pod is not scheduled", fault, namespace, pod)
+	}
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("namespace", namespace)
+	q.Set("pod", pod)
+	return adminPost(ctx, p.Spec.NodeName, "/faults/"+fault, q)
+}
+
+// StopNode stops a node as if it lost power: its containers are SIGKILLed, its kubelet exits
+// and the Node goes NotReady once the node monitor grace period (20 s) has passed.
+func (s *Stack) StopNode(ctx context.Context, name string) error {
+	p := nodeProc(s.l, name)
+	pid := p.pid(s.l)
+	if pid == 0 {
+		return fmt.Errorf("stack: node %s does not run", name)
+	}
+	if err := adminPost(ctx, name, "/faults/stop-node", nil); err != nil {
+		return err
+	}
+	// The kubelet exits on its own; make sure it has before reporting the node stopped.
+	return stopPID(ctx, pid, p.bin, 30*time.Second)
+}
+
+// StartNode starts a stopped node's kubelet again and waits until its admin server answers;
+// the Node turns Ready with its next heartbeat.
+func (s *Stack) StartNode(ctx context.Context, name string) error {
+	if _, err := nodeIndex(name); err != nil {
+		return err
+	}
+	p := nodeProc(s.l, name)
+	if _, err := p.start(s.l); err != nil {
+		return err
+	}
+	addr, _ := AdminAddr(name)
+	return poll(ctx, 200*time.Millisecond, "the admin server of "+name, func(ctx context.Context) error {
+		if p.pid(s.l) == 0 {
+			return withLog(s.l, p, fmt.Errorf("stack: %s exited", name))
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("healthz: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// WipePVC deletes everything in the volume bound to a PVC, as a lost disk would; the Pods
+// using it see an empty directory.
+func (s *Stack) WipePVC(ctx context.Context, namespace, pvc string) error {
+	claim, err := s.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, pvc, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if claim.Spec.VolumeName == "" {
+		return fmt.Errorf("stack: PVC %s/%s is not bound", namespace, pvc)
+	}
+	pv, err := s.client.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if pv.Spec.HostPath == nil {
+		return fmt.Errorf("stack: PV %s is not a hostPath volume", pv.Name)
+	}
+	dir := filepath.Clean(pv.Spec.HostPath.Path)
+	if !strings.HasPrefix(dir, s.l.volumes()+"/") {
+		return fmt.Errorf("stack: PV %s is at %s, not under %s: not wiping it", pv.Name, dir, s.l.volumes())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func adminPost(ctx context.Context, node, path string, q url.Values) error {
+	addr, err := AdminAddr(node)
+	if err != nil {
+		return err
+	}
+	u := "http://" + addr + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("stack: %s on %s: %w", path, node, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("stack: %s on %s: %s: %s", path, node, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
