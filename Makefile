@@ -39,7 +39,7 @@ deploy: build stack-up
 
 # e2e runs the operator's end-to-end tests on the local stack.
 e2e: build $(TEST_DEPS)
-	$(GO) test -tags e2e -timeout 60m -parallel 4 -v ./test/e2e/
+	$(GO) test -timeout 60m -parallel 4 -v ./test/e2e/
 
 undeploy:
 	$(KUBECTL) delete --ignore-not-found -k kustomize/default

@@ -1,5 +1,3 @@
-//go:build e2e
-
 package e2e
 
 import (
@@ -189,7 +187,9 @@ func condition(c *v1alpha1.EtcdCluster, t string) *metav1.Condition {
 // ready: the spec is observed, Ready is True and no plan is left.
 func ready(c *v1alpha1.EtcdCluster) bool {
 	r := condition(c, "Ready")
-	return c.Status.ObservedGeneration == c.Generation && r != nil && r.Status == metav1.ConditionTrue && c.Status.Plan == nil
+	// Conditions and the other status fields are patched in two requests: wait for both.
+	return c.Status.ObservedGeneration == c.Generation && r != nil && r.Status == metav1.ConditionTrue && c.Status.Plan == nil &&
+		c.Status.ReadyReplicas >= c.Spec.Replicas
 }
 
 func waitReady(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {

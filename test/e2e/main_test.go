@@ -1,5 +1,3 @@
-//go:build e2e
-
 // Package e2e runs the operator against the local Kubernetes stack: a real kube-apiserver,
 // real etcd members in Pods run by the local kubelet.
 package e2e
