@@ -72,7 +72,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 // Reconcile observes a cluster, plans, records the plan in status and applies one step.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
 	c := &v1alpha1.EtcdCluster{}
-	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
+	// Read around the cache: the recorded plan must be the one the last reconcile wrote,
+	// and the status patch is computed against what this read returns.
+	if err := r.APIReader.Get(ctx, req.NamespacedName, c); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if c.DeletionTimestamp != nil {
