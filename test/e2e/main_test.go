@@ -74,7 +74,14 @@ func setup(ctx context.Context) error {
 	if err := kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(root, "kustomize", "crd")); err != nil {
 		return err
 	}
-	return kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcdplan.io")
+	// kubectl wait fails outright on a CRD so new that it has no conditions yet: retry.
+	for i := 0; i < 60; i++ {
+		if err = kubectl(ctx, "wait", "--for=condition=Established", "--timeout=30s", "crd/etcdclusters.etcdplan.io"); err == nil {
+			return nil
+		}
+		time.Sleep(time.Second)
+	}
+	return err
 }
 
 func kubectl(ctx context.Context, args ...string) error {
