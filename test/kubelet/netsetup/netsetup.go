@@ -60,12 +60,10 @@ func EnsureBridge(bridge string, gateway netip.Prefix) error {
 			return err
 		}
 	}
-	out, err := ipOutput("-o", "addr", "show", "dev", bridge)
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(out, " "+gateway.String()+" ") {
-		if err := ip("addr", "add", gateway.String(), "dev", bridge); err != nil {
+	// The cluster process and the nodes start together and all ensure the bridge: the
+	// address may be added by another between the check and the add.
+	if !hasAddr(bridge, gateway) {
+		if err := ip("addr", "add", gateway.String(), "dev", bridge); err != nil && !hasAddr(bridge, gateway) {
 			return err
 		}
 	}
@@ -76,6 +74,11 @@ func EnsureBridge(bridge string, gateway netip.Prefix) error {
 	// no harm on a test machine.
 	_ = os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 	return nil
+}
+
+func hasAddr(dev string, addr netip.Prefix) bool {
+	out, err := ipOutput("-o", "addr", "show", "dev", dev)
+	return err == nil && strings.Contains(out, " "+addr.String()+" ")
 }
 
 // DeleteBridge removes the bridge if it exists.
