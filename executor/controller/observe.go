@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
@@ -44,31 +43,20 @@ func (o *observation) memberID(name string) (uint64, bool) {
 }
 
 func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
-	sel := client.MatchingLabels{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(c.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("listing member Pods: %w", err)
-	}
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := r.List(ctx, &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
-		return nil, fmt.Errorf("listing member volume claims: %w", err)
+	objs, err := observe.List(ctx, r, c)
+	if err != nil {
+		return nil, err
 	}
 	o := &observation{
-		Observed: planner.Observed{
-			FormatVersion: planner.ObservedFormatVersion,
-			ClusterID:     c.Status.ClusterID,
-			NextOrdinal:   int(c.Status.NextOrdinal),
-			Recorded:      observe.Recorded(c),
-			Members:       observe.Members(pods.Items, pvcs.Items),
-		},
-		pods: map[string]*corev1.Pod{},
-		pvcs: map[string]*corev1.PersistentVolumeClaim{},
+		Observed: objs.Observed(c),
+		pods:     map[string]*corev1.Pod{},
+		pvcs:     map[string]*corev1.PersistentVolumeClaim{},
 	}
-	for i := range pods.Items {
-		o.pods[pods.Items[i].Name] = &pods.Items[i]
+	for i := range objs.Pods {
+		o.pods[objs.Pods[i].Name] = &objs.Pods[i]
 	}
-	for i := range pvcs.Items {
-		o.pvcs[pvcs.Items[i].Name] = &pvcs.Items[i]
+	for i := range objs.PVCs {
+		o.pvcs[objs.PVCs[i].Name] = &objs.PVCs[i]
 	}
 	// Members are reached at their Pod IPs, which work from inside and outside the
 	// cluster network alike.

@@ -1,0 +1,47 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// Objects are a cluster's member Pods and volume claims.
+type Objects struct {
+	Pods []corev1.Pod
+	PVCs []corev1.PersistentVolumeClaim
+}
+
+// List reads a cluster's member Pods and volume claims. They are found by label, so the
+// volumes a deleted cluster retained are found too.
+func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Objects, error) {
+	var o Objects
+	sel := client.MatchingLabels{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(c.Namespace), sel); err != nil {
+		return o, fmt.Errorf("listing member Pods: %w", err)
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := r.List(ctx, &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
+		return o, fmt.Errorf("listing member volume claims: %w", err)
+	}
+	return Objects{Pods: pods.Items, PVCs: pvcs.Items}, nil
+}
+
+// Observed is what Kubernetes alone shows of the cluster: everything but etcd's view,
+// which the caller adds (from etcd itself, or from status with FromStatus).
+func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
+	return planner.Observed{
+		FormatVersion: planner.ObservedFormatVersion,
+		ClusterID:     c.Status.ClusterID,
+		NextOrdinal:   int(c.Status.NextOrdinal),
+		Recorded:      Recorded(c),
+		Members:       Members(o.Pods, o.PVCs),
+	}
+}
