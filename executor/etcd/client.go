@@ -4,8 +4,10 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -94,6 +96,12 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	for i, st := range statuses {
 		if st != nil {
 			setStatus(&v.Members[i], st, v)
+		}
+	}
+	for i := range v.Members {
+		if v.Members[i].Healthy {
+			v.ClusterVersion = clusterVersion(ctx, c.endpoints[v.Members[i].MemberName()])
+			break
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -190,4 +198,28 @@ func (c *Client) MoveLeader(ctx context.Context, leaderName string, target uint6
 func (c *Client) Endpoint(name string) (string, bool) {
 	ep, ok := c.endpoints[name]
 	return ep, ok
+}
+
+// clusterVersion asks a member for the version the cluster runs at (the lowest its members
+// support, major.minor.0). The gRPC API does not tell it; the /version endpoint does. It is
+// "" when the member does not answer.
+func clusterVersion(ctx context.Context, endpoint string) string {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/version", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Cluster string `json:"etcdcluster"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return ""
+	}
+	return v.Cluster
 }
