@@ -32,7 +32,7 @@ func markdown(b *strings.Builder, c Cluster) {
 		b.WriteString("No changes.\n")
 		return
 	}
-	fmt.Fprintf(b, "Plan `%s`, %s:\n\n", p.ID, steps(len(p.Steps)))
+	fmt.Fprintf(b, "Plan `%s`, %s:\n\n", p.ID, Steps(len(p.Steps)))
 	b.WriteString("| # | Action | Member | Target/Version | Precondition | Reason |\n")
 	b.WriteString("|--:|--------|--------|----------------|--------------|--------|\n")
 	for i, s := range p.Steps {

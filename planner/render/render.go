@@ -62,8 +62,8 @@ func orDash(s string) string {
 	return s
 }
 
-// steps says how many steps a plan has, in words.
-func steps(n int) string {
+// Steps says how many steps a plan has, in words: "1 step", "3 steps".
+func Steps(n int) string {
 	if n == 1 {
 		return "1 step"
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 // Table writes each cluster's plan as a heading line and an aligned table of its steps.
@@ -32,19 +34,24 @@ func table(w io.Writer, c Cluster) error {
 		_, err := fmt.Fprintf(w, "EtcdCluster %s: No changes. The cluster matches the spec.\n", c.Name)
 		return err
 	}
-	if _, err := fmt.Fprintf(w, "EtcdCluster %s: plan %s, %s\n\n", c.Name, p.ID, steps(len(p.Steps))); err != nil {
+	if _, err := fmt.Fprintf(w, "EtcdCluster %s: plan %s, %s\n\n", c.Name, p.ID, Steps(len(p.Steps))); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tACTION\tMEMBER\tTARGET/VERSION\tPRECONDITION\tREASON")
 	for i, s := range p.Steps {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Action, orDash(s.Member),
-			targetOrVersion(s), precondition(s.Precondition), oneLine(s.Reason))
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", i+1, strings.Join(StepCells(s), "\t"), OneLine(s.Reason))
 	}
 	return tw.Flush()
 }
 
-// oneLine keeps a cell on its row: tabs would split it, line breaks would end the row.
-func oneLine(s string) string {
+// OneLine keeps a table cell on its row: tabs would split it, line breaks would end the row.
+func OneLine(s string) string {
 	return strings.NewReplacer("\t", " ", "\r\n", " ", "\n", " ").Replace(s)
+}
+
+// StepCells are a step's ACTION, MEMBER, TARGET/VERSION and PRECONDITION cells, for tables
+// that show steps with more columns (kubectl-etcd status adds their progress).
+func StepCells(s plan.Step) []string {
+	return []string{string(s.Action), orDash(s.Member), targetOrVersion(s), precondition(s.Precondition)}
 }
