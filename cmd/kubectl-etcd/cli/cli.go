@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // Exit codes follow `terraform plan -detailed-exitcode`.
@@ -22,30 +23,30 @@ const (
 type CLI struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Live opens the observed state of the live clusters, for runs without --observed.
-	Live func(ctx context.Context) (ObservedSource, error)
+	// Now is the time ages in `status` are counted from.
+	Now func() time.Time
 }
-
-// liveSource is the live mode: it reads the observed state of the cluster the kubeconfig
-// points at. It is nil until that mode exists; the file that implements it assigns it, and
-// tests set CLI.Live instead.
-var liveSource func(ctx context.Context) (ObservedSource, error)
 
 // Run runs kubectl-etcd with args (without the program name) and returns the exit code.
 func Run(args []string, stdout, stderr io.Writer) int {
-	c := &CLI{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Live: liveSource}
+	c := &CLI{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Now: time.Now}
 	return c.Run(context.Background(), args)
 }
 
-const usage = `kubectl-etcd plans changes to etcdplan EtcdClusters before they reach a cluster.
+const usage = `kubectl-etcd shows and approves the plans of etcdplan EtcdClusters.
 
 Usage:
-  kubectl-etcd plan (-f FILE | -k DIR) --observed OBSERVED.json [-o table|json|markdown] [--detailed-exitcode]
+  kubectl-etcd plan (-f FILE | -k DIR) [--observed OBSERVED.json] [-o table|json|markdown] [--detailed-exitcode]
+  kubectl-etcd status NAME
+  kubectl-etcd approve NAME [--plan ID]
 
 Commands:
-  plan    print the plan for every EtcdCluster in the manifests
+  plan     print the plan for every EtcdCluster in the manifests, against the live cluster
+           or a saved observed state
+  status   show a cluster's members, leader, health, plan and recent history
+  approve  let a cluster's pending plan run (spec.updateStrategy.approval: Manual)
 
-Run "kubectl-etcd plan -h" for the flags.
+Run "kubectl-etcd COMMAND -h" for a command's flags.
 `
 
 // Run runs the command and returns its exit code.
@@ -57,6 +58,10 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	switch args[0] {
 	case "plan":
 		return c.plan(ctx, args[1:])
+	case "status":
+		return c.status(ctx, args[1:])
+	case "approve":
+		return c.approve(ctx, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.Stdout, usage)
 		return ExitOK

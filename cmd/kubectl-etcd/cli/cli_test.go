@@ -58,7 +58,6 @@ func TestExitCodes(t *testing.T) {
 			`spec.version "v3.6.16": version must be an etcd 3.x.y release such as 3.6.16, without a leading v; spec.replicas 12: must be between 0 and 9`, false},
 		{"missing file", []string{"plan", "-f", "testdata/nope.yaml", "--observed", healthy}, ExitError, "", "nope.yaml: no such file", false},
 		{"missing observed", []string{"plan", "-f", basic, "--observed", "testdata/nope.json"}, ExitError, "", "nope.json: no such file", false},
-		{"no observed, no live mode", []string{"plan", "-f", basic}, ExitError, "", "--observed is required", false},
 		{"no manifests", []string{"plan", "--observed", healthy}, ExitError, "", "one of -f or -k is required", false},
 		{"-f and -k", []string{"plan", "-f", basic, "-k", examples + "basic", "--observed", healthy}, ExitError, "", "cannot be used together", false},
 		{"bad output", []string{"plan", "-f", basic, "--observed", healthy, "-o", "yaml"}, ExitError, "", `-o "yaml"`, false},
@@ -158,30 +157,32 @@ func TestJSONIsThePlan(t *testing.T) {
 	c := exampleCluster(t)
 	o, err := OpenObservedFile(examples+"observed/three-on-3.5.json", []*v1alpha1.EtcdCluster{c})
 	require.NoError(t, err)
-	obs, err := o.Observed(context.Background(), c)
+	obs, generation, err := o.Observed(context.Background(), c)
 	require.NoError(t, err)
+	require.Zero(t, generation, "offline plans are for generation 0")
 	want := planner.Plan(planner.Desired{Name: "demo", Replicas: 3, Version: "3.6.16", ConfigHash: c.Spec.ConfigHash()}, obs)
 	require.Equal(t, want, got)
 }
 
-type fakeLive struct{ asked []string }
-
-func (f *fakeLive) Observed(_ context.Context, c *v1alpha1.EtcdCluster) (planner.Observed, error) {
-	f.asked = append(f.asked, key(c))
-	return planner.Observed{FormatVersion: planner.ObservedFormatVersion}, nil
+// Without --observed the plan is made against the live cluster; a kubeconfig that cannot
+// be read fails the run and says how to plan offline.
+func TestLiveNeedsAKubeconfig(t *testing.T) {
+	r := run(t, "", "plan", "-f", basic, "--kubeconfig", "testdata/nope.kubeconfig")
+	require.Equal(t, ExitError, r.code)
+	require.Contains(t, r.stderr, "error: reading the kubeconfig: ")
+	require.Contains(t, r.stderr, "pass --observed FILE")
 }
 
-// Without --observed, the live source is asked; its errors fail the run.
-func TestLiveSeam(t *testing.T) {
-	live := &fakeLive{}
-	var out, errOut bytes.Buffer
-	c := &CLI{Stdout: &out, Stderr: &errOut, Live: func(context.Context) (ObservedSource, error) { return live, nil }}
-	require.Equal(t, ExitChanges, c.Run(context.Background(), []string{"plan", "-f", basic, "--detailed-exitcode"}), errOut.String())
-	require.Equal(t, []string{"demo"}, live.asked)
-
-	c.Live = func(context.Context) (ObservedSource, error) { return nil, errors.New("no kubeconfig") }
-	require.Equal(t, ExitError, c.Run(context.Background(), []string{"plan", "-f", basic}))
-	require.Contains(t, errOut.String(), "error: no kubeconfig")
+// --save-observed writes what was planned against in the form --observed reads: the same
+// plans come out of it.
+func TestSaveObservedRoundTrip(t *testing.T) {
+	saved := t.TempDir() + "/saved.json"
+	first := run(t, "", "plan", "-f", "testdata/two-clusters.yaml", "--observed", "testdata/two-observed.json", "-o", "json", "--save-observed", saved)
+	require.Equal(t, ExitOK, first.code, first.stderr)
+	again := run(t, "", "plan", "-f", "testdata/two-clusters.yaml", "--observed", saved, "-o", "json")
+	require.Equal(t, ExitOK, again.code, again.stderr)
+	require.Equal(t, first.stdout, again.stdout)
+	require.Len(t, decodePlans(t, again.stdout), 2)
 }
 
 func TestRunUsesStreams(t *testing.T) {

@@ -40,7 +40,7 @@ func TestExampleObservedStatesMatchTheSpec(t *testing.T) {
 	for _, file := range observedExamples(t) {
 		src, err := OpenObservedFile(file, []*v1alpha1.EtcdCluster{c})
 		require.NoError(t, err, file)
-		o, err := src.Observed(t.Context(), c)
+		o, _, err := src.Observed(t.Context(), c)
 		require.NoError(t, err)
 		for _, m := range o.Members {
 			if m.Pod != nil {
@@ -63,13 +63,18 @@ func TestExamplePlans(t *testing.T) {
 			out.WriteString("exit " + strconv.Itoa(r.code) + "\n\n")
 		}
 	}
-	path := "testdata/examples.golden"
+	golden(t, "testdata/examples.golden", out.String())
+}
+
+// golden compares got with the file at path; -update rewrites the file.
+func golden(t *testing.T, path, got string) {
+	t.Helper()
 	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(out.String()), 0o644))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "go test ./cmd/kubectl-etcd/cli -update creates it")
-	if diff := cmp.Diff(string(want), out.String()); diff != "" {
+	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s differs (-want +got; -update rewrites it):\n%s", path, diff)
 	}
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/etcdplan/etcdplan/planner"
 )
 
-// ObservedSource gives the observed state a cluster is planned against. The file source
-// below reads saved states; a live source reads the Kubernetes objects and etcd of the
-// cluster the kubeconfig points at (see CLI.Live).
+// ObservedSource gives the observed state a cluster is planned against, and the spec
+// generation its plan is for. The file source below reads saved states, planned for
+// generation 0; liveSource reads the cluster the kubeconfig points at.
 type ObservedSource interface {
-	Observed(ctx context.Context, c *v1alpha1.EtcdCluster) (planner.Observed, error)
+	Observed(ctx context.Context, c *v1alpha1.EtcdCluster) (planner.Observed, int64, error)
 }
 
 // fileSource holds the observed states of an --observed file, by cluster key.
@@ -80,10 +80,10 @@ func decodeObserved(where string, data []byte) (planner.Observed, error) {
 	return o, nil
 }
 
-func (s *fileSource) Observed(_ context.Context, c *v1alpha1.EtcdCluster) (planner.Observed, error) {
+func (s *fileSource) Observed(_ context.Context, c *v1alpha1.EtcdCluster) (planner.Observed, int64, error) {
 	for _, k := range keys(c) {
 		if o, ok := s.states[k]; ok {
-			return o, nil
+			return o, 0, nil
 		}
 	}
 	have := make([]string, 0, len(s.states))
@@ -91,6 +91,6 @@ func (s *fileSource) Observed(_ context.Context, c *v1alpha1.EtcdCluster) (plann
 		have = append(have, fmt.Sprintf("%q", k))
 	}
 	sort.Strings(have)
-	return planner.Observed{}, fmt.Errorf("%s has no observed state for EtcdCluster %s (it has %s)",
+	return planner.Observed{}, 0, fmt.Errorf("%s has no observed state for EtcdCluster %s (it has %s)",
 		s.path, key(c), strings.Join(have, ", "))
 }

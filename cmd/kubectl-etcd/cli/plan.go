@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
@@ -16,30 +18,40 @@ import (
 // plan runs `kubectl-etcd plan`: manifests in, one plan per EtcdCluster out.
 func (c *CLI) plan(ctx context.Context, args []string) int {
 	f, err := parsePlanFlags(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(c.Stdout, planHelp)
-		return ExitOK
-	case err != nil:
-		fmt.Fprintf(c.Stderr, "error: %s\nRun \"kubectl-etcd plan -h\" for the flags.\n", err)
-		return ExitError
+	if err != nil {
+		return c.flagError(err, "plan", planHelp)
 	}
 	clusters, err := c.clusters(f)
 	if err != nil {
 		return c.fail(err)
 	}
-	src, err := c.source(ctx, f.observed, clusters)
+	src, err := source(f, clusters)
 	if err != nil {
 		return c.fail(err)
 	}
-	plans, err := planAll(ctx, src, clusters)
+	plans, observed, err := planAll(ctx, src, clusters)
 	if err != nil {
 		return c.fail(err)
+	}
+	if f.saveObserved != "" {
+		if err := saveObserved(f.saveObserved, observed); err != nil {
+			return c.fail(err)
+		}
 	}
 	if err := write(c.Stdout, f.output, plans); err != nil {
 		return c.fail(err)
 	}
 	return c.exitCode(plans, f.detailed)
+}
+
+// flagError answers a command line that asked for help or could not be read.
+func (c *CLI) flagError(err error, command, help string) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(c.Stdout, help)
+		return ExitOK
+	}
+	fmt.Fprintf(c.Stderr, "error: %s\nRun \"kubectl-etcd %s -h\" for the flags.\n", err, command)
+	return ExitError
 }
 
 // clusters reads the EtcdClusters of the files or the kustomization named by the flags.
@@ -57,28 +69,43 @@ func (c *CLI) clusters(f planFlags) ([]*v1alpha1.EtcdCluster, error) {
 	return etcdClusters(docs)
 }
 
-// source is where observed states come from: the --observed file, else the live clusters.
-func (c *CLI) source(ctx context.Context, path string, clusters []*v1alpha1.EtcdCluster) (ObservedSource, error) {
-	if path != "" {
-		return OpenObservedFile(path, clusters)
+// source is where observed states come from: the --observed file, else the live cluster.
+func source(f planFlags, clusters []*v1alpha1.EtcdCluster) (ObservedSource, error) {
+	if f.observed != "" {
+		return OpenObservedFile(f.observed, clusters)
 	}
-	if c.Live == nil {
-		return nil, errors.New("--observed is required: planning against the live cluster is not available yet")
+	k, err := f.connect()
+	if err != nil {
+		return nil, fmt.Errorf("%w\n(to plan without a cluster, pass --observed FILE)", err)
 	}
-	return c.Live(ctx)
+	return liveSource{k}, nil
 }
 
 // planAll plans each cluster against its observed state, in the order of the manifests.
-func planAll(ctx context.Context, src ObservedSource, clusters []*v1alpha1.EtcdCluster) ([]render.Cluster, error) {
+// It returns the observed states too, by cluster key, for --save-observed.
+func planAll(ctx context.Context, src ObservedSource, clusters []*v1alpha1.EtcdCluster) ([]render.Cluster, map[string]planner.Observed, error) {
 	out := make([]render.Cluster, 0, len(clusters))
+	observed := map[string]planner.Observed{}
 	for _, ec := range clusters {
-		o, err := src.Observed(ctx, ec)
+		o, generation, err := src.Observed(ctx, ec)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, render.Cluster{Name: key(ec), Plan: planner.Plan(observe.Desired(ec), o)})
+		d := observe.Desired(ec)
+		d.Generation = generation
+		out = append(out, render.Cluster{Name: key(ec), Plan: planner.Plan(d, o)})
+		observed[key(ec)] = o
 	}
-	return out, nil
+	return out, observed, nil
+}
+
+// saveObserved writes observed states in the form --observed reads: a map by cluster key.
+func saveObserved(path string, observed map[string]planner.Observed) error {
+	data, err := json.MarshalIndent(observed, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 func write(w io.Writer, format string, plans []render.Cluster) error {

@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// liveSource reads observed states through the Kubernetes API alone: the member Pods and
+// volume claims, and etcd's view as the operator last recorded it in status. No access to
+// etcd itself is needed, so anyone who may read the EtcdCluster may plan against it.
+type liveSource struct{ kube *kube }
+
+func (s liveSource) Observed(ctx context.Context, c *v1alpha1.EtcdCluster) (planner.Observed, int64, error) {
+	live, err := s.cluster(ctx, c)
+	if err != nil {
+		return planner.Observed{}, 0, err
+	}
+	objs, err := observe.List(ctx, s.kube, live)
+	if err != nil {
+		return planner.Observed{}, 0, fmt.Errorf("EtcdCluster %s/%s: %w", live.Namespace, live.Name, err)
+	}
+	o := objs.Observed(live)
+	o.Etcd = observe.FromStatus(live)
+	return o, nextGeneration(live, c), nil
+}
+
+// cluster reads the live EtcdCluster the manifest c describes; one that does not exist yet
+// is an empty one, whose volumes (retained from a deleted cluster of that name) still count.
+func (s liveSource) cluster(ctx context.Context, c *v1alpha1.EtcdCluster) (*v1alpha1.EtcdCluster, error) {
+	key := client.ObjectKey{Namespace: c.Namespace, Name: c.Name}
+	if key.Namespace == "" {
+		key.Namespace = s.kube.namespace
+	}
+	live := &v1alpha1.EtcdCluster{}
+	err := s.kube.Get(ctx, key, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading EtcdCluster %s: %w", key, err)
+	}
+	return live, nil
+}
+
+// nextGeneration is the generation the API server gives the manifest's spec: the live
+// one when the spec is unchanged, the next one otherwise. A live plan then has the ID the
+// operator records once the manifest is applied, as long as nothing else changes first.
+func nextGeneration(live, c *v1alpha1.EtcdCluster) int64 {
+	if live.Generation > 0 && equality.Semantic.DeepEqual(live.Spec, c.Spec) {
+		return live.Generation
+	}
+	return live.Generation + 1
+}

@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
+	"github.com/etcdplan/etcdplan/planner/render"
+)
+
+const statusHelp = `Show an EtcdCluster on one screen: its conditions, its members (role, leader, version,
+health, database size, Pod), the plan with the progress of each step, and the last plans.
+It reads the EtcdCluster's status and its member Pods through the Kubernetes API.
+
+Usage:
+  kubectl-etcd status NAME
+
+Flags:
+` + kubeFlagsHelp
+
+// historyShown is how many finished plans status lists.
+const historyShown = 5
+
+// status runs `kubectl-etcd status`.
+func (c *CLI) status(ctx context.Context, args []string) int {
+	var k kubeFlags
+	fs := newFlagSet("status")
+	k.add(fs)
+	name, err := parseName(fs, args)
+	if err != nil {
+		return c.flagError(err, "status", statusHelp)
+	}
+	kc, err := k.connect()
+	if err != nil {
+		return c.fail(err)
+	}
+	ec := &v1alpha1.EtcdCluster{}
+	if err := kc.Get(ctx, client.ObjectKey{Namespace: kc.namespace, Name: name}, ec); err != nil {
+		return c.fail(err)
+	}
+	objs, err := observe.List(ctx, kc, ec)
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := writeStatus(c.Stdout, ec, objs, c.now()); err != nil {
+		return c.fail(err)
+	}
+	return ExitOK
+}
+
+func (c *CLI) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
+// writeStatus prints the status screen of a cluster, ages counted from now.
+func writeStatus(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, now time.Time) error {
+	s := &ec.Status
+	approval := ec.Spec.UpdateStrategy.Approval
+	fmt.Fprintf(w, "EtcdCluster %s/%s\n", ec.Namespace, ec.Name)
+	fmt.Fprintf(w, "  Spec:     %d members, etcd %s, approval %s%s, generation %d (observed %d)\n",
+		ec.Spec.Replicas, ec.Spec.Version, approval, suspended(ec), ec.Generation, s.ObservedGeneration)
+	fmt.Fprintf(w, "  Cluster:  ID %s, cluster version %s, members ready %s\n",
+		orNone(s.ClusterID), orNone(s.ClusterVersion), orNone(s.MemberSummary))
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tSINCE\tMESSAGE")
+	for _, cond := range conditionsInOrder(s.Conditions) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cond.Type, cond.Status, cond.Reason, ago(&cond.LastTransitionTime, now), render.OneLine(cond.Message))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := writeMembers(w, ec, objs); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := writePlan(w, ec, now); err != nil {
+		return err
+	}
+	return writeHistory(w, s.History, now)
+}
+
+// conditionsInOrder puts the kstatus conditions first: Ready, Reconciling, Stalled.
+func conditionsInOrder(conds []metav1.Condition) []metav1.Condition {
+	rank := func(c metav1.Condition) int {
+		if i := slices.Index([]string{"Ready", "Reconciling", "Stalled"}, c.Type); i >= 0 {
+			return i
+		}
+		return 3
+	}
+	out := slices.Clone(conds)
+	slices.SortStableFunc(out, func(a, b metav1.Condition) int { return rank(a) - rank(b) })
+	return out
+}
+
+func suspended(ec *v1alpha1.EtcdCluster) string {
+	if ec.Spec.Suspend {
+		return ", SUSPENDED"
+	}
+	return ""
+}
+
+// writeMembers lists the members etcd knows (as last recorded in status) and the members
+// that have a Pod or a volume claim but have not joined.
+func writeMembers(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects) error {
+	pods := map[string]*corev1.Pod{}
+	for i := range objs.Pods {
+		pods[objs.Pods[i].Labels[resources.LabelMember]] = &objs.Pods[i]
+	}
+	kube := map[string]planner.Member{}
+	for _, m := range observe.Members(objs.Pods, objs.PVCs) {
+		kube[m.Name] = m
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tID\tROLE\tVERSION\tHEALTHY\tDB SIZE\tPOD\tRESTARTS\tNODE")
+	listed := map[string]bool{}
+	for _, m := range ec.Status.Members {
+		listed[m.Name] = true
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orDash(m.ID), role(m), orDash(m.Version),
+			yesNo(m.Healthy), size(m.DBSize), podCells(pods[m.Name], kube[m.Name]))
+	}
+	for _, m := range observe.Members(objs.Pods, objs.PVCs) {
+		if !listed[m.Name] {
+			fmt.Fprintf(tw, "%s\t-\tnot a member\t-\t-\t-\t%s\n", m.Name, podCells(pods[m.Name], m))
+		}
+	}
+	if len(listed) == 0 && len(kube) == 0 {
+		fmt.Fprintln(tw, "(no members yet)")
+	}
+	return tw.Flush()
+}
+
+func role(m v1alpha1.MemberStatus) string {
+	switch {
+	case m.Leader:
+		return "leader"
+	case m.Role == v1alpha1.RoleLearner:
+		return "learner"
+	case m.ID == "":
+		return "-"
+	}
+	return "follower"
+}
+
+// podCells are the POD, RESTARTS and NODE cells of a member.
+func podCells(p *corev1.Pod, m planner.Member) string {
+	if p == nil {
+		if m.PVC != nil {
+			return "none (volume kept)\t-\t-"
+		}
+		return "none\t-\t-"
+	}
+	restarts := int32(0)
+	for _, cs := range p.Status.ContainerStatuses {
+		restarts += cs.RestartCount
+	}
+	return fmt.Sprintf("%s\t%d\t%s", podState(p, m.Pod), restarts, orDash(p.Spec.NodeName))
+}
+
+func podState(p *corev1.Pod, m *planner.Pod) string {
+	switch {
+	case m == nil:
+		return string(p.Status.Phase) // finished for good: the planner replaces it
+	case m.Deleting:
+		return "Terminating"
+	case m.DataLost:
+		return "DataLost"
+	case m.Ready:
+		return "Ready " + m.IP
+	case m.Running:
+		return "Running " + m.IP
+	}
+	return string(p.Status.Phase)
+}
+
+// writePlan prints the recorded plan with the state of each step.
+func writePlan(w io.Writer, ec *v1alpha1.EtcdCluster, now time.Time) error {
+	p := ec.Status.Plan
+	switch {
+	case p == nil && len(ec.Status.History) > 0:
+		_, err := fmt.Fprintln(w, "Plan: none pending.")
+		return err
+	case p == nil:
+		_, err := fmt.Fprintln(w, "Plan: none yet.")
+		return err
+	case p.Blocked != nil:
+		_, err := fmt.Fprintf(w, "Plan %s: blocked (%s)\n  %s\n", p.ID, p.Blocked.Reason, p.Blocked.Message)
+		return err
+	case len(p.Steps) == 0:
+		_, err := fmt.Fprintf(w, "Plan %s: no changes, the cluster matches the spec.\n", p.ID)
+		return err
+	}
+	fmt.Fprintf(w, "Plan %s: %s, %s, for generation %d, made %s\n", p.ID, p.Phase, p.Summary, p.Generation, ago(p.CreatedAt, now))
+	if p.Phase == v1alpha1.PlanAwaitingApproval {
+		fmt.Fprintf(w, "  Review the steps, then: kubectl etcd approve %s --plan %s\n", ec.Name, p.ID)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tACTION\tMEMBER\tTARGET/VERSION\tPRECONDITION\tSTATE\tSTARTED\tMESSAGE")
+	for i, step := range p.Steps {
+		state, started, msg := string(v1alpha1.StepPending), "-", render.OneLine(step.Reason)
+		if i < len(p.Progress) {
+			pr := p.Progress[i]
+			state, started = string(pr.State), ago(pr.StartedAt, now)
+			if pr.Message != "" {
+				msg = render.OneLine(pr.Message)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, strings.Join(render.StepCells(step), "\t"), state, started, msg)
+	}
+	return tw.Flush()
+}
+
+func writeHistory(w io.Writer, history []v1alpha1.PlanRecord, now time.Time) error {
+	if len(history) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nHistory (newest first):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLAN\tPHASE\tSTEPS\tFINISHED\tMESSAGE\tACTIONS")
+	for _, r := range history[:min(len(history), historyShown)] {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Phase, r.Steps, ago(r.FinishedAt, now), orDash(render.OneLine(r.Message)), orDash(r.Actions))
+	}
+	return tw.Flush()
+}
+
+// ago says how long ago t was, as kubectl prints ages: "5m2s ago".
+func ago(t *metav1.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return duration.HumanDuration(now.Sub(t.Time)) + " ago"
+}
+
+func size(bytes int64) string {
+	const k = 1024
+	switch {
+	case bytes <= 0:
+		return "-"
+	case bytes < k*k:
+		return fmt.Sprintf("%.0f KiB", float64(bytes)/k)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(bytes)/(k*k))
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
