@@ -16,7 +16,8 @@ $KUBECTL label namespace "$NS" pod-security.kubernetes.io/enforce=restricted --o
 # with no plan left.
 watch() {
   local last="" key
-  $KUBECTL -n "$NS" get etcdcluster demo -o wide 2>/dev/null | head -1
+  # sed, not head: head would exit early and the SIGPIPE would fail the script (pipefail).
+  $KUBECTL -n "$NS" get etcdcluster demo -o wide 2>/dev/null | sed -n 1p
   for _ in $(seq 1 600); do
     key=$($KUBECTL -n "$NS" get etcdcluster demo -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.memberSummary} {.status.plan.summary}' 2>/dev/null || true)
     if [ "$key" != "$last" ]; then
@@ -43,6 +44,12 @@ echo
 echo "=== scale back to 3"
 $KUBECTL -n "$NS" scale etcdcluster demo --replicas=3
 watch
+echo
+echo "=== kubectl etcd status demo"
+bin/kubectl-etcd status demo -n "$NS" --kubeconfig .stack/kubeconfig
+echo
+echo "=== a pull request to 5 members (examples/scale-out), planned against the live cluster"
+bin/kubectl-etcd plan -k examples/scale-out -n "$NS" --kubeconfig .stack/kubeconfig
 cat <<TXT
 
 The cluster runs in namespace $NS of the local stack. Try:
@@ -51,6 +58,8 @@ The cluster runs in namespace $NS of the local stack. Try:
   kubectl -n $NS get etcdcluster demo -o yaml  # status.plan and status.history
   kubectl -n $NS delete pod demo-1           # the same member comes back
   kubectl -n $NS patch etcdcluster demo --type merge -p '{"spec":{"updateStrategy":{"approval":"Manual"}}}'
-  kubectl -n $NS scale etcdcluster demo --replicas=5 && kubectl etcd approve demo -n $NS
+  kubectl -n $NS apply -k examples/scale-out   # the plan above now waits for approval
+  kubectl etcd status demo -n $NS            # review it, then:
+  kubectl etcd approve demo -n $NS --plan <the plan's ID>
   make stack-down                            # stop everything
 TXT
