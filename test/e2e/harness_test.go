@@ -118,6 +118,13 @@ func newCluster(ns, name string, replicas int32) *v1alpha1.EtcdCluster {
 	return c
 }
 
+// createReady creates the cluster "demo" of n members in ns and waits until it is Ready.
+func createReady(t *testing.T, ns string, n int32) *v1alpha1.EtcdCluster {
+	t.Helper()
+	require.NoError(t, env.client.Create(context.Background(), newCluster(ns, "demo", n)))
+	return waitReady(t, ns, "demo")
+}
+
 func get(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
 	t.Helper()
 	c := &v1alpha1.EtcdCluster{}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -17,8 +16,7 @@ func TestBootstrap(t *testing.T) {
 			ns := namespace(t)
 			startOperator(t, ns)
 			start := time.Now()
-			require.NoError(t, env.client.Create(context.Background(), newCluster(ns, "demo", n)))
-			c := waitReady(t, ns, "demo")
+			c := createReady(t, ns, n)
 			t.Logf("bootstrap of %d members took %v", n, time.Since(start).Round(time.Millisecond))
 			require.EqualValues(t, n, c.Status.ReadyReplicas)
 			require.NotEmpty(t, c.Status.ClusterID)
@@ -34,8 +32,7 @@ func TestScale(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
-	require.NoError(t, env.client.Create(context.Background(), newCluster(ns, "demo", 3)))
-	waitReady(t, ns, "demo")
+	createReady(t, ns, 3)
 	w := startWriter(t, ns, "demo")
 	for _, n := range []int32{5, 3, 1, 3} {
 		start := time.Now()

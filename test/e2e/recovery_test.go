@@ -16,8 +16,7 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
-	require.NoError(t, env.client.Create(context.Background(), newCluster(ns, "demo", 3)))
-	before := waitReady(t, ns, "demo")
+	before := createReady(t, ns, 3)
 	w := startWriter(t, ns, "demo")
 	time.Sleep(time.Second)
 	w.stopAndVerify()
@@ -44,8 +43,7 @@ func TestDeletedPodComesBackAsTheSameMember(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
-	require.NoError(t, env.client.Create(context.Background(), newCluster(ns, "demo", 3)))
-	before := waitReady(t, ns, "demo")
+	before := createReady(t, ns, 3)
 	w := startWriter(t, ns, "demo")
 	pod := &corev1.Pod{}
 	require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo-1"}, pod))
@@ -70,8 +68,7 @@ func TestWipedMemberIsReplaced(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
-	require.NoError(t, env.client.Create(context.Background(), newCluster(ns, "demo", 3)))
-	waitReady(t, ns, "demo")
+	createReady(t, ns, 3)
 	w := startWriter(t, ns, "demo")
 	// The disk under demo-1 is replaced: its data goes, then its Pod restarts.
 	require.NoError(t, env.stack.WipePVC(context.Background(), ns, "demo-1"))
@@ -97,8 +94,7 @@ func TestScaleDownMovesLeadershipFirst(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
-	require.NoError(t, env.client.Create(context.Background(), newCluster(ns, "demo", 3)))
-	c := waitReady(t, ns, "demo")
+	c := createReady(t, ns, 3)
 	// Make the member that scale-down removes (the newest) the leader.
 	var target uint64
 	for _, m := range c.Status.Members {
