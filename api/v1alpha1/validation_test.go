@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -30,7 +32,7 @@ func TestAdmission(t *testing.T) {
 	c, err := client.New(srv.config, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 	ctx := context.Background()
-	installCRDs(t, c)
+	installCRDs(t, c, srv.config)
 
 	valid := func(name string) *v1alpha1.EtcdCluster {
 		e := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
@@ -129,17 +131,22 @@ func TestAdmission(t *testing.T) {
 	})
 }
 
-func installCRDs(t *testing.T, c client.Client) {
+// installCRDs creates the CRDs and waits until they are served: Established first, then
+// listed by discovery, which lags behind it. A client that maps kinds before discovery lists
+// them would find no EtcdCluster kind.
+func installCRDs(t *testing.T, c client.Client, cfg *rest.Config) {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("..", "..", "kustomize", "crd", "bases", "*.yaml"))
 	require.NoError(t, err)
 	require.Len(t, files, 3)
+	var plurals []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		require.NoError(t, yaml.UnmarshalStrict(b, crd))
 		require.NoError(t, c.Create(context.Background(), crd))
+		plurals = append(plurals, crd.Spec.Names.Plural)
 		require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,
 			func(ctx context.Context) (bool, error) {
 				got := &apiextensionsv1.CustomResourceDefinition{}
@@ -154,4 +161,23 @@ func installCRDs(t *testing.T, c client.Client) {
 				return false, nil
 			}))
 	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	require.NoError(t, err)
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,
+		func(context.Context) (bool, error) {
+			list, err := dc.ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
+			if err != nil {
+				return false, nil
+			}
+			served := map[string]bool{}
+			for _, r := range list.APIResources {
+				served[r.Name] = true
+			}
+			for _, p := range plurals {
+				if !served[p] {
+					return false, nil
+				}
+			}
+			return true, nil
+		}))
 }
