@@ -32,14 +32,17 @@ func kubectlEtcd(t *testing.T, ns string, args ...string) (int, string, string) 
 	return code, out.String(), errOut.String()
 }
 
-// writeManifest writes the manifest of a Manual-approval cluster, as a user keeps it in Git.
-func writeManifest(t *testing.T, path, ns string, replicas int) {
+// writeManifest writes the manifest of a Manual-approval cluster, as a user keeps it in Git,
+// with the ID of the plan it approves, if any.
+func writeManifest(t *testing.T, path, ns string, replicas int, approve string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: etcdplan.io/v1alpha1
 kind: EtcdCluster
 metadata:
   name: demo
   namespace: %s
+  annotations:
+    etcdplan.io/approve: %q
 spec:
   replicas: %d
   version: 3.6.16
@@ -48,7 +51,7 @@ spec:
   updateStrategy:
     approval: Manual
     progressDeadlineSeconds: 180
-`, ns, replicas)), 0o644))
+`, ns, approve, replicas)), 0o644))
 }
 
 // livePlan plans the manifest against the live cluster and returns the plan.
@@ -69,7 +72,7 @@ func TestKubectlEtcdLive(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	manifest := filepath.Join(t.TempDir(), "demo.yaml")
-	writeManifest(t, manifest, ns, 3)
+	writeManifest(t, manifest, ns, 3, "")
 
 	bootstrap := livePlan(t, ns, manifest, cli.ExitChanges)
 	require.Equal(t, plan.CreateSeed, bootstrap.Steps[0].Action)
@@ -112,14 +115,14 @@ func TestKubectlEtcdLive(t *testing.T) {
 	// long as the cluster does not move in between. A Pod turning Ready is such a move, so
 	// the plan is made once every Pod's readiness has caught up with etcd's health.
 	waitPodsReady(t, ns, 3)
-	writeManifest(t, manifest, ns, 5)
+	writeManifest(t, manifest, ns, 5, "")
 	scale := livePlan(t, ns, manifest, cli.ExitChanges)
 	require.Equal(t, plan.AddLearner, scale.Steps[0].Action)
+	// The pull request approves the plan it shows: the annotation is committed with the
+	// change, and the operator runs the plan without waiting.
+	writeManifest(t, manifest, ns, 5, scale.ID)
+	require.Equal(t, scale.ID, livePlan(t, ns, manifest, cli.ExitChanges).ID, "the annotation is not part of the plan")
 	require.NoError(t, kubectl(t.Context(), "apply", "-f", manifest))
-	c = awaitingApproval(t, ns)
-	require.Equal(t, scale.ID, c.Status.Plan.ID, "the live plan predicts the recorded plan's ID")
-	code, _, _ = kubectlEtcd(t, ns, "approve", "demo")
-	require.Equal(t, cli.ExitOK, code)
 	c = waitReady(t, ns, "demo")
 	require.EqualValues(t, 5, c.Status.ReadyReplicas)
 	require.Equal(t, scale.ID, c.Status.History[0].ID)
