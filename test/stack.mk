@@ -83,11 +83,8 @@ stack-status: $(BIN)/stackctl
 	$(BIN)/stackctl --root $(CURDIR) status
 
 # Self-tests that need the stack to themselves (a node is stopped; the stack is taken down and
-# checked for leftovers). They run before `go test ./...`, which then starts a fresh stack.
+# checked for leftovers). `make test` runs them after `go test ./...`, alone.
 stack-selftest-exclusive: $(STACK_BINS)
 	ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./test/stack/selftest/
 
-# TEMPORARY while test/kubelet is written: without the local kubelet's main, make test skips the stack.
-ifneq ($(wildcard test/kubelet/cmd/localkubelet/*.go),)
 TEST_DEPS += $(STACK_BINS)
-endif

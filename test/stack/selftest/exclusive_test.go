@@ -17,9 +17,9 @@ import (
 )
 
 // The tests named TestExclusive* need the stack to themselves: they stop a node and take the
-// whole stack down. `make test` runs them first, alone (make stack-selftest-exclusive), with
-// ETCDPLAN_STACK_EXCLUSIVE=1; under a plain `go test ./...`, where other packages share the
-// stack, they skip.
+// whole stack down. `make test` runs them after `go test ./...`, alone (make
+// stack-selftest-exclusive), with ETCDPLAN_STACK_EXCLUSIVE=1; under a plain `go test ./...`,
+// where other packages share the stack, they skip.
 func exclusive(t *testing.T) {
 	t.Helper()
 	if os.Getenv("ETCDPLAN_STACK_EXCLUSIVE") != "1" {
