@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/etcdplan/etcdplan/test/kubelet/mounts"
 )
 
 // Snapshot records what a running stack owns that cannot be found by name once it is gone:
@@ -276,43 +277,13 @@ func netIfExists(name string) bool {
 
 // stackMounts lists mount points (in this mount namespace) under .stack/ or of a Pod netns.
 func stackMounts(root string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
+	all, _ := mounts.Points() // what could be read: a partial list still shows leftovers
 	state := filepath.Join(root, ".stack")
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		if mp == state || strings.HasPrefix(mp, state+"/") || strings.HasPrefix(mp, "/run/netns/"+NetnsPrefix) {
+	for _, mp := range all {
+		if mounts.Under(mp, state) || strings.HasPrefix(mp, "/run/netns/"+NetnsPrefix) {
 			out = append(out, mp)
 		}
 	}
 	return out
-}
-
-// unescapeMount undoes the octal escapes (\040 for a space) of /proc/self/mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

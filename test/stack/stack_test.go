@@ -80,15 +80,6 @@ func TestNodes(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	if got := unescapeMount(`/a\040b/c`); got != "/a b/c" {
-		t.Fatalf("got %q", got)
-	}
-	if got := unescapeMount(`/plain`); got != "/plain" {
-		t.Fatalf("got %q", got)
-	}
-}
-
 func TestIsMainModule(t *testing.T) {
 	if !isMainModule([]byte("// x\nmodule github.com/etcdplan/etcdplan\n\ngo 1.26\n")) {
 		t.Fatal("main module not recognised")

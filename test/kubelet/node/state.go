@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/etcdplan/etcdplan/test/kubelet/mounts"
 	"github.com/etcdplan/etcdplan/test/kubelet/netsetup"
 )
 
@@ -140,20 +140,13 @@ func procState(pid int) (string, error) {
 
 // UnmountUnder detaches every mount at or below dir, deepest first.
 func UnmountUnder(dir string) error {
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := mounts.Points()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	var points []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescapeMount(fields[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
+	for _, p := range all {
+		if mounts.Under(p, dir) {
 			points = append(points, p)
 		}
 	}
@@ -165,25 +158,6 @@ func UnmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescapeMount undoes the octal escapes (\040 for space) of /proc/self/mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // stopLeftovers kills a Pod directory's processes left by an earlier run of the kubelet and
