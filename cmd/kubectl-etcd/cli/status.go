@@ -124,8 +124,9 @@ func writeMembers(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects) e
 	for i := range objs.Pods {
 		pods[objs.Pods[i].Labels[resources.LabelMember]] = &objs.Pods[i]
 	}
+	members := observe.Members(objs.Pods, objs.PVCs)
 	kube := map[string]planner.Member{}
-	for _, m := range observe.Members(objs.Pods, objs.PVCs) {
+	for _, m := range members {
 		kube[m.Name] = m
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -136,12 +137,12 @@ func writeMembers(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects) e
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orDash(m.ID), role(m), orDash(m.Version),
 			yesNo(m.Healthy), size(m.DBSize), podCells(pods[m.Name], kube[m.Name]))
 	}
-	for _, m := range observe.Members(objs.Pods, objs.PVCs) {
+	for _, m := range members {
 		if !listed[m.Name] {
 			fmt.Fprintf(tw, "%s\t-\tnot a member\t-\t-\t-\t%s\n", m.Name, podCells(pods[m.Name], m))
 		}
 	}
-	if len(listed) == 0 && len(kube) == 0 {
+	if len(listed) == 0 && len(members) == 0 {
 		fmt.Fprintln(tw, "(no members yet)")
 	}
 	return tw.Flush()
