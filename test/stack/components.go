@@ -84,46 +84,36 @@ func apiserverProc(l layout) process {
 }
 
 func controllerManagerProc(l layout) process {
-	kc := l.kubeconfigFor("kube-controller-manager")
-	return process{
-		name: "kube-controller-manager",
-		bin:  l.kubeBin("kube-controller-manager"),
-		args: []string{
-			"--kubeconfig=" + kc,
-			"--authentication-kubeconfig=" + kc,
-			"--authorization-kubeconfig=" + kc,
-			"--bind-address=127.0.0.1",
-			"--leader-elect=false",
-			"--controllers=" + strings.Join(controllers, ","),
-			"--use-service-account-credentials=true",
-			"--root-ca-file=" + l.cert("ca.crt"),
-			"--service-account-private-key-file=" + l.cert("sa.key"),
-			"--allocate-node-cidrs=false",
-			"--cluster-name=etcdplan-stack",
-			// Notice a stopped node within seconds, not the default 50 s.
-			"--node-monitor-period=2s",
-			"--node-monitor-grace-period=20s",
-			"--profiling=false",
-			"--v=1",
-		},
-	}
+	return controlPlaneClient(l, "kube-controller-manager",
+		"--controllers="+strings.Join(controllers, ","),
+		"--use-service-account-credentials=true",
+		"--root-ca-file="+l.cert("ca.crt"),
+		"--service-account-private-key-file="+l.cert("sa.key"),
+		"--allocate-node-cidrs=false",
+		"--cluster-name=etcdplan-stack",
+		// Notice a stopped node within seconds, not the default 50 s.
+		"--node-monitor-period=2s",
+		"--node-monitor-grace-period=20s",
+	)
 }
 
 func schedulerProc(l layout) process {
-	kc := l.kubeconfigFor("kube-scheduler")
-	return process{
-		name: "kube-scheduler",
-		bin:  l.kubeBin("kube-scheduler"),
-		args: []string{
-			"--kubeconfig=" + kc,
-			"--authentication-kubeconfig=" + kc,
-			"--authorization-kubeconfig=" + kc,
-			"--bind-address=127.0.0.1",
-			"--leader-elect=false",
-			"--profiling=false",
-			"--v=1",
-		},
+	return controlPlaneClient(l, "kube-scheduler")
+}
+
+// controlPlaneClient is a control-plane component that talks to the API server with its own
+// kubeconfig, serves on localhost only and runs alone (no leader election).
+func controlPlaneClient(l layout, name string, extra ...string) process {
+	kc := l.kubeconfigFor(name)
+	args := []string{
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1",
+		"--leader-elect=false",
 	}
+	args = append(args, extra...)
+	return process{name: name, bin: l.kubeBin(name), args: append(args, "--profiling=false", "--v=1")}
 }
 
 func clusterProc(l layout) process {
