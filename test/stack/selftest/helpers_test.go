@@ -161,29 +161,28 @@ func podReady(p *corev1.Pod) bool {
 // waitPodReady waits until the Pod is Ready with an IP and returns it.
 func waitPodReady(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string) *corev1.Pod {
 	t.Helper()
-	var pod *corev1.Pod
-	waitFor(ctx, t, "pod "+ns+"/"+name+" Ready", func(ctx context.Context) (bool, error) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		pod = p
-		return podReady(p) && p.Status.PodIP != "", nil
-	})
-	return pod
+	return waitPod(ctx, t, c, ns, name, "Ready", func(p *corev1.Pod) bool { return podReady(p) && p.Status.PodIP != "" })
 }
 
 // waitPodDone waits until the Pod has Succeeded or Failed and returns it.
 func waitPodDone(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string) *corev1.Pod {
 	t.Helper()
+	return waitPod(ctx, t, c, ns, name, "to finish", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+}
+
+// waitPod waits until the Pod meets cond and returns it.
+func waitPod(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
 	var pod *corev1.Pod
-	waitFor(ctx, t, "pod "+ns+"/"+name+" to finish", func(ctx context.Context) (bool, error) {
+	waitFor(ctx, t, "pod "+ns+"/"+name+" "+what, func(ctx context.Context) (bool, error) {
 		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		pod = p
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
+		return cond(p), nil
 	})
 	return pod
 }
