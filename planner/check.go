@@ -7,23 +7,51 @@ import (
 )
 
 // Check tells whether a step may start now, given a fresh observation. When it may not,
-// the reason says what the step waits for.
-func Check(cluster string, s plan.Step, o Observed) (bool, string) {
-	m := newModel(cluster, o)
-	if takesDown(s.Action) && m.leader == s.Member && countVoters(m) > 1 {
-		return false, fmt.Sprintf("%s leads the cluster; leadership must move first", s.Member)
+// the reason says what the step waits for. Beyond the step's own precondition it enforces
+// the safety rules every step obeys: membership changes and deletions act on a linearizable
+// member list and on the member ID the step names; the leader moves before it is taken
+// down; and no step takes down a voter that is up when the rest would then fall short of
+// quorum.
+func Check(d Desired, s plan.Step, o Observed) (bool, string) {
+	m := newModel(d, o)
+	if m.blocked != nil {
+		return false, m.blocked.Message
 	}
-	p := s.Precondition
+	if changesMembership(s.Action) && !m.linearizable {
+		return false, "waiting for a linearizable member list: a quorum of members must answer before membership changes or deletions"
+	}
+	target := m.get(s.Member)
+	if s.Action == plan.AddLearner && target != nil {
+		return false, fmt.Sprintf("the name %s is taken: etcd or Kubernetes has a member by that name", s.Member)
+	}
+	if s.MemberID != "" && s.Action != plan.DeleteMember && (target == nil || target.id != s.MemberID) {
+		return false, fmt.Sprintf("member %s is no longer etcd member %s", s.Member, s.MemberID)
+	}
+	if t := m.get(s.Target); s.TargetID != "" && (t == nil || t.id != s.TargetID) {
+		return false, fmt.Sprintf("member %s is no longer etcd member %s", s.Target, s.TargetID)
+	}
+	if takesDown(s.Action) && target != nil {
+		if m.leader == s.Member && m.countVoters() > 1 {
+			return false, fmt.Sprintf("%s leads the cluster; leadership must move first", s.Member)
+		}
+		if ok, why := withinBudget(m, target, s.Action); !ok {
+			return false, why
+		}
+	}
+	return precondition(m, s.Precondition, s.MemberID)
+}
+
+func precondition(m *model, p plan.Precondition, memberID string) (bool, string) {
 	switch p.Kind {
 	case plan.PreNone, "":
 		return true, ""
 	case plan.PreMemberHealthy:
-		if mm := m.get(p.Member); mm != nil && mm.inEtcd && mm.healthy {
+		if mm := m.get(p.Member); mm != nil && mm.inEtcd && mm.healthy() {
 			return true, ""
 		}
 		return false, fmt.Sprintf("waiting for member %s to be healthy", p.Member)
 	case plan.PreClusterHealthy:
-		all, healthy := m.voters()
+		all, _, healthy := m.voters()
 		if all > 0 && healthy == all && m.leader != "" {
 			return true, ""
 		}
@@ -31,25 +59,54 @@ func Check(cluster string, s plan.Step, o Observed) (bool, string) {
 	case plan.PreLearnerCaughtUp:
 		return learnerCaughtUp(m, p.Member)
 	case plan.PreQuorumWithout:
-		all, healthy := m.voters()
-		mm := m.get(p.Member)
-		if mm != nil && mm.voter() {
+		all, up, _ := m.voters()
+		if mm := m.get(p.Member); mm != nil && mm.voter() {
 			all--
-			if mm.healthy {
-				healthy--
+			if mm.up {
+				up--
 			}
 		}
-		if all > 0 && healthy >= quorum(all) {
+		if all > 0 && up >= quorum(all) {
 			return true, ""
 		}
-		return false, fmt.Sprintf("without %s, %d healthy of %d voters would not keep quorum", p.Member, healthy, all)
+		return false, fmt.Sprintf("without %s, %d voters up of %d would not keep quorum", p.Member, up, all)
 	case plan.PreNotLeader:
 		if m.leader != p.Member {
 			return true, ""
 		}
 		return false, fmt.Sprintf("%s leads the cluster", p.Member)
+	case plan.PreMemberGone:
+		if mm := m.get(p.Member); mm != nil && mm.inEtcd {
+			return false, fmt.Sprintf("member %s is still in etcd's member list", p.Member)
+		}
+		for _, mm := range m.members {
+			if memberID != "" && mm.inEtcd && mm.id == memberID {
+				return false, fmt.Sprintf("etcd member %s, recorded on the volume of %s, is still in etcd's member list", memberID, p.Member)
+			}
+		}
+		return true, ""
 	}
 	return false, fmt.Sprintf("unknown precondition %q", p.Kind)
+}
+
+// withinBudget: taking down a voter that is up may not leave fewer voters up than quorum
+// of the cluster that remains. A member that is down can always be restarted or removed:
+// that takes nothing more down. A cluster of one voter has no budget: its restarts make it
+// unavailable for a moment, which the plan's warning says.
+func withinBudget(m *model, target *member, a plan.Action) (bool, string) {
+	all, up, _ := m.voters()
+	if !target.voter() || !target.up || all == 1 {
+		return true, ""
+	}
+	after := all
+	if a == plan.RemoveMember {
+		after--
+	}
+	if up-1 >= quorum(after) {
+		return true, ""
+	}
+	return false, fmt.Sprintf("taking %s down would leave %d of %d voters up, below quorum %d: waiting for the others to be up",
+		target.name, up-1, after, quorum(after))
 }
 
 // learnerCaughtUp follows etcd's own rule for promotion: the learner's log must be within
@@ -59,7 +116,7 @@ func learnerCaughtUp(m *model, name string) (bool, string) {
 	switch {
 	case mm == nil || !mm.learner:
 		return false, fmt.Sprintf("%s is not a learner", name)
-	case !mm.started || !mm.healthy:
+	case !mm.started || !mm.up:
 		return false, fmt.Sprintf("waiting for learner %s to start", name)
 	case leader == nil:
 		return false, "waiting for a leader"
@@ -69,7 +126,7 @@ func learnerCaughtUp(m *model, name string) (bool, string) {
 	return true, ""
 }
 
-// takesDown reports whether the action stops or removes its member.
+// takesDown reports whether the action stops or removes its member while the cluster runs.
 func takesDown(a plan.Action) bool {
 	switch a {
 	case plan.RemoveMember, plan.UpgradeMember, plan.RestartMember:
@@ -78,7 +135,12 @@ func takesDown(a plan.Action) bool {
 	return false
 }
 
-func countVoters(m *model) int {
-	all, _ := m.voters()
-	return all
+// changesMembership reports whether the action changes etcd's membership or deletes a
+// member's data: those act only on a linearizable member list.
+func changesMembership(a plan.Action) bool {
+	switch a {
+	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.DeleteMember:
+		return true
+	}
+	return false
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 var fuzzVersions = []string{"3.4.30", "3.5.0", "3.5.35", "3.6.0", "3.6.16", "3.7.1"}
@@ -25,7 +27,8 @@ func (r *bytesReader) n(max int) int {
 func (r *bytesReader) flag(oneIn int) bool { return r.n(oneIn) == 0 }
 
 // randomWorld builds a cluster state etcd and Kubernetes could be in: members with or
-// without Pods and volumes, healthy or not, at most one membership change in flight.
+// without Pods and volumes, up or down, at most one membership change in flight, alarms, an
+// election, a stale view, and now and then a member the operator does not manage.
 func randomWorld(r *bytesReader) (Desired, *world) {
 	base := 1 + r.n(len(fuzzVersions)-2)
 	c := cluster(r.n(6), fuzzVersions[min(base+r.n(3), len(fuzzVersions)-1)])
@@ -50,10 +53,10 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 		}
 		m.pod = m.started && !r.flag(4)
 		m.pvc = m.pod || !r.flag(4)
-		m.healthy = m.pod && !r.flag(4)
+		m.up = m.pod && !r.flag(4)
 		m.dataLost = m.pod && r.flag(8)
 		if m.dataLost {
-			m.healthy = false
+			m.up = false
 		}
 		w.nextID++
 		m.id = strconv.Itoa(w.nextID)
@@ -81,7 +84,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	if w.clusterID == "" {
 		// Before bootstrap nothing is in etcd; keep only a possible seed volume.
 		for _, m := range w.members {
-			m.inEtcd, m.learner, m.started, m.pod, m.healthy, m.dataLost = false, false, false, false, false, false
+			m.inEtcd, m.learner, m.started, m.pod, m.up, m.dataLost = false, false, false, false, false, false
 		}
 	}
 	for k, m := range w.members {
@@ -89,20 +92,61 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 			delete(w.members, k) // nothing left of it anywhere
 		}
 	}
+	if r.flag(4) {
+		w.alarms = []Alarm{{MemberID: "1", Type: "NOSPACE"}}
+	}
+	w.election = r.flag(6)
+	if r.flag(5) {
+		w.staleBelow = 1 + r.n(max(w.nextID, 1))
+	}
+	switch r.n(24) {
+	case 0:
+		w.foreign = []EtcdMember{{ID: "f1", Name: "other", PeerURLs: []string{"http://10.0.0.9:2380"}, Answering: true}}
+	case 1: // a learner added by hand under the name of a member etcd lists
+		for _, m := range w.sorted() {
+			if id, _ := strconv.Atoi(m.id); m.inEtcd && (w.staleBelow == 0 || id <= w.staleBelow) {
+				w.foreign = []EtcdMember{{ID: "f2", PeerURLs: []string{"http://" + m.name + ".demo.default.svc:2380"}, Learner: true}}
+				break
+			}
+		}
+	}
 	return c, w
 }
 
-// FuzzPlan checks etcd's rules over random observed states: at most one membership change
-// in flight, no step costs quorum, the leader is never taken down without a transfer,
-// upgrades go one minor at a time and never down, the same input gives the same plan, and a
-// plan that can run to its end leaves a cluster with nothing more to do.
+// fault disturbs the world between two steps, as the cluster does while a plan runs.
+func (w *world) fault(r *bytesReader) {
+	switch r.n(12) {
+	case 0: // a member crashes: its Pod stays, it does not answer until restarted
+		for _, m := range w.sorted() {
+			if m.live() && r.flag(2) {
+				m.up = false
+				break
+			}
+		}
+	case 1:
+		w.election = true
+	case 2:
+		w.staleBelow = 1 + r.n(max(w.nextID, 1))
+	case 3:
+		w.alarms = []Alarm{{MemberID: "1", Type: "NOSPACE"}}
+	}
+	w.elect()
+}
+
+// FuzzPlan checks etcd's rules over random observed states and faults while plans run: at
+// most one membership change in flight, no step takes voters that are up below quorum, never
+// two disruptions at once, the leader is never taken down without a transfer, no member's
+// data is deleted while it is in the membership, no voter starts on lost data, upgrades go
+// one minor at a time and never down, the same input gives the same plan, foreign and
+// duplicate members block, and a plan that can run to its end leaves nothing more to do.
 func FuzzPlan(f *testing.F) {
 	for _, seed := range []string{"", "\x03\x04\x03", "\x05\x02\x01\x03\x00\x00\x01\x00", "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09",
 		"\x01\x04\x02\x05\x01\x01\x00\x01\x03\x02\x01\x00\x00\x00\x00\x01\x02\x01\x03\x00\x00\x03"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, w := randomWorld(&bytesReader{b: data})
+		r := &bytesReader{b: data}
+		c, w := randomWorld(r)
 		d := c
 		o := w.observe()
 		p := Plan(c, o)
@@ -111,17 +155,36 @@ func FuzzPlan(f *testing.F) {
 		if string(a) != string(b) {
 			t.Fatalf("same input, different plans:\n%s\n%s", a, b)
 		}
-		for i := 0; len(p.Steps) > 0; i++ {
-			if i > 60 {
+		if len(w.foreign) > 0 && o.Etcd != nil {
+			if p.Blocked == nil || (p.Blocked.Reason != plan.BlockForeignMember && p.Blocked.Reason != plan.BlockDuplicateMember) {
+				t.Fatalf("a member the operator does not manage must block the plan: %s", mustJSON(p))
+			}
+			return
+		}
+		for i := 0; ; i++ {
+			if len(p.Steps) == 0 && p.Blocked == nil && w.settle() {
+				o = w.observe() // time passed: is there more to do once views caught up?
+				p = Plan(c, o)
+			}
+			if len(p.Steps) == 0 {
+				break
+			}
+			if i > 80 {
 				t.Fatalf("no convergence after %d steps; plan %s", i, summary(p))
 			}
 			s := p.Steps[0]
 			stuck, err := w.apply(s, d)
+			if err == nil && stuck && w.settle() {
+				stuck, err = w.apply(s, d) // time passed: starting members are up, views caught up
+			}
 			if err != nil {
 				t.Fatalf("step %d of %v: %v\nobserved: %s", i, summary(p), err, mustJSON(o))
 			}
 			if stuck {
 				return // waits for something that cannot happen; the executor reports Stalled
+			}
+			if i < 10 {
+				w.fault(r)
 			}
 			o = w.observe()
 			p = Plan(c, o)

@@ -1,23 +1,29 @@
 package planner
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 )
 
-// member joins what Kubernetes and etcd know of one member.
+// member joins what Kubernetes and etcd know of one member. Health is kept as facts: the
+// member answers (it runs and replied to a status request) and knows a leader. Alarms are
+// the cluster's, never a member's health.
 type member struct {
 	name    string
 	ordinal int
-	id      string
+	id      string // etcd member ID: from etcd, else from the volume or status
+	pvcID   string // the member ID recorded on the volume claim once the member joined
 
-	inEtcd  bool // in etcd's membership
-	learner bool
-	started bool // has run at least once
-	healthy bool
+	inEtcd    bool // in etcd's membership
+	learner   bool
+	started   bool // has run at least once
+	up        bool // runs and answers: it counts towards quorum
+	hasLeader bool // knows a leader
 
-	pod         bool
+	pod         bool // a Pod that has not ended
 	podDeleting bool
 	seed        bool
 	dataLost    bool
@@ -28,7 +34,10 @@ type member struct {
 	raftIndex   uint64
 }
 
-func (m *member) voter() bool { return m.inEtcd && !m.learner }
+func (mm *member) voter() bool { return mm.inEtcd && !mm.learner }
+
+// healthy: up and knows a leader, so it can serve and take part in a membership change.
+func (mm *member) healthy() bool { return mm.up && mm.hasLeader }
 
 // model is the planner's working copy of the cluster. Plan derives each step from it and
 // then applies the step's expected effect to it, so one pass yields the whole ordered plan.
@@ -36,28 +45,39 @@ type model struct {
 	cluster      string
 	bootstrapped bool // the cluster has formed once: later members join it, never seed anew
 	reachable    bool // some member answered
+	linearizable bool // the member list was read through a quorum
 	leader       string
 	members      []*member // by ordinal
 	nextOrdinal  int
+	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
+	// member); nothing is planned then.
+	blocked *plan.Blocker
 }
 
-func newModel(cluster string, o Observed) *model {
-	m := &model{cluster: cluster, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil}
+func newModel(d Desired, o Observed) *model {
+	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil}
 	byName := map[string]*member{}
 	get := func(name string) *member {
 		if mm, ok := byName[name]; ok {
 			return mm
 		}
-		mm := &member{name: name, ordinal: Ordinal(cluster, name)}
+		mm := &member{name: name, ordinal: Ordinal(d.Name, name)}
 		byName[name] = mm
 		m.members = append(m.members, mm)
 		return mm
 	}
 	if o.Etcd != nil {
+		m.linearizable = o.Etcd.Linearizable
 		for _, em := range o.Etcd.Members {
-			mm := get(em.MemberName())
+			name, problem := m.identify(d, em, byName)
+			if problem != nil {
+				m.block(problem)
+				continue
+			}
+			mm := get(name)
 			mm.id, mm.inEtcd, mm.learner, mm.started = em.ID, true, em.Learner, em.Started()
-			mm.healthy, mm.version, mm.raftIndex = em.Healthy && em.Started(), em.Version, em.RaftIndex
+			mm.up, mm.hasLeader = em.Answering && em.Started(), em.Leader != ""
+			mm.version, mm.raftIndex = em.Version, em.RaftIndex
 			if em.ID == o.Etcd.LeaderID {
 				m.leader = mm.name
 			}
@@ -66,16 +86,25 @@ func newModel(cluster string, o Observed) *model {
 	for _, k := range o.Members {
 		mm := get(k.Name)
 		if k.Pod != nil {
-			mm.pod, mm.podDeleting, mm.seed, mm.dataLost = true, k.Pod.Deleting, k.Pod.Seed, k.Pod.DataLost
-			mm.configHash = k.Pod.ConfigHash
-			if k.Pod.Version != "" {
-				mm.version = k.Pod.Version
+			mm.dataLost = k.Pod.DataLost
+			if !k.Pod.Failed { // an ended Pod is replaced, as if it were gone
+				mm.pod, mm.podDeleting, mm.seed = true, k.Pod.Deleting, k.Pod.Seed
+				mm.configHash = k.Pod.ConfigHash
+				if k.Pod.Version != "" {
+					mm.version = k.Pod.Version
+				}
 			}
 		}
 		if k.PVC != nil {
-			mm.pvc, mm.pvcDeleting = true, k.PVC.Deleting
+			mm.pvc, mm.pvcDeleting, mm.pvcID = true, k.PVC.Deleting, k.PVC.MemberID
+			if mm.inEtcd && mm.pvcID != "" && mm.pvcID != mm.id {
+				m.block(&plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
+					"volume claim %s records member ID %s, but etcd lists member %s under that name: the volume holds another member's data; "+
+						"find out which member the volume belongs to, then remove the wrong member (etcdctl member remove) or move the claim away",
+					k.Name, mm.pvcID, mm.id)})
+			}
 			if mm.id == "" {
-				mm.id = k.PVC.MemberID
+				mm.id = mm.pvcID
 			}
 		}
 	}
@@ -103,12 +132,51 @@ func newModel(cluster string, o Observed) *model {
 		}
 		return a.name < b.name
 	})
-	for _, mm := range m.members {
-		if mm.ordinal >= m.nextOrdinal {
-			m.nextOrdinal = mm.ordinal + 1
+	m.bumpOrdinal()
+	for _, r := range o.Recorded { // a name once used is never used again
+		if n := Ordinal(d.Name, r.Name); n >= m.nextOrdinal {
+			m.nextOrdinal = n + 1
 		}
 	}
 	return m
+}
+
+// identify names an etcd member by its peer URL. It returns a blocker for a member the
+// operator must not act on: one whose peer URL is not of this cluster's form, one whose
+// name does not match its peer URL, one that claims a name another member has, and a voter
+// that never started (the operator adds members as learners only).
+func (m *model) identify(d Desired, em EtcdMember, seen map[string]*member) (string, *plan.Blocker) {
+	name := ManagedName(d.Name, d.Namespace, em.PeerURLs)
+	what := fmt.Sprintf("etcd member %s (name %q, peer URLs %s)", em.ID, em.Name, strings.Join(em.PeerURLs, ","))
+	switch {
+	case name == "" || (em.Name != "" && em.Name != name):
+		return "", &plan.Blocker{Reason: plan.BlockForeignMember, Message: fmt.Sprintf(
+			"%s is not a member of this cluster's form (<scheme>://%s.%s.%s.svc:%d named after its host): the operator does not act on members it does not manage; "+
+				"remove it with `etcdctl member remove %s` if it does not belong, or move it to the cluster it belongs to",
+			what, MemberName(d.Name, 0), d.Name, orAny(d.Namespace), PeerPort, em.ID)}
+	case seen[name] != nil && seen[name].inEtcd:
+		return "", &plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
+			"%s and etcd member %s both claim the name %s: the operator acts on one member per name; remove the one that does not belong with `etcdctl member remove ID`",
+			what, seen[name].id, name)}
+	case !em.Learner && !em.Started():
+		return "", &plan.Blocker{Reason: plan.BlockForeignMember, Message: fmt.Sprintf(
+			"%s was added as a voter and never started; the operator adds members as learners only: "+
+				"remove it with `etcdctl member remove %s` (it holds no data), and the operator adds it back as a learner if the spec wants it", what, em.ID)}
+	}
+	return name, nil
+}
+
+func orAny(ns string) string {
+	if ns == "" {
+		return "<namespace>"
+	}
+	return ns
+}
+
+func (m *model) block(b *plan.Blocker) {
+	if m.blocked == nil {
+		m.blocked = b
+	}
 }
 
 // assumeMembership fills in membership when no member answers. The membership recorded in
@@ -132,16 +200,25 @@ func (m *model) get(name string) *member {
 	return nil
 }
 
-func (m *model) voters() (all, healthy int) {
+// voters counts the voters, those that are up, and those that are healthy.
+func (m *model) voters() (all, up, healthy int) {
 	for _, mm := range m.members {
 		if mm.voter() {
 			all++
-			if mm.healthy {
+			if mm.up {
+				up++
+			}
+			if mm.healthy() {
 				healthy++
 			}
 		}
 	}
-	return all, healthy
+	return all, up, healthy
+}
+
+func (m *model) countVoters() int {
+	all, _, _ := m.voters()
+	return all
 }
 
 func (m *model) learners() []*member {
@@ -160,10 +237,18 @@ func (m *model) lost(mm *member, d Desired) bool {
 	if mm.dataLost {
 		return true
 	}
-	return m.bootstrapped && mm.started && !mm.pod && (d.Memory || !mm.pvc)
+	return m.bootstrapped && mm.started && (!mm.pod || mm.podDeleting) && (d.Memory || !mm.pvc)
 }
 
 func quorum(n int) int { return n/2 + 1 }
+
+func (m *model) bumpOrdinal() {
+	for _, x := range m.members {
+		if x.ordinal >= m.nextOrdinal {
+			m.nextOrdinal = x.ordinal + 1
+		}
+	}
+}
 
 // apply changes the model as the step will change the cluster once it has succeeded.
 // Every step waits for its precondition first, so the members it relies on are healthy.
@@ -175,20 +260,24 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			mm = &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member)}
 			m.members = append(m.members, mm)
 		}
-		*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, healthy: true,
+		*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, up: true, hasLeader: true,
 			pod: true, seed: true, pvc: true, version: s.Version, configHash: desired.ConfigHash}
-		m.leader, m.bootstrapped, m.reachable = mm.name, true, true
+		m.leader, m.bootstrapped, m.reachable, m.linearizable = mm.name, true, true, true
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
+		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
-		mm.pod, mm.pvc, mm.started, mm.healthy, mm.dataLost, mm.podDeleting = true, true, true, true, false, false
+		mm.pod, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, false, false
 		mm.version, mm.configHash = s.Version, desired.ConfigHash
 	case plan.PromoteLearner:
 		mm.learner = false
 	case plan.TransferLeadership:
 		m.leader = s.Target
 	case plan.RemoveMember:
-		mm.inEtcd, mm.learner, mm.healthy = false, false, false
+		mm.inEtcd, mm.learner, mm.up, mm.hasLeader = false, false, false, false
+		if m.leader == mm.name {
+			m.leader = ""
+		}
 	case plan.DeleteMember:
 		for i, x := range m.members {
 			if x == mm {
@@ -197,26 +286,22 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			}
 		}
 	case plan.StopMember:
-		mm.pod, mm.healthy = false, false
+		mm.pod, mm.up, mm.hasLeader = false, false, false
 		if m.leader == mm.name {
 			m.leader = ""
 		}
 	case plan.UpgradeMember, plan.RestartMember:
-		mm.version, mm.configHash, mm.healthy = s.Version, desired.ConfigHash, true
+		mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, false
 	}
-	for _, x := range m.members {
-		if x.ordinal >= m.nextOrdinal {
-			m.nextOrdinal = x.ordinal + 1
-		}
-	}
+	m.bumpOrdinal()
 }
 
 // satisfy makes the step's precondition true in the model, as waiting for it does in the
 // cluster. Only members that can recover (running, data intact) become healthy.
 func (m *model) satisfy(p plan.Precondition) {
 	heal := func(mm *member) {
-		if mm != nil && mm.inEtcd && mm.pod && !mm.dataLost {
-			mm.healthy, mm.started = true, true
+		if mm != nil && mm.inEtcd && mm.pod && !mm.podDeleting && !mm.dataLost {
+			mm.up, mm.hasLeader, mm.started = true, true, true
 		}
 	}
 	switch p.Kind {
@@ -229,9 +314,12 @@ func (m *model) satisfy(p plan.Precondition) {
 			}
 		}
 	}
+	if p.Kind == plan.PreClusterHealthy || p.Kind == plan.PreQuorumWithout {
+		m.linearizable, m.reachable = true, true // a quorum answers, so the member list can be read through it
+	}
 	if m.leader == "" {
 		for _, mm := range m.members {
-			if mm.voter() && mm.healthy {
+			if mm.voter() && mm.healthy() {
 				m.leader = mm.name
 				break
 			}

@@ -4,13 +4,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// ObservedFormatVersion is the version of Observed's JSON form.
-const ObservedFormatVersion = 1
+// ObservedFormatVersion is the version of Observed's JSON form. Version 2 split a member's
+// health into facts (answering, the leader it knows) and records whether the member list was
+// read linearizably; Upgrade reads version 1.
+const ObservedFormatVersion = 2
 
 // Observed is everything the planner knows about a cluster as it is: the Kubernetes objects
 // of its members and etcd's own view. The executor gathers it; it is plain data, so it can be
@@ -54,8 +58,14 @@ type Pod struct {
 	Deleting bool `json:"deleting,omitempty"`
 	// Seed: the Pod was created to bootstrap a new cluster (initial-cluster-state new).
 	Seed bool `json:"seed,omitempty"`
+	// Failed: the Pod ended for good (member Pods never restart in place); its member needs
+	// a new Pod.
+	Failed bool `json:"failed,omitempty"`
 	// DataLost: the member had joined the cluster but its data directory is empty.
 	DataLost bool `json:"dataLost,omitempty"`
+	// NodeNotReady: the Pod's node has stopped reporting; a Pod deleted there stays
+	// terminating until the node comes back or the Pod is force-deleted.
+	NodeNotReady bool `json:"nodeNotReady,omitempty"`
 	// Version is the etcd version of the Pod's image.
 	Version string `json:"version,omitempty"`
 	// ConfigHash is the configuration the Pod was rendered from (see ConfigHash).
@@ -75,6 +85,10 @@ type PVC struct {
 // EtcdView is etcd's own view of its membership and health.
 type EtcdView struct {
 	ClusterID string `json:"clusterID,omitempty"`
+	// Linearizable: the member list was read through the leader with a quorum (a
+	// linearizable read). A serializable list is one member's own view, which can be stale:
+	// no member is removed and no volume deleted on such a view.
+	Linearizable bool `json:"linearizable,omitempty"`
 	// LeaderID is the current leader's member ID; empty when there is none.
 	LeaderID       string       `json:"leaderID,omitempty"`
 	ClusterVersion string       `json:"clusterVersion,omitempty"`
@@ -89,7 +103,12 @@ type EtcdMember struct {
 	Name     string   `json:"name,omitempty"`
 	PeerURLs []string `json:"peerURLs,omitempty"`
 	Learner  bool     `json:"learner,omitempty"`
-	// Healthy: the member answered a status request without errors.
+	// Answering: the member answered a status request. Alarms do not change it.
+	Answering bool `json:"answering,omitempty"`
+	// Leader is the leader the member knows of; empty while it knows none (an election).
+	Leader string `json:"leader,omitempty"`
+	// Healthy is formatVersion 1's verdict (answered, no errors, knows a leader); Upgrade
+	// turns it into the facts above.
 	Healthy bool   `json:"healthy,omitempty"`
 	Version string `json:"version,omitempty"`
 	// RaftIndex is the member's raft log index, to judge whether a learner caught up.
@@ -102,6 +121,41 @@ type EtcdMember struct {
 type Alarm struct {
 	MemberID string `json:"memberID"`
 	Type     string `json:"type"`
+}
+
+// PeerPort is the port members talk to each other on.
+const PeerPort = 2380
+
+// PeerHost is a member's stable DNS name through the cluster's headless Service (named after
+// the cluster): the host of its peer URL.
+func PeerHost(cluster, namespace, member string) string {
+	return member + "." + cluster + "." + namespace + ".svc"
+}
+
+// ManagedName returns the name of the member a peer URL list belongs to when it is of this
+// cluster's form, <scheme>://<cluster>-<ordinal>.<cluster>.<namespace>.svc:2380, and "" when
+// it is not: such a member is not this cluster's to manage. An empty namespace accepts any.
+func ManagedName(cluster, namespace string, peerURLs []string) string {
+	if len(peerURLs) != 1 {
+		return ""
+	}
+	u, err := url.Parse(peerURLs[0])
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() != strconv.Itoa(PeerPort) || u.Path != "" {
+		return ""
+	}
+	member, rest, _ := strings.Cut(u.Hostname(), ".")
+	if Ordinal(cluster, member) < 0 {
+		return ""
+	}
+	ns, ok := strings.CutPrefix(rest, cluster+".")
+	if !ok || !strings.HasSuffix(ns, ".svc") {
+		return ""
+	}
+	ns = strings.TrimSuffix(ns, ".svc")
+	if ns == "" || strings.Contains(ns, ".") || (namespace != "" && ns != namespace) {
+		return ""
+	}
+	return member
 }
 
 // MemberName returns the member's name, falling back to the first label of its peer URL's
@@ -128,6 +182,29 @@ func (m EtcdMember) MemberName() string {
 // Started reports whether the member has run at least once (etcd only knows its name then).
 func (m EtcdMember) Started() bool { return m.Name != "" }
 
+// Upgrade reads an observed state of an earlier format version in the current one. In
+// formatVersion 1 a member was "healthy" when it answered without errors and knew a leader,
+// and the member list was the best the operator could read.
+func (o *Observed) Upgrade() error {
+	switch o.FormatVersion {
+	case ObservedFormatVersion:
+		return nil
+	case 1:
+		if o.Etcd != nil {
+			o.Etcd.Linearizable = true
+			for i := range o.Etcd.Members {
+				m := &o.Etcd.Members[i]
+				if m.Healthy {
+					m.Answering, m.Leader, m.Healthy = true, o.Etcd.LeaderID, false
+				}
+			}
+		}
+		o.FormatVersion = ObservedFormatVersion
+		return nil
+	}
+	return fmt.Errorf("formatVersion %d is not supported; this version reads formatVersions 1 and %d", o.FormatVersion, ObservedFormatVersion)
+}
+
 // Fingerprint hashes the parts of the observed state that plans depend on. Counters that
 // move on every write (raft index, database size) are left out so a plan keeps its ID while
 // the cluster serves traffic.
@@ -138,9 +215,10 @@ func (o Observed) Fingerprint() string {
 		PVC  *PVC
 	}
 	type etcdMember struct {
-		ID, Name         string
-		Learner, Healthy bool
-		Version          string
+		ID, Name           string
+		PeerURLs           []string
+		Learner, Answering bool
+		Leader, Version    string
 	}
 	shape := struct {
 		ClusterID   string
@@ -148,6 +226,7 @@ func (o Observed) Fingerprint() string {
 		Recorded    []RecordedMember
 		Members     []member
 		Reachable   bool
+		Linear      bool
 		Leader      string
 		Etcd        []etcdMember
 		Alarms      []Alarm
@@ -157,10 +236,10 @@ func (o Observed) Fingerprint() string {
 	}
 	sort.Slice(shape.Members, func(i, j int) bool { return shape.Members[i].Name < shape.Members[j].Name })
 	if o.Etcd != nil {
-		shape.Reachable = true
+		shape.Reachable, shape.Linear = true, o.Etcd.Linearizable
 		shape.Leader = o.Etcd.LeaderID
 		for _, m := range o.Etcd.Members {
-			shape.Etcd = append(shape.Etcd, etcdMember{m.ID, m.MemberName(), m.Learner, m.Healthy, m.Version})
+			shape.Etcd = append(shape.Etcd, etcdMember{m.ID, m.Name, m.PeerURLs, m.Learner, m.Answering, m.Leader, m.Version})
 		}
 		sort.Slice(shape.Etcd, func(i, j int) bool { return shape.Etcd[i].ID < shape.Etcd[j].ID })
 		shape.Alarms = o.Etcd.Alarms

@@ -19,6 +19,8 @@ const maxSteps = 200
 type Desired struct {
 	// Name of the cluster; members are named <name>-<ordinal>.
 	Name string `json:"name"`
+	// Namespace of the cluster: members' peer URLs name it. Empty accepts any (offline use).
+	Namespace string `json:"namespace,omitempty"`
 	// Generation of the spec, recorded in the plan.
 	Generation int64  `json:"generation"`
 	Replicas   int    `json:"replicas"`
@@ -31,11 +33,12 @@ type Desired struct {
 
 // Plan returns the ordered steps that take the observed cluster to the desired state.
 func Plan(d Desired, observed Observed) plan.Plan {
-	m := newModel(d.Name, observed)
+	m := newModel(d, observed)
 	p := plan.Plan{
 		FormatVersion: plan.FormatVersion,
 		Generation:    d.Generation,
 		Fingerprint:   observed.Fingerprint(),
+		Warnings:      warnings(d),
 	}
 	if b := refuse(m, d); b != nil {
 		p.Blocked = b
@@ -62,21 +65,26 @@ func PlanID(p plan.Plan) string {
 		Member, Target, Ver string
 		Precondition        plan.Precondition
 		Reason              string
+		MemberID, TargetID  string
 	}
 	steps := make([]step, len(p.Steps))
 	for i, s := range p.Steps {
-		steps[i] = step{s.Action, s.Member, s.Target, s.Version, s.Precondition, s.Reason}
+		steps[i] = step{s.Action, s.Member, s.Target, s.Version, s.Precondition, s.Reason, s.MemberID, s.TargetID}
 	}
 	return hashJSON(struct {
 		Generation  int64
 		Fingerprint string
 		Steps       []step
 		Blocked     *plan.Blocker
-	}{p.Generation, p.Fingerprint, steps, p.Blocked})[:12]
+		Warnings    []string
+	}{p.Generation, p.Fingerprint, steps, p.Blocked, p.Warnings})[:12]
 }
 
 // refuse returns why no plan can be made, or nil.
 func refuse(m *model, d Desired) *plan.Blocker {
+	if m.blocked != nil {
+		return m.blocked
+	}
 	if b := refuseVersion(m, d); b != nil {
 		return b
 	}
@@ -86,7 +94,7 @@ func refuse(m *model, d Desired) *plan.Blocker {
 func refuseVersion(m *model, d Desired) *plan.Blocker {
 	want, err := ParseVersion(d.Version)
 	if err != nil {
-		return &plan.Blocker{Reason: plan.BlockDowngrade, Message: err.Error()}
+		return &plan.Blocker{Reason: plan.BlockInvalidSpec, Message: "spec." + err.Error()}
 	}
 	for _, mm := range m.members {
 		if mm.version == "" || !mm.inEtcd && !mm.pod {
@@ -129,17 +137,44 @@ func refuseQuorum(m *model, d Desired) *plan.Blocker {
 	return nil
 }
 
+// warnings are what the user should know of the spec itself.
+func warnings(d Desired) []string {
+	switch {
+	case d.Replicas == 1:
+		return []string{"spec.replicas is 1: the cluster is unavailable while its only member restarts, and it has no copy of its data"}
+	case d.Replicas > 0 && d.Replicas%2 == 0:
+		return []string{fmt.Sprintf("spec.replicas %d is even: %d voters tolerate no more failures than %d, and need one more answer for every write",
+			d.Replicas, d.Replicas, d.Replicas-1)}
+	}
+	return nil
+}
+
 // next returns the first step towards the desired state, in a fixed order of concerns:
-// bootstrap, finish a membership change in flight, repair, stop or start Pods, scale down,
-// scale up, upgrade, then configuration.
+// bootstrap, repairs that restore quorum (start voters' Pods), finish a membership change in
+// flight, replace lost members, delete leftovers, park, scale down, scale up, upgrade, then
+// configuration.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
-		bootstrap, finishMembershipChange, replaceLostMember, deleteLeftovers, stopMembers,
-		startMissingPods, scaleDown, scaleUp, upgrade, reconfigure,
+		bootstrap, startVoters, rollDown, finishMembershipChange, replaceLostMember, deleteLeftovers, stopMembers,
+		scaleDown, scaleUp, upgrade, reconfigure,
 	} {
 		if s, ok := rule(m, d); ok {
 			return s, true
 		}
 	}
 	return plan.Step{}, false
+}
+
+// SameStep reports whether a recorded step is the fresh plan's step: every field equal,
+// except member IDs the recorded step could not know yet (a learner's, before it was added).
+// The executor supersedes a recorded plan whose current step is not the fresh plan's.
+func SameStep(recorded, fresh plan.Step) bool {
+	r := recorded
+	if r.MemberID == "" {
+		r.MemberID = fresh.MemberID
+	}
+	if r.TargetID == "" {
+		r.TargetID = fresh.TargetID
+	}
+	return r == fresh
 }

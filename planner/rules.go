@@ -8,8 +8,9 @@ import (
 
 // Each rule looks at the model and returns the first step its concern needs, if any.
 
+// step makes a step on member mm, carrying its etcd member ID when it has one.
 func step(a plan.Action, mm *member, pre plan.PreconditionKind, reason string, args ...any) plan.Step {
-	s := plan.Step{Action: a, Member: mm.name, Reason: fmt.Sprintf(reason, args...),
+	s := plan.Step{Action: a, Member: mm.name, MemberID: mm.id, Reason: fmt.Sprintf(reason, args...),
 		Precondition: plan.Precondition{Kind: pre}}
 	if pre != plan.PreNone && pre != plan.PreClusterHealthy {
 		s.Precondition.Member = mm.name
@@ -40,17 +41,44 @@ func bootstrap(m *model, d Desired) (plan.Step, bool) {
 	return s, true
 }
 
-// finishMembershipChange completes (or undoes) a learner join before any other change:
-// etcd allows one membership change at a time.
+// needsPod: a member whose Pod is gone, ended or going.
+func needsPod(mm *member) bool { return !mm.pod || mm.podDeleting }
+
+// startVoters re-creates the Pods of voters that still hold their data: a repair that
+// restores quorum or fault tolerance, so it comes before any membership change. Starting a
+// member never costs quorum.
+func startVoters(m *model, d Desired) (plan.Step, bool) {
+	if d.Replicas == 0 {
+		return plan.Step{}, false
+	}
+	for _, mm := range m.members {
+		if mm.voter() && mm.started && needsPod(mm) && !m.lost(mm, d) {
+			s := step(plan.StartMember, mm, plan.PreNone, "member %s needs a new Pod", mm.name)
+			s.Version = mm.version
+			if s.Version == "" {
+				s.Version = d.Version
+			}
+			return s, true
+		}
+	}
+	return plan.Step{}, false
+}
+
+// finishMembershipChange completes (or undoes) a learner join before any other membership
+// change: etcd allows one at a time. While no member answers nothing can be said of a
+// learner (whether it ever started), and nothing could catch it up: it waits.
 func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
+	if !m.reachable {
+		return plan.Step{}, false
+	}
 	for _, mm := range m.learners() {
-		voters, _ := m.voters()
+		voters := m.countVoters()
 		switch {
-		case mm.dataLost:
+		case m.lost(mm, d):
 			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s lost its data; it is removed and added anew", mm.name), true
-		case voters >= d.Replicas:
+		case voters >= d.Replicas+temporaryVoters(m, d):
 			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
-		case !mm.pod:
+		case needsPod(mm):
 			s := step(plan.StartMember, mm, plan.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters)
 			s.Version = d.Version
 			return s, true
@@ -64,7 +92,7 @@ func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 // replaceLostMember removes a voter whose data is gone; scaleUp then adds a fresh member.
 // refuseQuorum has already made sure the others keep quorum without it.
 func replaceLostMember(m *model, d Desired) (plan.Step, bool) {
-	if !m.reachable {
+	if !m.reachable || len(m.learners()) > 0 {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
@@ -76,15 +104,18 @@ func replaceLostMember(m *model, d Desired) (plan.Step, bool) {
 	return plan.Step{}, false
 }
 
-// deleteLeftovers deletes the Pods and volumes of members etcd no longer knows. It only
-// runs while etcd answers: an unreachable cluster says nothing about its membership.
+// deleteLeftovers deletes the Pods and volumes of members etcd no longer knows. Only a
+// linearizable member list can say a member is gone: one member's own view may be stale
+// and miss members that joined since.
 func deleteLeftovers(m *model, d Desired) (plan.Step, bool) {
-	if !m.reachable || !m.bootstrapped {
+	if !m.linearizable || !m.bootstrapped {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
 		if !mm.inEtcd && ((mm.pod && !mm.podDeleting) || (mm.pvc && !mm.pvcDeleting)) {
-			return step(plan.DeleteMember, mm, plan.PreNone, "member %s is not in etcd's membership", mm.name), true
+			s := step(plan.DeleteMember, mm, plan.PreMemberGone, "member %s is not in etcd's membership", mm.name)
+			s.MemberID = mm.pvcID
+			return s, true
 		}
 	}
 	return plan.Step{}, false
@@ -104,42 +135,24 @@ func stopMembers(m *model, d Desired) (plan.Step, bool) {
 	return plan.Step{}, false
 }
 
-// startMissingPods re-creates the Pod of a member that still has its place in etcd.
-func startMissingPods(m *model, d Desired) (plan.Step, bool) {
-	if d.Replicas == 0 {
-		return plan.Step{}, false
-	}
-	for _, mm := range m.members {
-		if mm.voter() && mm.started && !mm.pod {
-			s := step(plan.StartMember, mm, plan.PreNone, "member %s has no Pod", mm.name)
-			s.Version = mm.version
-			if s.Version == "" {
-				s.Version = d.Version
-			}
-			return s, true
-		}
-	}
-	return plan.Step{}, false
-}
-
-// scaleDown removes one voter: a broken one first, else the newest. Leadership moves away
-// first when the victim leads.
+// scaleDown removes one voter: one that is down first, else the newest. Leadership moves
+// away first when the victim leads.
 func scaleDown(m *model, d Desired) (plan.Step, bool) {
-	voters, _ := m.voters()
-	if d.Replicas == 0 || voters <= d.Replicas {
+	voters := m.countVoters()
+	if d.Replicas == 0 || voters <= d.Replicas+temporaryVoters(m, d) || len(m.learners()) > 0 {
 		return plan.Step{}, false
 	}
-	var victim, broken *member
+	var victim, down *member
 	for _, mm := range m.members {
 		if mm.voter() {
 			victim = mm
-			if !mm.healthy {
-				broken = mm
+			if !mm.up {
+				down = mm
 			}
 		}
 	}
-	if broken != nil {
-		victim = broken
+	if down != nil {
+		victim = down
 	}
 	if s, ok := transferFrom(m, victim, "scale down removes the leader %s", victim.name); ok {
 		return s, true
@@ -148,21 +161,46 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 		"member %s leaves (spec.replicas %d, %d voters)", victim.name, d.Replicas, voters), true
 }
 
-// scaleUp adds a learner; finishMembershipChange starts and promotes it.
+// scaleUp adds a learner; finishMembershipChange starts and promotes it. Two voters cannot
+// restart one of theirs without losing quorum, so a rolling change of a two-member cluster
+// first adds a temporary third member, which scaleDown removes once the roll is done.
 func scaleUp(m *model, d Desired) (plan.Step, bool) {
-	voters, _ := m.voters()
-	if voters == 0 || voters >= d.Replicas { // no voter yet: bootstrap seeds first
+	voters := m.countVoters()
+	want := d.Replicas + temporaryVoters(m, d)
+	if voters == 0 || voters >= want || len(m.learners()) > 0 { // no voter yet: bootstrap seeds first
 		return plan.Step{}, false
 	}
 	mm := &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
-	return step(plan.AddLearner, mm, plan.PreClusterHealthy,
-		"member %s joins as a learner (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters), true
+	why := "member %s joins as a learner (spec.replicas %d, %d voters)"
+	if voters >= d.Replicas {
+		why = "member %s joins as a temporary third member, so two voters keep quorum while each restarts (spec.replicas %d, %d voters)"
+	}
+	return step(plan.AddLearner, mm, plan.PreClusterHealthy, why, mm.name, d.Replicas, voters), true
+}
+
+// temporaryVoters is 1 while a two-member cluster has members to restart: the third member
+// that keeps quorum during the roll.
+func temporaryVoters(m *model, d Desired) int {
+	if d.Replicas == 2 && m.countVoters() >= 2 && rollNeeded(m, d) {
+		return 1
+	}
+	return 0
+}
+
+// rollNeeded reports whether a voter must be restarted for the spec.
+func rollNeeded(m *model, d Desired) bool {
+	for _, mm := range m.members {
+		if mm.voter() && mm.pod && (mm.version != d.Version || mm.configHash != d.ConfigHash) {
+			return true
+		}
+	}
+	return false
 }
 
 // upgrade moves one member at a time to spec.version: followers first, the leader last
 // after leadership has moved to an upgraded member.
 func upgrade(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, func(mm *member) bool { return mm.version != d.Version }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+	return rollOne(m, d, func(mm *member) bool { return mm.version != d.Version }, func(mm *member, pre plan.PreconditionKind) plan.Step {
 		s := step(plan.UpgradeMember, mm, pre, "spec.version %s -> %s", mm.version, d.Version)
 		s.Version = d.Version
 		return s
@@ -171,24 +209,46 @@ func upgrade(m *model, d Desired) (plan.Step, bool) {
 
 // reconfigure re-creates, one at a time, the Pods whose configuration differs from the spec.
 func reconfigure(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+	return rollOne(m, d, func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member, pre plan.PreconditionKind) plan.Step {
 		s := step(plan.RestartMember, mm, pre, "the Pod of %s differs from the spec", mm.name)
 		s.Version = mm.version
 		return s
 	})
 }
 
-// rollOne returns the step for the first voter that needs it. Broken members go first:
-// restarting them costs nothing, and the new spec may be what mends them. Healthy ones
-// follow while the whole cluster is healthy, the leader last, after leadership moved.
-func rollOne(m *model, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
+// rollDown upgrades or reconfigures a voter that is down, before anything else but starting
+// Pods: restarting it takes nothing more down, and the new spec may be what mends it.
+func rollDown(m *model, d Desired) (plan.Step, bool) {
+	if d.Replicas == 0 {
+		return plan.Step{}, false
+	}
 	for _, mm := range m.members {
-		if mm.voter() && mm.pod && !mm.healthy && needs(mm) {
-			return do(mm, plan.PreNone), true
+		if !mm.voter() || !mm.pod || mm.podDeleting || mm.up || m.lost(mm, d) {
+			continue
+		}
+		if mm.version != d.Version {
+			s := step(plan.UpgradeMember, mm, plan.PreNone, "spec.version %s -> %s; %s is down, so restarting it costs nothing", mm.version, d.Version, mm.name)
+			s.Version = d.Version
+			return s, true
+		}
+		if mm.configHash != d.ConfigHash {
+			s := step(plan.RestartMember, mm, plan.PreNone, "the Pod of %s differs from the spec; %s is down, so restarting it costs nothing", mm.name, mm.name)
+			s.Version = mm.version
+			return s, true
 		}
 	}
+	return plan.Step{}, false
+}
+
+// rollOne returns the step for the first voter that is up and needs it, while the whole
+// cluster is healthy, the leader last, after leadership moved. Two voters never restart one
+// of theirs: scaleUp adds a third first.
+func rollOne(m *model, d Desired, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
+	if voters := m.countVoters(); voters == 2 {
+		return plan.Step{}, false
+	}
 	for _, mm := range leaderLast(m) {
-		if !mm.voter() || !mm.pod || !needs(mm) {
+		if !mm.voter() || !mm.pod || mm.podDeleting || !needs(mm) {
 			continue
 		}
 		if s, ok := transferFrom(m, mm, "%s leads and is restarted last", mm.name); ok {
@@ -204,19 +264,21 @@ func transferFrom(m *model, mm *member, reason string, args ...any) (plan.Step, 
 	if m.leader != mm.name {
 		return plan.Step{}, false
 	}
+	// The first voter by ordinal that can run, whether or not it answers this moment: a
+	// member restarted by the step before is still starting, and the plan must not change
+	// its mind (and its ID) when it does. The precondition waits for the target's health.
 	var target *member
 	for _, x := range m.members {
-		if x != mm && x.voter() && x.pod && !x.dataLost {
-			if target == nil || (x.healthy && !target.healthy) {
-				target = x
-			}
+		if x != mm && x.voter() && x.pod && !x.podDeleting && !x.dataLost {
+			target = x
+			break
 		}
 	}
 	if target == nil {
 		return plan.Step{}, false // a single voter has nobody to hand over to
 	}
 	s := step(plan.TransferLeadership, mm, plan.PreMemberHealthy, reason, args...)
-	s.Target, s.Precondition.Member = target.name, target.name
+	s.Target, s.TargetID, s.Precondition.Member = target.name, target.id, target.name
 	return s, true
 }
 

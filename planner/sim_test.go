@@ -9,7 +9,10 @@ import (
 )
 
 // world is a small simulation of an etcd cluster and its Pods, independent of the planner's
-// model: tests apply plans to it step by step and check etcd's safety rules as they go.
+// model: tests apply plans to it step by step and check etcd's safety rules as they go. It
+// models the world as it is: members take time to start, views can be stale, elections
+// leave no leader for a while, alarms are raised, volumes are lost, and etcd may list
+// members the operator does not manage.
 type world struct {
 	cluster   string
 	clusterID string
@@ -17,14 +20,25 @@ type world struct {
 	members   map[string]*wmember
 	nextID    int
 	memory    bool
+
+	// staleBelow, when set, makes the next observation a serializable view from a member
+	// that missed every membership change after member ID staleBelow.
+	staleBelow int
+	// election: members answer but know no leader.
+	election bool
+	alarms   []Alarm
+	// foreign are etcd members the operator does not manage (another cluster's peer URL).
+	foreign []EtcdMember
 }
 
 type wmember struct {
-	name, id                     string
-	inEtcd, learner, started     bool
-	pod, seed, dataLost, healthy bool
-	pvc                          bool
-	version, hash                string
+	name, id                 string
+	inEtcd, learner, started bool
+	pod, seed, dataLost, up  bool
+	pvc                      bool
+	version, hash            string
+	// peerName overrides the name in the member's peer URL (a duplicate name).
+	peerName string
 }
 
 func (w *world) sorted() []*wmember {
@@ -33,32 +47,45 @@ func (w *world) sorted() []*wmember {
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		return Ordinal(w.cluster, out[i].name) < Ordinal(w.cluster, out[j].name)
+		a, b := Ordinal(w.cluster, out[i].name), Ordinal(w.cluster, out[j].name)
+		if a != b {
+			return a < b
+		}
+		return out[i].name < out[j].name
 	})
 	return out
 }
 
-func (w *world) voters() (all, healthy int) {
+// voters counts the voters and those that are up (running, answering, data intact).
+func (w *world) voters() (all, up int) {
 	for _, m := range w.members {
 		if m.inEtcd && !m.learner {
 			all++
 			if m.live() {
-				healthy++
+				up++
 			}
 		}
 	}
-	return all, healthy
+	return all, up
 }
 
-func (m *wmember) live() bool { return m.pod && m.started && m.healthy && !m.dataLost }
+func (m *wmember) live() bool { return m.pod && m.started && m.up && !m.dataLost }
 
-// observe renders the world as the executor would observe it.
+func (w *world) hasQuorum() bool {
+	all, up := w.voters()
+	return w.clusterID != "" && all > 0 && up >= quorum(all)
+}
+
+// observe renders the world as the executor would observe it: a linearizable member list
+// when a quorum answers, else one member's serializable view.
 func (w *world) observe() Observed {
 	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID}
-	all, healthy := w.voters()
-	reachable := w.clusterID != "" && all > 0 && healthy >= quorum(all)
-	if reachable {
-		o.Etcd = &EtcdView{ClusterID: w.clusterID}
+	anyUp := false
+	for _, m := range w.members {
+		anyUp = anyUp || (m.inEtcd && m.live())
+	}
+	if w.clusterID != "" && anyUp {
+		o.Etcd = &EtcdView{ClusterID: w.clusterID, Linearizable: w.hasQuorum() && w.staleBelow == 0, Alarms: w.alarms}
 	}
 	for _, m := range w.sorted() {
 		if m.inEtcd {
@@ -79,43 +106,69 @@ func (w *world) observe() Observed {
 		if km.Pod != nil || km.PVC != nil {
 			o.Members = append(o.Members, km)
 		}
-		if reachable && m.inEtcd {
-			em := EtcdMember{ID: m.id, PeerURLs: []string{"http://" + m.name + "." + w.cluster + ".default.svc:2380"},
-				Learner: m.learner, Healthy: m.live(), RaftIndex: 100}
-			if m.started {
-				em.Name, em.Version = m.name, m.version
+		id, _ := strconv.Atoi(m.id)
+		if o.Etcd == nil || !m.inEtcd || (w.staleBelow > 0 && id > w.staleBelow) {
+			continue
+		}
+		peer := m.name
+		if m.peerName != "" {
+			peer = m.peerName
+		}
+		em := EtcdMember{ID: m.id, PeerURLs: []string{"http://" + peer + "." + w.cluster + ".default.svc:2380"}, Learner: m.learner, RaftIndex: 100}
+		if m.started {
+			em.Name, em.Version = peer, m.version
+		}
+		if m.live() {
+			em.Answering = true
+			if !w.election && w.leaderID() != "" {
+				em.Leader = w.leaderID()
 			}
-			o.Etcd.Members = append(o.Etcd.Members, em)
-			if m.name == w.leader && m.live() {
-				o.Etcd.LeaderID = m.id
-			}
+		}
+		o.Etcd.Members = append(o.Etcd.Members, em)
+	}
+	if o.Etcd != nil {
+		o.Etcd.Members = append(o.Etcd.Members, w.foreign...)
+		if !w.election {
+			o.Etcd.LeaderID = w.leaderID()
 		}
 	}
 	return o
 }
 
-// heal makes a member healthy when waiting could: its Pod exists and its data is intact.
+func (w *world) leaderID() string {
+	if l := w.members[w.leader]; l != nil && l.live() && !l.learner && w.hasQuorum() {
+		return l.id
+	}
+	return ""
+}
+
+// heal makes a member up when waiting could: its Pod exists and its data is intact.
 func (w *world) heal(name string) {
 	if m := w.members[name]; m != nil && m.inEtcd && m.pod && !m.dataLost {
-		m.healthy, m.started = true, true
+		m.up, m.started = true, true
 		if m.seed && w.clusterID == "" {
 			w.clusterID = "c1" // the seed formed the cluster
 		}
 	}
 }
 
-func (w *world) satisfy(p plan.Precondition) {
-	switch p.Kind {
-	case plan.PreMemberHealthy, plan.PreLearnerCaughtUp:
-		w.heal(p.Member)
-	case plan.PreClusterHealthy, plan.PreQuorumWithout:
-		for _, m := range w.members {
-			if m.inEtcd && !m.learner && m.name != p.Member {
-				w.heal(m.name)
-			}
+// settle lets time pass: members that can start are up, views catch up, an election ends.
+// It reports whether anything changed.
+func (w *world) settle() bool {
+	changed := w.staleBelow != 0 || w.election
+	w.staleBelow, w.election = 0, false
+	for _, m := range w.members {
+		if m.inEtcd && m.pod && !m.dataLost && !m.up {
+			w.heal(m.name)
+			changed = true
 		}
 	}
-	if l := w.members[w.leader]; l == nil || !l.live() || l.learner {
+	w.elect()
+	return changed
+}
+
+func (w *world) elect() {
+	if l := w.members[w.leader]; l == nil || !l.live() || l.learner || !l.inEtcd {
 		w.leader = ""
 		for _, m := range w.sorted() {
 			if m.inEtcd && !m.learner && m.live() {
@@ -126,16 +179,42 @@ func (w *world) satisfy(p plan.Precondition) {
 	}
 }
 
-// apply waits for the step's precondition, checks the safety rules and applies the step.
-// It returns an error when a rule is broken, and stuck when the precondition cannot be met.
+func (w *world) satisfy(p plan.Precondition) {
+	switch p.Kind {
+	case plan.PreMemberHealthy, plan.PreLearnerCaughtUp:
+		w.heal(p.Member)
+		w.staleBelow, w.election = 0, false
+	case plan.PreClusterHealthy, plan.PreQuorumWithout, plan.PreMemberGone:
+		for _, m := range w.members {
+			if m.inEtcd && !m.learner && m.name != p.Member {
+				w.heal(m.name)
+			}
+		}
+		w.staleBelow, w.election = 0, false
+	}
+	w.elect()
+}
+
+// apply waits for the step's precondition and then does what the executor does: it runs the
+// step only when it is still the fresh plan's first step and Check allows it; then it checks
+// the safety rules and applies the step. It returns an error when a rule is broken, and
+// stuck when the step cannot start (or the plan was superseded and must be made anew).
 func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 	w.satisfy(s.Precondition)
-	if ok, _ := Check(w.cluster, s, w.observe()); !ok {
+	o := w.observe()
+	if fresh := Plan(d, o); len(fresh.Steps) == 0 || !SameStep(s, fresh.Steps[0]) {
+		return true, nil
+	}
+	if ok, _ := Check(d, s, o); !ok {
 		return true, nil
 	}
 	m := w.members[s.Member]
-	all, healthy := w.voters()
+	all, up := w.voters()
+	hadQuorum := up >= quorum(all)
 	isVoter := m != nil && m.inEtcd && !m.learner
+	if m != nil && s.MemberID != "" && s.Action != plan.DeleteMember && m.id != s.MemberID {
+		return false, fmt.Errorf("%s %s names member ID %s, but the member is %s", s.Action, s.Member, s.MemberID, m.id)
+	}
 	switch s.Action {
 	case plan.CreateSeed:
 		if w.clusterID != "" {
@@ -143,9 +222,12 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		w.nextID++
 		w.members[s.Member] = &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
-			pod: true, seed: true, healthy: true, pvc: !w.memory, version: s.Version, hash: d.ConfigHash}
+			pod: true, seed: true, up: true, pvc: !w.memory, version: s.Version, hash: d.ConfigHash}
 		w.clusterID, w.leader = "c1", s.Member
 	case plan.AddLearner:
+		if !w.hasQuorum() {
+			return false, fmt.Errorf("AddLearner %s without quorum", s.Member)
+		}
 		for _, x := range w.members {
 			if x.inEtcd && (x.learner || !x.started) {
 				return false, fmt.Errorf("AddLearner %s while %s has not finished joining", s.Member, x.name)
@@ -160,12 +242,15 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if m == nil || !m.inEtcd {
 			return false, fmt.Errorf("StartMember %s, which is not in the membership", s.Member)
 		}
-		if m.dataLost {
-			return false, fmt.Errorf("StartMember %s on lost data", s.Member)
+		if m.dataLost || (m.started && !m.pvc) {
+			return false, fmt.Errorf("StartMember %s on lost data: a voter that forgot its log", s.Member)
 		}
-		m.pod, m.pvc, m.started, m.healthy = true, !w.memory, true, true
+		m.pod, m.pvc, m.up = true, !w.memory, false // it takes time to start
 		m.version, m.hash = s.Version, d.ConfigHash
 	case plan.PromoteLearner:
+		if !m.live() {
+			return false, fmt.Errorf("PromoteLearner %s, which does not run", s.Member)
+		}
 		m.learner = false
 	case plan.TransferLeadership:
 		if t := w.members[s.Target]; t == nil || !t.live() || t.learner {
@@ -173,43 +258,46 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		w.leader = s.Target
 	case plan.RemoveMember:
-		if w.leader == s.Member && m.live() && healthy >= quorum(all) && all > 1 { // a leader needs a quorum
+		if !w.hasQuorum() {
+			return false, fmt.Errorf("RemoveMember %s without quorum", s.Member)
+		}
+		if w.leader == s.Member && all > 1 {
 			return false, fmt.Errorf("RemoveMember %s while it leads", s.Member)
 		}
 		if isVoter {
-			left := healthy
+			left := up
 			if m.live() {
 				left--
 			}
-			if healthy >= quorum(all) && left < quorum(all-1) {
-				return false, fmt.Errorf("RemoveMember %s loses quorum: %d healthy of %d left", s.Member, left, all-1)
+			if hadQuorum && left < quorum(all-1) {
+				return false, fmt.Errorf("RemoveMember %s loses quorum: %d up of %d left", s.Member, left, all-1)
 			}
 		}
 		m.inEtcd, m.learner = false, false
 	case plan.DeleteMember:
 		if m.inEtcd {
-			return false, fmt.Errorf("DeleteMember %s, which is still in the membership", s.Member)
+			return false, fmt.Errorf("DeleteMember %s deletes the data of a member still in the membership", s.Member)
 		}
 		delete(w.members, s.Member)
 	case plan.StopMember:
 		if d.Replicas != 0 {
 			return false, fmt.Errorf("StopMember %s with replicas %d", s.Member, d.Replicas)
 		}
-		m.pod, m.healthy = false, false
+		m.pod, m.up = false, false
 		if w.memory {
 			m.dataLost = true
 		}
 	case plan.UpgradeMember, plan.RestartMember:
-		if w.leader == s.Member && m.live() && healthy >= quorum(all) && all > 1 { // a leader needs a quorum
+		if w.leader == s.Member && m.live() && all > 1 {
 			return false, fmt.Errorf("%s %s while it leads", s.Action, s.Member)
 		}
-		// With one or two voters any restart costs quorum for a moment: nothing can avoid it.
-		left := healthy
+		// One voter alone cannot avoid a moment without quorum; every larger cluster can.
+		left := up
 		if m.live() {
 			left--
 		}
-		if all > 2 && healthy >= quorum(all) && left < quorum(all) {
-			return false, fmt.Errorf("%s %s loses quorum while it restarts", s.Action, s.Member)
+		if all > 1 && hadQuorum && left < quorum(all) {
+			return false, fmt.Errorf("%s %s loses quorum while it restarts (%d of %d up)", s.Action, s.Member, left, all)
 		}
 		if s.Action == plan.UpgradeMember {
 			from, _ := ParseVersion(m.version)
@@ -218,7 +306,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 				return false, fmt.Errorf("UpgradeMember %s %s -> %s", s.Member, from, to)
 			}
 		}
-		m.version, m.hash = s.Version, d.ConfigHash
+		m.version, m.hash, m.up = s.Version, d.ConfigHash, false // it takes time to start again
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}
@@ -227,5 +315,6 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			delete(w.members, k) // nothing left of it anywhere
 		}
 	}
+	w.elect()
 	return false, nil
 }

@@ -51,6 +51,11 @@ const (
 	PreQuorumWithout PreconditionKind = "QuorumWithout"
 	// PreNotLeader: the member is not the leader.
 	PreNotLeader PreconditionKind = "NotLeader"
+	// PreOthersKeepQuorum: the voters other than the member keep quorum of the same cluster,
+	// so restarting a member that is down costs nothing more.
+	PreOthersKeepQuorum PreconditionKind = "OthersKeepQuorum"
+	// PreMemberGone: a linearizable member list shows neither the member's ID nor its name.
+	PreMemberGone PreconditionKind = "MemberGone"
 )
 
 // Precondition is what must hold before a step starts; the executor checks it against a
@@ -67,9 +72,16 @@ type Step struct {
 	// Member the action applies to.
 	// +optional
 	Member string `json:"member,omitempty"`
+	// MemberID is the etcd member ID the action acts on, when the member has one: the
+	// executor acts by ID, never by name.
+	// +optional
+	MemberID string `json:"memberID,omitempty"`
 	// Target is the new leader for TransferLeadership.
 	// +optional
 	Target string `json:"target,omitempty"`
+	// TargetID is the etcd member ID of Target.
+	// +optional
+	TargetID string `json:"targetID,omitempty"`
 	// Version is the etcd version the member runs after the step.
 	// +optional
 	Version string `json:"version,omitempty"`
@@ -88,6 +100,13 @@ const (
 	BlockQuorumLost     BlockReason = "QuorumLost"
 	BlockUnreachable    BlockReason = "EtcdUnreachable"
 	BlockMemberUnhealed BlockReason = "MemberCannotBeReplaced"
+	// BlockDuplicateMember: two etcd members claim one member name, or a volume records
+	// another ID than etcd gives the name.
+	BlockDuplicateMember BlockReason = "DuplicateMember"
+	// BlockForeignMember: etcd lists a member this cluster does not manage.
+	BlockForeignMember BlockReason = "ForeignMember"
+	// BlockInvalidSpec: the spec cannot be planned (a version that does not parse).
+	BlockInvalidSpec BlockReason = "InvalidSpec"
 )
 
 // Blocker says why the planner refuses to plan, and what the user can do.
@@ -110,4 +129,8 @@ type Plan struct {
 	// Blocked is set when the planner refuses to plan.
 	// +optional
 	Blocked *Blocker `json:"blocked,omitempty"`
+	// Warnings are facts about the cluster the user should know, such as an even number of
+	// voters, which tolerates no more failures than one voter fewer.
+	// +optional
+	Warnings []string `json:"warnings,omitempty"`
 }

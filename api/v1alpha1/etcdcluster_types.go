@@ -376,6 +376,13 @@ type EtcdClusterStatus struct {
 	// Plan is the plan being shown or applied.
 	// +optional
 	Plan *PlanStatus `json:"plan,omitempty"`
+	// Alarms are etcd's active alarms, such as "NOSPACE on member 8e9e05c52164694d". An alarm
+	// is not a member's health: the members still answer.
+	// +optional
+	Alarms []string `json:"alarms,omitempty"`
+	// Warnings are what the user should know of the spec, such as an even number of voters.
+	// +optional
+	Warnings []string `json:"warnings,omitempty"`
 	// History holds the last plans with their outcome, newest first.
 	// +optional
 	History []PlanRecord `json:"history,omitempty"`

@@ -27,6 +27,9 @@ type StepProgress struct {
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Errors counts the step's failed attempts in a row; retries back off exponentially.
+	// +optional
+	Errors int32 `json:"errors,omitempty"`
 }
 
 // PlanPhase is where a recorded plan is.

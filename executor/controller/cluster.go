@@ -4,6 +4,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,6 +38,8 @@ const (
 	pollWaiting = 500 * time.Millisecond
 	pollApplied = 100 * time.Millisecond
 	pollIdle    = 30 * time.Second
+	// maxBackoff bounds the wait between attempts of a step that keeps failing.
+	maxBackoff = 30 * time.Second
 	// pollUnhealthy re-reads a cluster with no plan that is not ready yet.
 	pollUnhealthy = 2 * time.Second
 )
@@ -49,11 +52,14 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	Images    resources.Images
 	// Dial connects to etcd members; etcd.Dial outside tests.
-	Dial func(endpoints map[string]string) (*etcd.Client, error)
+	Dial func(endpoints map[string]string) (etcd.Cluster, error)
 	// AfterEffect runs after a step's effect and before it is recorded (a failpoint in tests).
 	AfterEffect func(planID string, step int)
 	// Now is the clock.
 	Now func() time.Time
+
+	clients clients    // one etcd connection per cluster
+	applied appliedSet // the Services and PDBs last applied, to apply only what changed
 }
 
 // SetupWithManager registers the reconciler and its watches.
@@ -75,9 +81,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// Read around the cache: the recorded plan must be the one the last reconcile wrote,
 	// and the status patch is computed against what this read returns.
 	if err := r.APIReader.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.clients.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if c.DeletionTimestamp != nil {
+		r.clients.forget(req.NamespacedName)
 		return reconcile.Result{}, nil // owner references take Pods and Services along
 	}
 	patcher := patch.NewSerialPatcher(c, r.Client)
@@ -108,12 +118,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	defer o.close()
 	if err := r.housekeep(ctx, c, o); err != nil {
 		return reconcile.Result{}, err
 	}
 	recordObserved(c, o)
-	return r.advance(ctx, c, o, planner.Plan(observe.Desired(c), o.Observed))
+	fresh := planner.Plan(observe.Desired(c), o.Observed)
+	c.Status.Warnings = fresh.Warnings
+	return r.advance(ctx, c, o, fresh)
 }
 
 // unsupported names spec fields this operator version cannot honour yet, so they stall
@@ -188,7 +199,27 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	return r.runStep(ctx, c, o, rec, now)
 }
 
+// stalled marks the cluster Stalled; the Warning event goes out only when it becomes so.
+func (r *Reconciler) stalled(c *v1alpha1.EtcdCluster, reason, msg string) {
+	if cur := conditions.Get(c, meta.StalledCondition); cur == nil || cur.Status != metav1.ConditionTrue || cur.Reason != reason {
+		r.event(c, corev1.EventTypeWarning, "StepStalled", "%s", msg)
+	}
+	conditions.MarkStalled(c, reason, "%s", msg)
+	conditions.MarkFalse(c, meta.ReadyCondition, reason, "%s", msg)
+}
+
+// backoff is how long to wait after the n-th failed attempt of a step in a row.
+func backoff(n int32) time.Duration {
+	d := pollWaiting
+	for i := int32(1); i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
 // runStep applies the current step once its precondition holds, within its deadline.
+// The deadline holds on every path: a step that waits, fails, or whose effect does not
+// show, stalls the cluster once it passes.
 func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.PlanStatus, now time.Time) (reconcile.Result, error) {
 	i := int(rec.Current)
 	s := rec.Steps[i]
@@ -203,34 +234,41 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	conditions.MarkFalse(c, meta.ReadyCondition, meta.ProgressingReason, "%s", msg)
 	conditions.MarkReconciling(c, meta.ProgressingReason, "%s", msg)
 
-	ok, why := planner.Check(c.Name, s, o.Observed)
+	result := reconcile.Result{RequeueAfter: pollWaiting}
+	reason := "ProgressDeadlineExceeded"
+	ok, why := planner.Check(observe.Desired(c), s, o.Observed)
 	if ok {
 		err := r.apply(ctx, c, o, s)
 		if r.AfterEffect != nil {
 			r.AfterEffect(rec.ID, i)
 		}
+		var se *stepError
 		switch {
 		case err == nil:
-			pr.Message = "applied; waiting for the cluster to show it"
+			why, pr.Errors = "applied; waiting for the cluster to show it", 0
+			result.RequeueAfter = pollApplied
 			stepsTotal.WithLabelValues(string(s.Action), "applied").Inc()
-			return reconcile.Result{RequeueAfter: pollApplied}, nil
-		case err == errWaiting:
-			why = "waiting for the previous Pod to go"
+		case errors.As(err, &se):
+			why = se.msg
+			if se.reason != "" {
+				reason = se.reason
+			}
 		default:
 			why = err.Error()
+			pr.Errors++
+			result.RequeueAfter = backoff(pr.Errors)
 			stepsTotal.WithLabelValues(string(s.Action), "error").Inc()
 		}
 	}
 	pr.Message = why
 	if now.After(pr.Deadline.Time) {
 		pr.State = v1alpha1.StepFailed
-		stalled := fmt.Sprintf("step %d/%d %s %s did not finish within %ds: %s. %s", i+1, len(rec.Steps), s.Action, s.Member,
-			c.Spec.UpdateStrategy.ProgressDeadlineSeconds, why, hint(s))
-		conditions.MarkStalled(c, "ProgressDeadlineExceeded", "%s", stalled)
-		conditions.MarkFalse(c, meta.ReadyCondition, "ProgressDeadlineExceeded", "%s", stalled)
-		r.event(c, corev1.EventTypeWarning, "StepStalled", "%s", stalled)
+		r.stalled(c, reason, fmt.Sprintf("step %d/%d %s %s did not finish within %ds: %s. %s", i+1, len(rec.Steps), s.Action, s.Member,
+			c.Spec.UpdateStrategy.ProgressDeadlineSeconds, why, hint(s, reason)))
+	} else if left := pr.Deadline.Sub(now); result.RequeueAfter > left {
+		result.RequeueAfter = left + 10*time.Millisecond // be there when the deadline passes
 	}
-	return reconcile.Result{RequeueAfter: pollWaiting}, nil
+	return result, nil
 }
 
 // stepFinished records a step whose effect the cluster now shows.

@@ -2,7 +2,11 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,8 +17,9 @@ import (
 )
 
 // housekeep keeps the objects around the members in line with the spec and etcd's view:
-// Services, the PodDisruptionBudget, role labels and member IDs on volumes. None of it
-// changes membership or restarts anything, so it is not part of a plan.
+// Services, the PodDisruptionBudget, role labels, member IDs on volumes and the volumes'
+// owner references (retainPolicy). None of it changes membership or restarts anything, so
+// it is not part of a plan.
 func (r *Reconciler) housekeep(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
 	voters := 0
 	for _, obj := range []client.Object{resources.Headless(c), resources.Client(c)} {
@@ -44,10 +49,23 @@ func (r *Reconciler) housekeep(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 	if voters == 0 {
 		voters = int(c.Spec.Replicas)
 	}
-	return r.applyOwned(ctx, c, resources.PDB(c, voters))
+	if err := r.applyOwned(ctx, c, resources.PDB(c, voters)); err != nil {
+		return err
+	}
+	return r.retainVolumes(ctx, c, o)
 }
 
-// applyOwned server-side applies an object the cluster owns.
+// appliedSet remembers what was last applied of each object, so a reconcile applies only
+// what changed (or went missing) instead of writing every Service on every pass.
+type appliedSet struct{ m sync.Map }
+
+func (a *appliedSet) same(key string, hash string) bool {
+	v, ok := a.m.Load(key)
+	return ok && v.(string) == hash
+}
+
+// applyOwned server-side applies an object the cluster owns, when its rendering changed
+// since it was last applied or the object is not there.
 func (r *Reconciler) applyOwned(ctx context.Context, c *v1alpha1.EtcdCluster, obj client.Object) error {
 	if err := controllerutil.SetControllerReference(c, obj, r.Scheme()); err != nil {
 		return err
@@ -57,9 +75,50 @@ func (r *Reconciler) applyOwned(ctx context.Context, c *v1alpha1.EtcdCluster, ob
 		return err
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	rendered, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(rendered)
+	key, hash := gvk.Kind+"/"+obj.GetNamespace()+"/"+obj.GetName(), hex.EncodeToString(sum[:])
+	if r.applied.same(key, hash) {
+		live := obj.DeepCopyObject().(client.Object)
+		if err := r.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil && live.GetDeletionTimestamp() == nil {
+			return nil
+		}
+	}
 	//nolint:staticcheck // server-side apply of typed objects
 	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(resources.ManagerName), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	r.applied.m.Store(key, hash)
+	return nil
+}
+
+// retainVolumes makes the volume claims follow spec.storage.retainPolicy: with Delete they
+// are owned by the cluster (and go with it), with Retain they are not.
+func (r *Reconciler) retainVolumes(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
+	del := c.Spec.Storage.RetainPolicy == v1alpha1.RetainPolicyDelete
+	for _, pvc := range o.pvcs {
+		if !owned(c, pvc, true) || pvc.DeletionTimestamp != nil {
+			continue
+		}
+		has, err := controllerutil.HasOwnerReference(pvc.OwnerReferences, c, r.Scheme())
+		if err != nil || has == del {
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		if del {
+			err = controllerutil.SetOwnerReference(c, pvc, r.Scheme())
+		} else {
+			err = controllerutil.RemoveOwnerReference(c, pvc, r.Scheme())
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("updating the owner of volume claim %s: %w", pvc.Name, err)
+		}
 	}
 	return nil
 }

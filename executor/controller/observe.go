@@ -3,8 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
@@ -19,27 +22,41 @@ type observation struct {
 	planner.Observed
 	pods map[string]*corev1.Pod
 	pvcs map[string]*corev1.PersistentVolumeClaim
-	etcd *etcd.Client // nil when no member has an address
+	etcd etcd.Cluster // nil when no member has an address
 }
 
-func (o *observation) close() {
-	if o.etcd != nil {
-		_ = o.etcd.Close()
-	}
+// clients keeps one etcd connection per cluster, re-pointed as member Pods move.
+type clients struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]etcd.Cluster
 }
 
-// memberID returns a member's etcd ID from etcd's view.
-func (o *observation) memberID(name string) (uint64, bool) {
-	if o.Etcd == nil {
-		return 0, false
+func (cs *clients) get(uid types.NamespacedName, endpoints map[string]string, dial func(map[string]string) (etcd.Cluster, error)) (etcd.Cluster, error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cli, ok := cs.m[uid]; ok {
+		cli.SetEndpoints(endpoints)
+		return cli, nil
 	}
-	for _, m := range o.Etcd.Members {
-		if m.MemberName() == name {
-			id, err := etcd.ParseID(m.ID)
-			return id, err == nil
-		}
+	cli, err := dial(endpoints)
+	if err != nil {
+		return nil, err
 	}
-	return 0, false
+	if cs.m == nil {
+		cs.m = map[types.NamespacedName]etcd.Cluster{}
+	}
+	cs.m[uid] = cli
+	return cli, nil
+}
+
+// forget closes the connection of a cluster that is gone.
+func (cs *clients) forget(uid types.NamespacedName) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cli, ok := cs.m[uid]; ok {
+		_ = cli.Close()
+		delete(cs.m, uid)
+	}
 }
 
 func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
@@ -69,7 +86,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	if len(endpoints) == 0 {
 		return o, nil
 	}
-	cli, err := r.Dial(endpoints)
+	cli, err := r.clients.get(client.ObjectKeyFromObject(c), endpoints, r.Dial)
 	if err != nil {
 		return o, nil
 	}

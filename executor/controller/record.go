@@ -9,19 +9,18 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/planner"
 	"github.com/etcdplan/etcdplan/planner/render"
 )
 
 // historyLimit is how many finished plans status.history keeps.
 const historyLimit = 10
 
-// sameStep compares what a step does, not why: a re-made plan carries fresh reasons.
-func sameStep(a, b plan.Step) bool {
-	return a.Action == b.Action && a.Member == b.Member && a.Target == b.Target && a.Version == b.Version
-}
-
 // doneUpTo returns k when the fresh plan is exactly the recorded plan's steps from k on,
-// for some k at or after the current step: steps before k have had their effect.
+// for some k at or after the current step: steps before k have had their effect. "Exactly"
+// is every field of every step (planner.SameStep): a recorded step whose precondition,
+// member ID or reason a fresh plan would not give is superseded, never run. Member IDs the
+// recorded plan could not know yet (a learner's, before it was added) are filled in.
 func doneUpTo(rec *v1alpha1.PlanStatus, fresh plan.Plan) (int, bool) {
 	if fresh.Blocked != nil {
 		return 0, false
@@ -33,9 +32,10 @@ func doneUpTo(rec *v1alpha1.PlanStatus, fresh plan.Plan) (int, bool) {
 		}
 		same := true
 		for i := range rest {
-			same = same && sameStep(rest[i], fresh.Steps[i])
+			same = same && planner.SameStep(rest[i], fresh.Steps[i])
 		}
 		if same {
+			copy(rest, fresh.Steps)
 			return k, true
 		}
 	}

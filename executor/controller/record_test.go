@@ -27,10 +27,23 @@ func TestDoneUpToFollowsTheRecordedPlan(t *testing.T) {
 	require.Equal(t, 0, k, "nothing done yet")
 
 	fresh := plan.Plan{Steps: steps("PromoteLearner")}
-	fresh.Steps[0].Reason = "a reason worded anew"
+	fresh.Steps[0].MemberID = "8e9e05c52164694d"
 	k, ok = doneUpTo(rec, fresh)
 	require.True(t, ok)
-	require.Equal(t, 2, k, "two steps took effect; reasons do not matter")
+	require.Equal(t, 2, k, "two steps took effect")
+	require.Equal(t, "8e9e05c52164694d", rec.Steps[2].MemberID, "the learner's ID, unknown when the plan was made, is recorded")
+
+	for _, differs := range []func(s *plan.Step){
+		func(s *plan.Step) { s.Precondition = plan.Precondition{Kind: plan.PreNone} },
+		func(s *plan.Step) { s.MemberID = "91bc3c398fb3c146" },
+		func(s *plan.Step) { s.Reason = "another reason" },
+	} {
+		other := plan.Plan{Steps: steps("PromoteLearner")}
+		other.Steps[0].MemberID = "8e9e05c52164694d"
+		differs(&other.Steps[0])
+		_, ok = doneUpTo(rec, other)
+		require.False(t, ok, "a step that differs in any field supersedes the plan: %+v", other.Steps[0])
+	}
 
 	k, ok = doneUpTo(rec, plan.Plan{})
 	require.True(t, ok)

@@ -30,6 +30,10 @@ func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
 	} else {
 		st.ClusterID, st.ClusterVersion = o.Etcd.ClusterID, o.Etcd.ClusterVersion
 		st.Members = membersStatus(c, o)
+		st.Alarms = nil
+		for _, a := range o.Etcd.Alarms {
+			st.Alarms = append(st.Alarms, fmt.Sprintf("%s on member %s", a.Type, a.MemberID))
+		}
 	}
 	var ready, voters int32
 	lowest := ""
@@ -62,7 +66,7 @@ func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberSta
 	for _, m := range o.Etcd.Members {
 		name := m.MemberName()
 		ms := v1alpha1.MemberStatus{Name: name, ID: m.ID, Role: v1alpha1.RoleVoter, Leader: m.ID == o.Etcd.LeaderID,
-			Version: m.Version, Healthy: m.Healthy, DBSize: m.DBSize}
+			Version: m.Version, Healthy: m.Answering && m.Leader != "", DBSize: m.DBSize}
 		if m.Learner {
 			ms.Role = v1alpha1.RoleLearner
 		}
@@ -120,7 +124,11 @@ func markConverged(c *v1alpha1.EtcdCluster, o *observation, now time.Time) {
 }
 
 // hint tells the user what to look at when a step passes its deadline.
-func hint(s plan.Step) string {
+func hint(s plan.Step, reason string) string {
+	switch reason {
+	case "NameTaken", "PodStuckTerminating":
+		return "See docs/operations.md, " + reason
+	}
 	switch s.Action {
 	case plan.CreateSeed, plan.StartMember, plan.UpgradeMember, plan.RestartMember:
 		return fmt.Sprintf("Check Pod %s: its events, logs and whether it can be scheduled and its volume bound", s.Member)
@@ -128,8 +136,8 @@ func hint(s plan.Step) string {
 		return fmt.Sprintf("Check that learner %s runs and catches up with the leader (its logs, network, disk speed)", s.Member)
 	case plan.TransferLeadership:
 		return fmt.Sprintf("Check that %s is healthy and reachable from the leader", s.Target)
-	case plan.RemoveMember, plan.AddLearner:
-		return "Check that a quorum of members is healthy: membership changes need one"
+	case plan.RemoveMember, plan.AddLearner, plan.DeleteMember:
+		return "Check that a quorum of members is healthy: membership changes and deletions need one"
 	}
 	return "Check the operator's logs and the cluster's events"
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,14 +16,23 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
-// errWaiting means the step's effect is under way and the step must be applied again.
-var errWaiting = errors.New("waiting")
+// stepError is a step that cannot go on for now, with what it waits for and the Stalled
+// reason it leads to once the step passes its deadline ("" for the general one).
+type stepError struct{ reason, msg string }
+
+func (e *stepError) Error() string { return e.msg }
+
+func waiting(format string, args ...any) error {
+	return &stepError{msg: fmt.Sprintf(format, args...)}
+}
 
 // apply carries out one step. Every action is idempotent: applying it again after it took
-// effect, or after the operator stopped midway, changes nothing more.
+// effect, or after the operator stopped midway, changes nothing more. Membership changes act
+// on the member IDs the step carries, never on names.
 func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	switch s.Action {
 	case plan.CreateSeed:
@@ -36,44 +46,97 @@ func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *obse
 		_, err := o.etcd.AddLearner(ctx, resources.PeerURL(c, s.Member))
 		return err
 	case plan.PromoteLearner:
-		return r.withID(o, s.Member, func(id uint64) error { return o.etcd.Promote(ctx, id) })
+		return withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
 	case plan.TransferLeadership:
-		return r.withID(o, s.Target, func(id uint64) error { return o.etcd.MoveLeader(ctx, s.Member, id) })
+		return withIDs(o, func(ids ...uint64) error { return o.etcd.MoveLeader(ctx, ids[0], ids[1]) }, s.MemberID, s.TargetID)
 	case plan.RemoveMember:
-		return r.withID(o, s.Member, func(id uint64) error { return o.etcd.Remove(ctx, id) })
+		return withIDs(o, func(ids ...uint64) error { return o.etcd.Remove(ctx, ids[0]) }, s.MemberID)
 	case plan.DeleteMember:
-		if err := r.deletePod(ctx, o, s.Member); err != nil {
+		if err := r.deletePod(ctx, c, o, s.Member); err != nil {
 			return err
 		}
-		return r.deletePVC(ctx, o, s.Member)
+		return r.deletePVC(ctx, c, o, s)
 	case plan.StopMember:
-		return r.deletePod(ctx, o, s.Member)
+		return r.deletePod(ctx, c, o, s.Member)
 	case plan.UpgradeMember, plan.RestartMember:
 		return r.recreatePod(ctx, c, o, s)
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }
 
-func (r *Reconciler) withID(o *observation, member string, f func(uint64) error) error {
+// withIDs parses the member IDs a step carries and calls f with them.
+func withIDs(o *observation, f func(ids ...uint64) error, ids ...string) error {
 	if o.etcd == nil {
 		return errors.New("no member answers")
 	}
-	id, ok := o.memberID(member)
-	if !ok {
-		return fmt.Errorf("member %s is not in etcd's member list", member)
+	parsed := make([]uint64, len(ids))
+	for i, s := range ids {
+		id, err := etcd.ParseID(s)
+		if err != nil || s == "" {
+			return fmt.Errorf("the step carries no valid member ID (%q)", s)
+		}
+		parsed[i] = id
 	}
-	return f(id)
+	return f(parsed...)
 }
 
-// startMember creates a member's volume claim and Pod. A Pod that failed for good is
-// deleted first, so the member starts again on its volume.
+// owned reports whether an object is this cluster's to act on: it carries the cluster's
+// labels, and its controller is this cluster. Volume claims may have no controller: a
+// retained claim outlives the cluster that made it, and a cluster of the same name re-uses it.
+func owned(c *v1alpha1.EtcdCluster, obj metav1.Object, claim bool) bool {
+	l := obj.GetLabels()
+	if l[resources.LabelCluster] != c.Name || l[resources.LabelManagedBy] != resources.ManagerName {
+		return false
+	}
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil {
+		return claim
+	}
+	return ref.UID == c.UID
+}
+
+// nameTaken is the error of a step whose object name is held by an object the cluster does
+// not own: the operator never adopts it silently.
+func nameTaken(kind, name string) error {
+	return &stepError{reason: "NameTaken", msg: fmt.Sprintf(
+		"%s %s exists and is not this cluster's (its labels or controller differ): the name is taken by another object; "+
+			"delete or rename that %s if it is not needed, or give the EtcdCluster another name", kind, name, kind)}
+}
+
+// create creates an object; one that exists already counts only when the cluster owns it.
+func (r *Reconciler) create(ctx context.Context, c *v1alpha1.EtcdCluster, obj client.Object, kind string, claim bool) error {
+	err := r.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("creating %s %s: %w", kind, obj.GetName(), err)
+		}
+		return nil
+	}
+	existing := obj.DeepCopyObject().(client.Object)
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+		return fmt.Errorf("reading %s %s: %w", kind, obj.GetName(), err)
+	}
+	if !owned(c, existing, claim) {
+		return nameTaken(kind, obj.GetName())
+	}
+	return nil
+}
+
+// startMember creates a member's volume claim and Pod. A Pod that ended is deleted first,
+// so the member starts again on its volume through the preflight check.
 func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seed bool) error {
 	if p := o.pods[s.Member]; p != nil {
+		if !owned(c, p, false) {
+			return nameTaken("Pod", s.Member)
+		}
+		if p.DeletionTimestamp != nil {
+			return r.podGoing(ctx, p)
+		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			if err := r.deletePod(ctx, o, s.Member); err != nil {
+			if err := r.deletePod(ctx, c, o, s.Member); err != nil {
 				return err
 			}
-			return errWaiting
+			return waiting("waiting for the ended Pod of %s to go", s.Member)
 		}
 		return nil
 	}
@@ -86,18 +149,44 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
 		return err
 	}
-	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating Pod %s: %w", s.Member, err)
-	}
-	return nil
+	return r.create(ctx, c, pod, "Pod", false)
 }
 
-// memberSpec says how a member starts: a seed alone; a joining member with the members
-// etcd lists (itself included); a returning member expects to find its data.
+// podGoing says what a step waits for while a Pod terminates; a Pod stuck on a node that
+// stopped reporting gets its own Stalled reason, since only a person can tell whether the
+// node is gone for good.
+func (r *Reconciler) podGoing(ctx context.Context, p *corev1.Pod) error {
+	node := &corev1.Node{}
+	if p.Spec.NodeName != "" && r.APIReader.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node) == nil && !nodeReady(node) {
+		return &stepError{reason: "PodStuckTerminating", msg: fmt.Sprintf(
+			"Pod %s is terminating on node %s, which is not ready: if the node is gone for good, force-delete the Pod "+
+				"(kubectl delete pod %s --force --grace-period=0; its volume is kept) and the member starts elsewhere", p.Name, p.Spec.NodeName, p.Name)}
+	}
+	return waiting("waiting for the old Pod of %s to go", p.Name)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// memberSpec says how a member starts, from its membership history as it is now (member
+// Pods never restart in place, so every start is a new Pod rendered from it): a seed alone,
+// only before the cluster formed; a joining member with the members etcd lists (itself
+// included); a member that ever joined (its volume records an ID, etcd knows it started, or
+// status recorded it as a voter) expects to find its data, and its Pod stops at the
+// preflight check when the data is gone.
 func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seed bool) resources.MemberSpec {
-	ms := resources.MemberSpec{Name: s.Member, Version: s.Version, Seed: seed}
+	ms := resources.MemberSpec{Name: s.Member, Version: s.Version, Seed: seed && c.Status.ClusterID == ""}
 	if pvc := o.pvcs[s.Member]; pvc != nil && pvc.Annotations[resources.AnnotationMemberID] != "" {
 		ms.ExpectData = true
+	}
+	for _, rm := range o.Recorded {
+		ms.ExpectData = ms.ExpectData || (rm.Name == s.Member && !rm.Learner)
 	}
 	if seed || o.Etcd == nil {
 		ms.InitialCluster = []string{s.Member + "=" + resources.PeerURL(c, s.Member)}
@@ -119,7 +208,10 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 }
 
 func (r *Reconciler) ensurePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
-	if _, ok := o.pvcs[member]; ok {
+	if pvc, ok := o.pvcs[member]; ok {
+		if !owned(c, pvc, true) {
+			return nameTaken("PersistentVolumeClaim", member)
+		}
 		return nil
 	}
 	pvc := resources.MemberPVC(c, member)
@@ -128,16 +220,16 @@ func (r *Reconciler) ensurePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 			return err
 		}
 	}
-	if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating volume claim %s: %w", member, err)
-	}
-	return nil
+	return r.create(ctx, c, pvc, "PersistentVolumeClaim", true)
 }
 
-func (r *Reconciler) deletePod(ctx context.Context, o *observation, member string) error {
+func (r *Reconciler) deletePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
 	p := o.pods[member]
 	if p == nil || p.DeletionTimestamp != nil {
 		return nil
+	}
+	if !owned(c, p, false) {
+		return nameTaken("Pod", member)
 	}
 	err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -146,10 +238,18 @@ func (r *Reconciler) deletePod(ctx context.Context, o *observation, member strin
 	return err
 }
 
-func (r *Reconciler) deletePVC(ctx context.Context, o *observation, member string) error {
-	pvc := o.pvcs[member]
+// deletePVC deletes the volume claim of a member that left. A claim that records a member
+// ID is deleted only as that member's: the step carries the ID the planner saw gone.
+func (r *Reconciler) deletePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	pvc := o.pvcs[s.Member]
 	if pvc == nil || pvc.DeletionTimestamp != nil {
 		return nil
+	}
+	if !owned(c, pvc, true) {
+		return nameTaken("PersistentVolumeClaim", s.Member)
+	}
+	if id := pvc.Annotations[resources.AnnotationMemberID]; id != s.MemberID {
+		return fmt.Errorf("volume claim %s records member %s, not %s: it is kept", s.Member, id, s.MemberID)
 	}
 	err := r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -159,20 +259,27 @@ func (r *Reconciler) deletePVC(ctx context.Context, o *observation, member strin
 }
 
 // recreatePod replaces a member's Pod with one rendered from the current spec at the
-// step's version, on the same volume. It waits for the old Pod to be gone within the step,
-// so the planner never sees the member without a Pod halfway through.
+// step's version, on the same volume. The old Pod is deleted and the step waits (across
+// reconciles, within its deadline) until it is gone, then creates the new one.
 func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	if p := o.pods[s.Member]; p != nil {
-		if err := r.deletePod(ctx, o, s.Member); err != nil {
+		if !owned(c, p, false) {
+			return nameTaken("Pod", s.Member)
+		}
+		if p.Annotations[resources.AnnotationVersion] == s.Version && p.Annotations[resources.AnnotationConfigHash] == c.Spec.ConfigHash() {
+			return nil // already re-created
+		}
+		if err := r.deletePod(ctx, c, o, s.Member); err != nil {
 			return err
 		}
-		grace := time.Duration(30+10) * time.Second
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, grace, true, func(ctx context.Context) (bool, error) {
+		gone := false
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
 			err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: s.Member}, &corev1.Pod{})
-			return apierrors.IsNotFound(err), nil
+			gone = apierrors.IsNotFound(err)
+			return gone, nil
 		})
-		if err != nil {
-			return fmt.Errorf("waiting for the old Pod of %s to go: %w", s.Member, err)
+		if err != nil || !gone {
+			return r.podGoing(ctx, p)
 		}
 		delete(o.pods, s.Member)
 	}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -23,24 +25,45 @@ import (
 // sick member.
 const requestTimeout = 3 * time.Second
 
+// Cluster is what the executor asks of an etcd cluster. Client implements it against real
+// members; tests use a fake.
+type Cluster interface {
+	// View reads etcd's view of itself; it fails when no member answers.
+	View(ctx context.Context) (*planner.EtcdView, error)
+	// AddLearner adds a learner with the peer URL, unless a member already has it.
+	AddLearner(ctx context.Context, peerURL string) (uint64, error)
+	// Promote makes a learner a voter.
+	Promote(ctx context.Context, id uint64) error
+	// Remove removes a member.
+	Remove(ctx context.Context, id uint64) error
+	// MoveLeader asks the leader to hand leadership to the target.
+	MoveLeader(ctx context.Context, leader, target uint64) error
+	// SetEndpoints points the connection at the members' current endpoints (name -> URL).
+	SetEndpoints(endpoints map[string]string)
+	Close() error
+}
+
 // Client is a connection to a cluster through the client endpoints of its members.
 type Client struct {
 	cli       *clientv3.Client
+	mu        sync.Mutex
 	endpoints map[string]string // member name -> client endpoint
 }
 
+var _ Cluster = (*Client)(nil)
+
 // Dial connects to the given member endpoints (name -> URL). It does not wait for a
 // connection: calls fail fast when nobody answers.
-func Dial(endpoints map[string]string) (*Client, error) {
+func Dial(endpoints map[string]string) (Cluster, error) {
+	return dial(endpoints)
+}
+
+func dial(endpoints map[string]string) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no member endpoints")
 	}
-	eps := make([]string, 0, len(endpoints))
-	for _, ep := range endpoints {
-		eps = append(eps, ep)
-	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            eps,
+		Endpoints:            urls(endpoints),
 		DialTimeout:          2 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
@@ -52,6 +75,33 @@ func Dial(endpoints map[string]string) (*Client, error) {
 	return &Client{cli: cli, endpoints: endpoints}, nil
 }
 
+func urls(endpoints map[string]string) []string {
+	eps := make([]string, 0, len(endpoints))
+	for _, ep := range endpoints {
+		eps = append(eps, ep)
+	}
+	sort.Strings(eps)
+	return eps
+}
+
+// SetEndpoints points the client at new endpoints; the connection is kept.
+func (c *Client) SetEndpoints(endpoints map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if maps.Equal(c.endpoints, endpoints) || len(endpoints) == 0 {
+		return
+	}
+	c.endpoints = endpoints
+	c.cli.SetEndpoints(urls(endpoints)...)
+}
+
+func (c *Client) endpoint(name string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ep, ok := c.endpoints[name]
+	return ep, ok
+}
+
 // Close releases the connection.
 func (c *Client) Close() error { return c.cli.Close() }
 
@@ -61,33 +111,40 @@ func ID(id uint64) string { return strconv.FormatUint(id, 16) }
 // ParseID reads a member ID rendered by ID.
 func ParseID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
 
-// View reads etcd's view: the member list, each member's status, and alarms. It returns
-// nil when no member answers.
+// View reads etcd's view: the member list, each member's status, and alarms. The member
+// list is read linearizably (through the leader, with a quorum); when that fails, one
+// member's own serializable view is returned, marked as such, so the planner can still see
+// who the members are but takes no destructive decision on it.
 func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	lctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	// Serializable: a member without quorum still tells who it thinks the members are.
-	list, err := c.cli.MemberList(lctx, clientv3.WithSerializable())
+	list, err := c.cli.MemberList(lctx)
+	cancel()
+	linearizable := err == nil
 	if err != nil {
-		return nil, err
+		sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		list, err = c.cli.MemberList(sctx, clientv3.WithSerializable())
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
-	v := &planner.EtcdView{ClusterID: ID(list.Header.ClusterId)}
+	v := &planner.EtcdView{ClusterID: ID(list.Header.ClusterId), Linearizable: linearizable}
 	statuses := make([]*clientv3.StatusResponse, len(list.Members))
 	var wg sync.WaitGroup
 	for i, m := range list.Members {
 		v.Members = append(v.Members, planner.EtcdMember{ID: ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner})
-		ep, ok := c.endpoints[v.Members[i].MemberName()]
+		ep, ok := c.endpoint(v.Members[i].MemberName())
 		if !ok || !v.Members[i].Started() {
 			continue
 		}
 		// Each member on its own clock: one that does not answer must not make the
-		// others look unhealthy.
+		// others look down.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sctx, cancel := context.WithTimeout(ctx, requestTimeout)
 			defer cancel()
-			if st, err := c.cli.Status(sctx, ep); err == nil {
+			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == v.Members[i].ID {
 				statuses[i] = st
 			}
 		}()
@@ -99,9 +156,10 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 		}
 	}
 	for i := range v.Members {
-		if v.Members[i].Healthy {
-			v.ClusterVersion = clusterVersion(ctx, c.endpoints[v.Members[i].MemberName()])
-			break
+		if ep, ok := c.endpoint(v.Members[i].MemberName()); ok && v.Members[i].Answering {
+			if v.ClusterVersion = clusterVersion(ctx, ep); v.ClusterVersion != "" {
+				break
+			}
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -114,10 +172,14 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	return v, nil
 }
 
-// setStatus fills a member's health from its own answer. A member is healthy when it
-// answers, reports no errors and knows a leader.
+// setStatus records a member's own answer as facts: it answers, the leader it knows, its
+// version and raft index. Errors in the answer (etcd lists every active alarm there) are
+// not a verdict on the member: alarms are read on their own.
 func setStatus(em *planner.EtcdMember, st *clientv3.StatusResponse, v *planner.EtcdView) {
-	em.Healthy = len(st.Errors) == 0 && st.Leader != 0
+	em.Answering = true
+	if st.Leader != 0 {
+		em.Leader = ID(st.Leader)
+	}
 	em.Version, em.RaftIndex, em.DBSize, em.DBInUse = st.Version, st.RaftIndex, st.DbSize, st.DbSizeInUse
 	// The leader's own word wins: a follower may not have heard of a new leader yet.
 	if st.Leader != 0 && (v.LeaderID == "" || st.Header.MemberId == st.Leader) {
@@ -177,27 +239,39 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 	return err
 }
 
-// MoveLeader asks the leader, at its own endpoint, to hand leadership to the target.
-func (c *Client) MoveLeader(ctx context.Context, leaderName string, target uint64) error {
-	ep, ok := c.endpoints[leaderName]
-	if !ok {
-		return fmt.Errorf("no endpoint for leader %s", leaderName)
-	}
-	leader, err := Dial(map[string]string{leaderName: ep})
+// MoveLeader asks the leader, at its own endpoint, to hand leadership to the target. It
+// acts only when the member it reaches is the leader it was told of.
+func (c *Client) MoveLeader(ctx context.Context, leader, target uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
+	defer cancel()
+	list, err := c.cli.MemberList(ctx)
 	if err != nil {
 		return err
 	}
-	defer leader.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
-	defer cancel()
-	_, err = leader.cli.MoveLeader(ctx, target)
+	var name string
+	for _, m := range list.Members {
+		if m.ID == leader {
+			name = planner.EtcdMember{Name: m.Name, PeerURLs: m.PeerURLs}.MemberName()
+		}
+	}
+	ep, ok := c.endpoint(name)
+	if !ok {
+		return fmt.Errorf("no endpoint for leader %s", ID(leader))
+	}
+	st, err := c.cli.Status(ctx, ep)
+	if err != nil {
+		return err
+	}
+	if st.Header.MemberId != leader || st.Leader != leader {
+		return fmt.Errorf("member %s no longer leads", ID(leader))
+	}
+	one, err := dial(map[string]string{name: ep})
+	if err != nil {
+		return err
+	}
+	defer one.Close()
+	_, err = one.cli.MoveLeader(ctx, target)
 	return err
-}
-
-// Endpoint returns the client endpoint of a member, if known.
-func (c *Client) Endpoint(name string) (string, bool) {
-	ep, ok := c.endpoints[name]
-	return ep, ok
 }
 
 // clusterVersion asks a member for the version the cluster runs at (the lowest its members

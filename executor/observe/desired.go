@@ -11,6 +11,7 @@ import (
 func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 	return planner.Desired{
 		Name:       c.Name,
+		Namespace:  c.Namespace,
 		Generation: c.Generation,
 		Replicas:   int(c.Spec.Replicas),
 		Version:    c.Spec.Version,

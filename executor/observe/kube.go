@@ -11,7 +11,8 @@ import (
 )
 
 // Members joins a cluster's member Pods and volume claims by member name. A Pod that
-// failed for good (evicted, its node lost) counts as gone: StartMember replaces it.
+// ended (member Pods never restart in place) is marked Failed: StartMember replaces it,
+// unless its preflight check found the member's data gone.
 func Members(pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim) []planner.Member {
 	byName := map[string]*planner.Member{}
 	get := func(name string) *planner.Member {
@@ -25,10 +26,12 @@ func Members(pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim) []planner.M
 	for i := range pods {
 		p := &pods[i]
 		name := p.Labels[resources.LabelMember]
-		if name == "" || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		if name == "" {
 			continue
 		}
-		get(name).Pod = pod(p)
+		if m := get(name); m.Pod == nil || m.Pod.Failed { // a Pod that runs wins over one that ended
+			m.Pod = pod(p)
+		}
 	}
 	for i := range pvcs {
 		c := &pvcs[i]
@@ -52,6 +55,7 @@ func Members(pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim) []planner.M
 
 func pod(p *corev1.Pod) *planner.Pod {
 	out := &planner.Pod{
+		Failed:     p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
 		Deleting:   p.DeletionTimestamp != nil,
 		Seed:       p.Annotations[resources.AnnotationSeed] == "true",
 		Version:    p.Annotations[resources.AnnotationVersion],
@@ -97,15 +101,21 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 	if len(c.Status.Members) == 0 {
 		return nil
 	}
-	v := &planner.EtcdView{ClusterID: c.Status.ClusterID, ClusterVersion: c.Status.ClusterVersion}
+	// Status records what the operator last read; it re-reads etcd before it acts.
+	v := &planner.EtcdView{ClusterID: c.Status.ClusterID, ClusterVersion: c.Status.ClusterVersion, Linearizable: true}
 	for _, m := range c.Status.Members {
 		if m.ID == "" {
 			continue
 		}
 		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{resources.PeerURL(c, m.Name)},
-			Learner: m.Role == v1alpha1.RoleLearner, Healthy: m.Healthy, Version: m.Version, DBSize: m.DBSize})
+			Learner: m.Role == v1alpha1.RoleLearner, Answering: m.Healthy, Version: m.Version, DBSize: m.DBSize})
 		if m.Leader {
 			v.LeaderID = m.ID
+		}
+	}
+	for i := range v.Members {
+		if v.Members[i].Answering {
+			v.Members[i].Leader = v.LeaderID
 		}
 	}
 	return v

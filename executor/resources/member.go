@@ -36,7 +36,11 @@ type MemberSpec struct {
 const nonRootUID = 65532
 
 // MemberPod renders a member's Pod. Members have no liveness probe: a probe that kills a
-// member during an election would make the election longer.
+// member during an election would make the election longer. A member Pod never restarts in
+// place (restartPolicy Never): when etcd ends, the Pod ends, and the operator starts a new
+// one rendered from the member's history as it is then, through the preflight check. A
+// container restarted in place would run with the flags its Pod was created with, such as a
+// seed's initial-cluster-state=new, on whatever its volume holds by then.
 func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	labels := ClusterLabels(c)
 	annotations := map[string]string{
@@ -64,7 +68,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			Hostname:                      m.Name,
 			Subdomain:                     HeadlessService(c),
-			RestartPolicy:                 corev1.RestartPolicyAlways,
+			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			EnableServiceLinks:            ptr.To(false),
 			AutomountServiceAccountToken:  ptr.To(false),
@@ -92,9 +96,11 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 					{Name: "peer", ContainerPort: PeerPort},
 					{Name: "metrics", ContainerPort: MetricsPort},
 				},
-				// Ready means healthy in etcd's own terms: a leader and no alarm.
+				// Ready means the member can serve: it has a leader and answers a read through
+				// it. A NOSPACE alarm still lets clients read and delete (which is how they
+				// recover from it), so it does not empty the client Service.
 				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstrPort(MetricsPort)}},
+					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health?exclude=NOSPACE", Port: intstrPort(MetricsPort)}},
 					PeriodSeconds:    2,
 					TimeoutSeconds:   2,
 					FailureThreshold: 3,

@@ -28,7 +28,7 @@ func TestMemberPodIsSafeAndRestricted(t *testing.T) {
 	etcd := p.Spec.Containers[0]
 	require.Equal(t, "quay.io/coreos/etcd:v3.6.16", etcd.Image)
 	require.Nil(t, etcd.LivenessProbe, "no liveness probe may kill a member during an election")
-	require.Equal(t, "/health", etcd.ReadinessProbe.HTTPGet.Path)
+	require.Equal(t, "/health?exclude=NOSPACE", etcd.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, int32(MetricsPort), etcd.ReadinessProbe.HTTPGet.Port.IntVal)
 	args := strings.Join(etcd.Command, " ")
 	for _, want := range []string{"--initial-cluster-state=existing", "--initial-cluster=demo-0=http://a:2380,demo-3=http://b:2380",

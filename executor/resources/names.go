@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // Labels and annotations the operator puts on the objects it owns.
@@ -29,7 +30,7 @@ const (
 	ManagerName = "etcdplan"
 
 	ClientPort  = 2379
-	PeerPort    = 2380
+	PeerPort    = planner.PeerPort
 	MetricsPort = 2381
 
 	DataMount = "/var/lib/etcd"
@@ -63,7 +64,7 @@ func ClientService(c *v1alpha1.EtcdCluster) string { return c.Name + "-client" }
 
 // PeerURL is the address other members reach a member at.
 func PeerURL(c *v1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("%s://%s:%d", scheme(c), MemberHost(c, member), PeerPort)
+	return fmt.Sprintf("%s://%s:%d", scheme(c), MemberHost(c, member), planner.PeerPort)
 }
 
 // ClientURL is the address a member advertises to clients.
@@ -73,7 +74,7 @@ func ClientURL(c *v1alpha1.EtcdCluster, member string) string {
 
 // MemberHost is a member's stable DNS name through the headless Service.
 func MemberHost(c *v1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("%s.%s.%s.svc", member, HeadlessService(c), c.Namespace)
+	return planner.PeerHost(HeadlessService(c), c.Namespace, member)
 }
 
 // scheme is http: TLS is refused with a Stalled reason until it is supported.

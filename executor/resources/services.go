@@ -32,13 +32,16 @@ func Headless(c *v1alpha1.EtcdCluster) *corev1.Service {
 	}
 }
 
-// Client renders the Service clients connect through; only ready members serve it.
+// Client renders the Service clients connect through: ready voters only. A learner
+// refuses most requests until it is promoted, so clients never reach one.
 func Client(c *v1alpha1.EtcdCluster) *corev1.Service {
+	sel := memberSelector(c)
+	sel[LabelRole] = string(v1alpha1.RoleVoter)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: ClientService(c), Namespace: c.Namespace, Labels: ClusterLabels(c)},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: memberSelector(c),
+			Selector: sel,
 			Ports:    []corev1.ServicePort{{Name: "client", Port: ClientPort, TargetPort: intstrPort(ClientPort)}},
 		},
 	}

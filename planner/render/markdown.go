@@ -23,6 +23,9 @@ func Markdown(w io.Writer, clusters ...Cluster) error {
 func markdown(b *strings.Builder, c Cluster) {
 	p := c.Plan
 	fmt.Fprintf(b, "### EtcdCluster `%s`\n\n", c.Name)
+	for _, w := range p.Warnings {
+		fmt.Fprintf(b, "> [!NOTE]\n> %s\n\n", cell(w))
+	}
 	switch {
 	case p.Blocked != nil:
 		// GitHub shows this quote as a warning box; other renderers show a plain quote.

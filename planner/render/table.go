@@ -26,6 +26,11 @@ func Table(w io.Writer, clusters ...Cluster) error {
 
 func table(w io.Writer, c Cluster) error {
 	p := c.Plan
+	for _, warning := range p.Warnings {
+		if _, err := fmt.Fprintf(w, "Warning: EtcdCluster %s: %s\n", c.Name, OneLine(warning)); err != nil {
+			return err
+		}
+	}
 	switch {
 	case p.Blocked != nil:
 		_, err := fmt.Fprintf(w, "EtcdCluster %s: blocked (%s)\n  %s\n", c.Name, p.Blocked.Reason, p.Blocked.Message)

@@ -136,7 +136,7 @@ func TestObservedMapWithoutTheCluster(t *testing.T) {
 func TestObservedFileIsStrict(t *testing.T) {
 	for content, want := range map[string]string{
 		`{"formatVersion": 1, "member": []}`: `unknown field "member"`,
-		`{"formatVersion": 2}`:               "formatVersion 2 is not supported",
+		`{"formatVersion": 3}`:               "formatVersion 3 is not supported",
 		`{}`:                                 "neither an observed state",
 		`[1]`:                                "not an observed state",
 	} {

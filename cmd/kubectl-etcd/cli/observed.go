@@ -73,9 +73,8 @@ func decodeObserved(where string, data []byte) (planner.Observed, error) {
 	if err := dec.Decode(&o); err != nil {
 		return o, fmt.Errorf("%s: %w", where, err)
 	}
-	if o.FormatVersion != planner.ObservedFormatVersion {
-		return o, fmt.Errorf("%s: formatVersion %d is not supported; this kubectl-etcd reads formatVersion %d",
-			where, o.FormatVersion, planner.ObservedFormatVersion)
+	if err := o.Upgrade(); err != nil {
+		return o, fmt.Errorf("%s: %w", where, err)
 	}
 	return o, nil
 }
