@@ -549,6 +549,16 @@ func (in *EtcdClusterStatus) DeepCopyInto(out *EtcdClusterStatus) {
 		*out = new(PlanStatus)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Alarms != nil {
+		in, out := &in.Alarms, &out.Alarms
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.Warnings != nil {
+		in, out := &in.Warnings, &out.Warnings
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.History != nil {
 		in, out := &in.History, &out.History
 		*out = make([]PlanRecord, len(*in))
