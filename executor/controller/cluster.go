@@ -200,8 +200,8 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 }
 
 // stalled marks the cluster Stalled; the Warning event goes out only when it becomes so.
-func (r *Reconciler) stalled(c *v1alpha1.EtcdCluster, reason, msg string) {
-	if cur := conditions.Get(c, meta.StalledCondition); cur == nil || cur.Status != metav1.ConditionTrue || cur.Reason != reason {
+func (r *Reconciler) stalled(c *v1alpha1.EtcdCluster, was bool, reason, msg string) {
+	if !was {
 		r.event(c, corev1.EventTypeWarning, "StepStalled", "%s", msg)
 	}
 	conditions.MarkStalled(c, reason, "%s", msg)
@@ -230,6 +230,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		r.event(c, corev1.EventTypeNormal, "StepStarted", "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Member, s.Reason)
 	}
 	rec.Summary = summary(rec)
+	wasStalled := conditions.IsStalled(c)
 	msg := fmt.Sprintf("plan %s step %d/%d: %s %s", rec.ID, i+1, len(rec.Steps), s.Action, s.Member)
 	conditions.MarkFalse(c, meta.ReadyCondition, meta.ProgressingReason, "%s", msg)
 	conditions.MarkReconciling(c, meta.ProgressingReason, "%s", msg)
@@ -263,7 +264,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	pr.Message = why
 	if now.After(pr.Deadline.Time) {
 		pr.State = v1alpha1.StepFailed
-		r.stalled(c, reason, fmt.Sprintf("step %d/%d %s %s did not finish within %ds: %s. %s", i+1, len(rec.Steps), s.Action, s.Member,
+		r.stalled(c, wasStalled, reason, fmt.Sprintf("step %d/%d %s %s did not finish within %ds: %s. %s", i+1, len(rec.Steps), s.Action, s.Member,
 			c.Spec.UpdateStrategy.ProgressDeadlineSeconds, why, hint(s, reason)))
 	} else if left := pr.Deadline.Sub(now); result.RequeueAfter > left {
 		result.RequeueAfter = left + 10*time.Millisecond // be there when the deadline passes

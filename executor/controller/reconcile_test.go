@@ -1,0 +1,279 @@
+package controller
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd/etcdfake"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// fixture is one cluster "demo" of running members, a fake etcd behind them, a fake
+// Kubernetes API and a clock the test moves.
+type fixture struct {
+	t      *testing.T
+	r      *Reconciler
+	kube   client.Client
+	etcd   *etcdfake.Cluster
+	events *record.FakeRecorder
+	now    time.Time
+}
+
+func newFixture(t *testing.T, members int, edit func(c *v1alpha1.EtcdCluster)) *fixture {
+	t.Helper()
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "uid-demo", Generation: 1}}
+	c.Spec.Replicas, c.Spec.Version = int32(members), "3.6.16"
+	c.Spec.Storage.Size, c.Spec.Storage.RetainPolicy = resource.MustParse("1Gi"), v1alpha1.RetainPolicyRetain
+	c.Spec.UpdateStrategy = v1alpha1.UpdateStrategy{Approval: v1alpha1.ApprovalAutomatic, ProgressDeadlineSeconds: 60}
+	c.Status.ClusterID, c.Status.NextOrdinal = "c1", int32(members)
+	if edit != nil {
+		edit(c)
+	}
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
+	objs := []client.Object{c}
+	view := &planner.EtcdView{ClusterID: "c1", Linearizable: true, LeaderID: "1"}
+	for i := 0; i < members; i++ {
+		name, id := planner.MemberName("demo", i), strconv.Itoa(i+1)
+		objs = append(objs, memberPod(c, name), memberPVC(c, name, id))
+		view.Members = append(view.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{resources.PeerURL(c, name)},
+			Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 100})
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.EtcdCluster{}).Build()
+	f := &fixture{t: t, kube: kube, etcd: etcdfake.New(view), events: record.NewFakeRecorder(100), now: time.Unix(1_800_000_000, 0)}
+	f.r = &Reconciler{Client: kube, APIReader: kube, Recorder: f.events, Dial: f.etcd.Dial, Now: func() time.Time { return f.now }}
+	return f
+}
+
+func memberPod(c *v1alpha1.EtcdCluster, name string) *corev1.Pod {
+	p := resources.MemberPod(c, resources.Images{EtcdRepository: "etcd", Operator: "op"}, resources.MemberSpec{Name: name, Version: c.Spec.Version})
+	p.Labels[resources.LabelRole] = string(v1alpha1.RoleVoter)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "EtcdCluster", Name: c.Name, UID: c.UID, Controller: ptr.To(true)}}
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0." + strings.TrimPrefix(name, "demo-"),
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	return p
+}
+
+func memberPVC(c *v1alpha1.EtcdCluster, name, id string) *corev1.PersistentVolumeClaim {
+	pvc := resources.MemberPVC(c, name)
+	pvc.Annotations = map[string]string{resources.AnnotationMemberID: id}
+	pvc.Status.Phase = corev1.ClaimBound
+	return pvc
+}
+
+// reconcile runs one reconcile and returns the cluster as it was written.
+func (f *fixture) reconcile() (*v1alpha1.EtcdCluster, reconcile.Result) {
+	f.t.Helper()
+	res, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "demo"}})
+	require.NoError(f.t, err)
+	return f.cluster(), res
+}
+
+func (f *fixture) cluster() *v1alpha1.EtcdCluster {
+	c := &v1alpha1.EtcdCluster{}
+	require.NoError(f.t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo"}, c))
+	return c
+}
+
+func (f *fixture) update(edit func(c *v1alpha1.EtcdCluster)) {
+	c := f.cluster()
+	edit(c)
+	c.Generation++
+	require.NoError(f.t, f.kube.Update(context.Background(), c))
+}
+
+func (f *fixture) setView(edit func(v *planner.EtcdView)) {
+	v, err := f.etcd.View(context.Background())
+	require.NoError(f.t, err)
+	edit(v)
+	f.etcd.SetView(v)
+}
+
+func (f *fixture) warnings() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.events.Events:
+			if strings.HasPrefix(e, corev1.EventTypeWarning) {
+				out = append(out, e)
+			}
+		default:
+			return out
+		}
+	}
+}
+
+func TestConvergedClusterIsReadyAndAnAlarmIsNotDown(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) { v.Alarms = []planner.Alarm{{MemberID: "2", Type: "NOSPACE"}} })
+	c, _ := f.reconcile()
+	require.True(t, conditions.IsReady(c), "%+v", c.Status.Conditions)
+	require.Nil(t, c.Status.Plan)
+	require.Equal(t, []string{"NOSPACE on member 2"}, c.Status.Alarms)
+	require.Equal(t, int32(3), c.Status.ReadyReplicas, "members with an alarm still answer")
+	require.Empty(t, f.etcd.Calls())
+}
+
+// Scale-down removes by member ID, and only on a linearizable member list.
+func TestRemoveActsByIDOnALinearizableList(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) { v.Linearizable = false })
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	c, _ := f.reconcile()
+	require.NotNil(t, c.Status.Plan)
+	require.Equal(t, plan.RemoveMember, c.Status.Plan.Steps[0].Action)
+	require.Equal(t, "3", c.Status.Plan.Steps[0].MemberID)
+	require.Empty(t, f.etcd.Calls(), "no removal on one member's view")
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "linearizable")
+
+	f.setView(func(v *planner.EtcdView) { v.Linearizable = true })
+	f.reconcile()
+	require.Equal(t, []string{"Remove 3"}, f.etcd.Calls())
+}
+
+func TestManualApprovalHoldsThePlan(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.UpdateStrategy.Approval = v1alpha1.ApprovalManual })
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	c, _ := f.reconcile()
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
+	require.Empty(t, f.etcd.Calls())
+
+	id := c.Status.Plan.ID
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	f.reconcile()
+	require.Equal(t, []string{"Remove 3"}, f.etcd.Calls())
+}
+
+// A step that keeps failing backs off, stalls past its deadline, and warns once.
+func TestFailingStepBacksOffAndStallsOnce(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.etcd.Err = errFake
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	var waits []time.Duration
+	for i := 0; i < 4; i++ {
+		_, res := f.reconcile()
+		waits = append(waits, res.RequeueAfter)
+		f.now = f.now.Add(time.Second)
+	}
+	require.Equal(t, []time.Duration{pollWaiting, 2 * pollWaiting, 4 * pollWaiting, 8 * pollWaiting}, waits)
+	require.Empty(t, f.warnings(), "no warning before the deadline")
+
+	f.now = f.now.Add(time.Minute)
+	c, _ := f.reconcile()
+	require.True(t, conditions.IsStalled(c))
+	require.Equal(t, "ProgressDeadlineExceeded", conditions.GetReason(c, meta.StalledCondition))
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "fake failure")
+	f.now = f.now.Add(time.Second)
+	f.reconcile()
+	require.Len(t, f.warnings(), 1, "one warning on the transition to Stalled")
+}
+
+// A step whose effect never shows still reaches its deadline.
+func TestAppliedStepThatNeverShowsStalls(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	f.etcd.Err = nil
+	c, res := f.reconcile()
+	require.Equal(t, pollApplied, res.RequeueAfter)
+	// etcd drops the member but the fake view still lists it: the effect never shows.
+	f.setView(func(v *planner.EtcdView) {
+		v.Members = append(v.Members, planner.EtcdMember{ID: "3", Name: "demo-2", PeerURLs: []string{resources.PeerURL(c, "demo-2")},
+			Answering: true, Leader: "1", Version: "3.6.16"})
+	})
+	f.now = f.now.Add(2 * time.Minute)
+	c, _ = f.reconcile()
+	require.True(t, conditions.IsStalled(c), "%+v", c.Status.Conditions)
+}
+
+// A Pod the cluster does not own holds a member's name: the step stalls with NameTaken.
+func TestForeignPodNameIsNotAdopted(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	ctx := context.Background()
+	require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-1"}}))
+	require.NoError(t, f.kube.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-1", Labels: map[string]string{"app": "other"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}}))
+	f.setView(func(v *planner.EtcdView) { v.Members[1].Answering, v.Members[1].Leader = false, "" })
+	c, _ := f.reconcile()
+	require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "not this cluster's")
+	f.now = f.now.Add(2 * time.Minute)
+	c, _ = f.reconcile()
+	require.Equal(t, "NameTaken", conditions.GetReason(c, meta.StalledCondition))
+	var p corev1.Pod
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-1"}, &p))
+	require.Equal(t, "other", p.Labels["app"], "the foreign Pod is left alone")
+}
+
+// etcd lists a member the operator does not manage: nothing is planned or done.
+func TestForeignMemberBlocks(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) {
+		v.Members = append(v.Members, planner.EtcdMember{ID: "99", Name: "intruder", PeerURLs: []string{"http://10.9.9.9:2380"}, Answering: true})
+	})
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	c, _ := f.reconcile()
+	require.True(t, conditions.IsStalled(c))
+	require.Equal(t, string(plan.BlockForeignMember), conditions.GetReason(c, meta.StalledCondition))
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "etcdctl member remove 99")
+	require.Empty(t, f.etcd.Calls())
+}
+
+// A recorded step whose precondition the fresh plan would not give is superseded.
+func TestRecordedStepThatDiffersIsSuperseded(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	c := f.cluster()
+	p := planner.Plan(planner.Desired{Name: "demo", Namespace: "ns", Generation: c.Generation, Replicas: 2, Version: "3.6.16", ConfigHash: c.Spec.ConfigHash()},
+		planner.Observed{FormatVersion: planner.ObservedFormatVersion})
+	p.Steps = []plan.Step{{Action: plan.RemoveMember, Member: "demo-2", MemberID: "3", Precondition: plan.Precondition{Kind: plan.PreNone},
+		Reason: "member demo-2 leaves (spec.replicas 2, 3 voters)"}}
+	c.Status.Plan = newRecord(p, f.now)
+	require.NoError(t, f.kube.Status().Update(context.Background(), c))
+
+	c, _ = f.reconcile()
+	require.Equal(t, v1alpha1.PlanSuperseded, c.Status.History[0].Phase)
+	require.Equal(t, plan.PreQuorumWithout, c.Status.Plan.Steps[0].Precondition.Kind)
+}
+
+// Delete -> Retain takes the cluster's ownership off the volume claims, and back.
+func TestRetainPolicyFollowsTheSpec(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = v1alpha1.RetainPolicyDelete })
+	f.reconcile()
+	owners := func() int {
+		var pvc corev1.PersistentVolumeClaim
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-0"}, &pvc))
+		return len(pvc.OwnerReferences)
+	}
+	require.Equal(t, 1, owners())
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = v1alpha1.RetainPolicyRetain })
+	f.reconcile()
+	require.Equal(t, 0, owners())
+}
+
+var errFake = fakeError("fake failure")
+
+type fakeError string
+
+func (e fakeError) Error() string { return string(e) }

@@ -1,0 +1,131 @@
+// Package etcdfake is an in-memory etcd.Cluster for the executor's unit tests: it serves a
+// view the test sets and records the membership calls made on it.
+package etcdfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// Cluster is a fake etcd cluster.
+type Cluster struct {
+	mu sync.Mutex
+	// View is what View returns (a copy); nil fails View as if no member answered.
+	view *planner.EtcdView
+	// Err, when set, fails every membership call.
+	Err    error
+	calls  []string
+	nextID uint64
+}
+
+var _ etcd.Cluster = (*Cluster)(nil)
+
+// New returns a fake cluster serving view.
+func New(view *planner.EtcdView) *Cluster { return &Cluster{view: view, nextID: 0x100} }
+
+// Dial returns a dial function that always connects to c.
+func (c *Cluster) Dial(map[string]string) (etcd.Cluster, error) { return c, nil }
+
+// SetView replaces the view.
+func (c *Cluster) SetView(v *planner.EtcdView) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.view = v
+}
+
+// Calls returns the membership calls made so far, such as "Remove 2" or "MoveLeader 1 2".
+func (c *Cluster) Calls() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.calls...)
+}
+
+func (c *Cluster) call(format string, args ...any) error {
+	c.calls = append(c.calls, fmt.Sprintf(format, args...))
+	return c.Err
+}
+
+func (c *Cluster) View(context.Context) (*planner.EtcdView, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.view == nil {
+		return nil, errors.New("no member answers")
+	}
+	v := *c.view
+	v.Members = append([]planner.EtcdMember(nil), c.view.Members...)
+	return &v, nil
+}
+
+func (c *Cluster) AddLearner(_ context.Context, peerURL string) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("AddLearner %s", peerURL); err != nil {
+		return 0, err
+	}
+	c.nextID++
+	if c.view != nil {
+		c.view.Members = append(c.view.Members, planner.EtcdMember{ID: etcd.ID(c.nextID), PeerURLs: []string{peerURL}, Learner: true})
+	}
+	return c.nextID, nil
+}
+
+func (c *Cluster) Promote(_ context.Context, id uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("Promote %s", etcd.ID(id)); err != nil {
+		return err
+	}
+	return c.member(id, func(m *planner.EtcdMember) { m.Learner = false })
+}
+
+func (c *Cluster) Remove(_ context.Context, id uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("Remove %s", etcd.ID(id)); err != nil {
+		return err
+	}
+	if c.view != nil {
+		for i, m := range c.view.Members {
+			if m.ID == etcd.ID(id) {
+				c.view.Members = append(c.view.Members[:i], c.view.Members[i+1:]...)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) MoveLeader(_ context.Context, leader, target uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("MoveLeader %s %s", etcd.ID(leader), etcd.ID(target)); err != nil {
+		return err
+	}
+	if c.view != nil {
+		c.view.LeaderID = etcd.ID(target)
+	}
+	return nil
+}
+
+func (c *Cluster) member(id uint64, f func(*planner.EtcdMember)) error {
+	if c.view == nil {
+		return errors.New("no member answers")
+	}
+	for i := range c.view.Members {
+		if c.view.Members[i].ID == etcd.ID(id) {
+			f(&c.view.Members[i])
+			return nil
+		}
+	}
+	return fmt.Errorf("member %s not found", strings.ToLower(etcd.ID(id)))
+}
+
+func (c *Cluster) SetEndpoints(map[string]string) {}
+
+func (c *Cluster) Close() error { return nil }
