@@ -20,6 +20,7 @@ type EtcdClusterSpec struct {
 
 	// Version is the etcd release the members run, such as 3.6.16.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3\\\\.(0|[1-9][0-9]*)\\\\.(0|[1-9][0-9]*)$')",message="version must be an etcd 3.x.y release such as 3.6.16, without a leading v"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3\\\\.[0-4]\\\\.')",message="version must be 3.5.0 or newer: the operator relies on etcd 3.5's learners, linearizable member list and health checks that leave alarms out"
 	Version string `json:"version"`
 
 	// Image overrides the etcd image repository; the tag is always v<version>.
@@ -157,7 +158,7 @@ type ClientServiceSpec struct {
 type AutoCompactionMode string
 
 // EtcdOptions are etcd settings applied to every member.
-// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatInterval) || !has(self.electionTimeout) || self.electionTimeout >= 5 * self.heartbeatInterval",message="options.electionTimeout must be at least 5 times options.heartbeatInterval"
+// +kubebuilder:validation:XValidation:rule="(has(self.electionTimeout) ? self.electionTimeout : 1000) >= 5 * (has(self.heartbeatInterval) ? self.heartbeatInterval : 100)",message="options.electionTimeout must be at least 5 times options.heartbeatInterval (etcd's defaults, 1000 and 100 ms, count for the one not set)"
 type EtcdOptions struct {
 	// QuotaBackendBytes is the backend size that raises the NOSPACE alarm.
 	// +kubebuilder:validation:Minimum=0
@@ -182,6 +183,8 @@ type EtcdOptions struct {
 	// ExtraArgs are further etcd flags, without the leading dashes. Flags the operator manages
 	// (names, URLs, data dir, initial cluster, TLS files) cannot be set here.
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['name', 'data-dir', 'wal-dir', 'listen-peer-urls', 'listen-client-urls', 'advertise-client-urls', 'initial-advertise-peer-urls', 'initial-cluster', 'initial-cluster-state', 'initial-cluster-token', 'cert-file', 'key-file', 'trusted-ca-file', 'peer-cert-file', 'peer-key-file', 'peer-trusted-ca-file', 'client-cert-auth', 'peer-client-cert-auth', 'listen-metrics-urls']))",message="options.extraArgs cannot set flags the operator manages (names, URLs, data and WAL dirs, initial cluster, TLS files, metrics URLs)"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['force-new-cluster', 'unsafe-no-fsync', 'discovery', 'discovery-srv', 'discovery-srv-name', 'discovery-fallback', 'discovery-proxy'])",message="options.extraArgs cannot set force-new-cluster, unsafe-no-fsync or discovery flags: they can lose acknowledged writes or split the cluster"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['experimental-initial-corrupt-check', 'initial-corrupt-check', 'strict-reconfig-check'] && self[k] == 'false')",message="options.extraArgs cannot turn off etcd's initial corruption check or its strict reconfiguration check"
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
@@ -391,6 +394,25 @@ type EtcdClusterStatus struct {
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
+// Unsupported names the spec fields this version of the operator cannot honour yet, so a
+// cluster that sets them stalls with a reason instead of having them ignored; "" when none.
+// The operator and kubectl-etcd both check it.
+func (s *EtcdClusterSpec) Unsupported() string {
+	switch {
+	case s.TLS != nil && s.TLS.Mode != TLSDisabled && s.TLS.Mode != "":
+		return "spec.tls is not supported yet: remove it or set mode Disabled"
+	case s.Auth != nil && s.Auth.Enabled:
+		return "spec.auth is not supported yet: remove it"
+	case s.Bootstrap != nil && s.Bootstrap.Restore != nil:
+		return "spec.bootstrap.restore is not supported yet: remove it"
+	case s.Maintenance != nil && s.Maintenance.Defrag != nil:
+		return "spec.maintenance.defrag is not supported yet: remove it"
+	case s.Recovery != nil && s.Recovery.QuorumLoss == "RestoreFromBackup":
+		return "spec.recovery.quorumLoss RestoreFromBackup is not supported yet: remove it or set Manual"
+	}
+	return ""
+}
+
 // GetConditions returns the status conditions.
 func (c *EtcdCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
 
@@ -398,7 +420,11 @@ func (c *EtcdCluster) GetConditions() []metav1.Condition { return c.Status.Condi
 func (c *EtcdCluster) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
 
 // EtcdCluster is an etcd cluster whose changes are planned and applied step by step.
+// Its name names the headless Service, "<name>-client", and members "<name>-<ordinal>",
+// which are DNS labels: so is the name, with room for the suffixes.
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 50 characters that starts with a letter (lowercase letters, digits and '-'): it names Services and member Pods"
+// +kubebuilder:validation:XValidation:rule="!self.metadata.name.endsWith('-client')",message="metadata.name cannot end in -client: the client Service of the cluster named without it would take that name"
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=etcd;etcds,categories=etcdplan

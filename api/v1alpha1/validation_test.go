@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,11 +77,40 @@ func TestAdmission(t *testing.T) {
 		{"provided TLS without secrets", "tls.mode Provided needs", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided}
 		}},
+		{"version older than 3.5", "version must be 3.5.0 or newer", func(e *v1alpha1.EtcdCluster) { e.Spec.Version = "3.4.30" }},
+		{"name too long", "metadata.name must be a DNS label of at most 50", func(e *v1alpha1.EtcdCluster) {
+			e.Name = "a" + strings.Repeat("b", 50)
+		}},
+		{"name starts with a digit", "metadata.name must be a DNS label", func(e *v1alpha1.EtcdCluster) { e.Name = "1demo" }},
+		{"name of another cluster's client Service", "cannot end in -client", func(e *v1alpha1.EtcdCluster) { e.Name = "demo-client" }},
+		{"force-new-cluster", "cannot set force-new-cluster, unsafe-no-fsync or discovery", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Options.ExtraArgs = map[string]string{"force-new-cluster": "true"}
+		}},
+		{"unsafe-no-fsync", "cannot set force-new-cluster, unsafe-no-fsync or discovery", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Options.ExtraArgs = map[string]string{"unsafe-no-fsync": "true"}
+		}},
+		{"corruption check off", "cannot turn off etcd's initial corruption check", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Options.ExtraArgs = map[string]string{"experimental-initial-corrupt-check": "false"}
+		}},
+		{"heartbeat alone too long for the default election timeout", "electionTimeout must be at least 5 times", func(e *v1alpha1.EtcdCluster) {
+			hb := int32(300)
+			e.Spec.Options.HeartbeatInterval = &hb
+		}},
+		{"election timeout alone too short for the default heartbeat", "electionTimeout must be at least 5 times", func(e *v1alpha1.EtcdCluster) {
+			el := int32(400)
+			e.Spec.Options.ElectionTimeout = &el
+		}},
 		{"restore from two sources", "exactly one of backupName or source", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "b",
 				Source: &v1alpha1.SnapshotSource{Key: "k", BackupDestination: v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: "p"}}}}}
 		}},
 	}
+	t.Run("heartbeat alone within the default election timeout", func(t *testing.T) {
+		e := valid("heartbeat-alone")
+		hb := int32(150)
+		e.Spec.Options.HeartbeatInterval = &hb
+		require.NoError(t, c.Create(ctx, e))
+	})
 	for i, tt := range refusedOnCreate {
 		t.Run(tt.name, func(t *testing.T) {
 			e := valid("refused-" + string(rune('a'+i)))

@@ -109,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		conditions.MarkFalse(c, meta.ReadyCondition, "Suspended", "reconciliation is suspended (spec.suspend)")
 		return reconcile.Result{}, nil
 	}
-	if why := unsupported(c); why != "" {
+	if why := c.Spec.Unsupported(); why != "" {
 		conditions.MarkStalled(c, "Unsupported", "%s", why)
 		conditions.MarkFalse(c, meta.ReadyCondition, "Unsupported", "%s", why)
 		return reconcile.Result{}, nil
@@ -125,20 +125,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	fresh := planner.Plan(observe.Desired(c), o.Observed)
 	c.Status.Warnings = fresh.Warnings
 	return r.advance(ctx, c, o, fresh)
-}
-
-// unsupported names spec fields this operator version cannot honour yet, so they stall
-// with a clear reason instead of being ignored.
-func unsupported(c *v1alpha1.EtcdCluster) string {
-	switch {
-	case c.Spec.TLS != nil && c.Spec.TLS.Mode != v1alpha1.TLSDisabled && c.Spec.TLS.Mode != "":
-		return "spec.tls is not supported yet: remove it or set mode Disabled"
-	case c.Spec.Auth != nil && c.Spec.Auth.Enabled:
-		return "spec.auth is not supported yet: remove it"
-	case c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil:
-		return "spec.bootstrap.restore is not supported yet: remove it"
-	}
-	return ""
 }
 
 func (r *Reconciler) now() time.Time {

@@ -68,8 +68,16 @@ func nameOf(obj map[string]any) string {
 	return name
 }
 
-// versionFormat is the CRD's rule for spec.version; TestValidationMatchesCRD keeps them equal.
-var versionFormat = regexp.MustCompile(`^3\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+// versionFormat and versionTooOld are the CRD's rules for spec.version, and nameFormat its
+// rule for metadata.name; TestValidationMatchesCRD keeps them equal.
+var (
+	versionFormat = regexp.MustCompile(`^3\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+	versionTooOld = regexp.MustCompile(`^3\.[0-4]\.`)
+	nameFormat    = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// maxNameLength is the CRD's bound on metadata.name.
+const maxNameLength = 50
 
 // Bounds of spec.replicas in the CRD.
 const minReplicas, maxReplicas = 0, 9
@@ -80,14 +88,24 @@ func validate(c *v1alpha1.EtcdCluster) error {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	s := c.Spec
-	if c.Name == "" {
+	switch {
+	case c.Name == "":
 		add("metadata.name is required")
+	case len(c.Name) > maxNameLength || !nameFormat.MatchString(c.Name):
+		add("metadata.name %q must be a DNS label of at most 50 characters that starts with a letter (lowercase letters, digits and '-'): it names Services and member Pods", c.Name)
+	case strings.HasSuffix(c.Name, "-client"):
+		add("metadata.name %q cannot end in -client: the client Service of the cluster named without it would take that name", c.Name)
 	}
 	switch {
 	case s.Version == "":
 		add("spec.version is required")
 	case !versionFormat.MatchString(s.Version):
 		add("spec.version %q: version must be an etcd 3.x.y release such as 3.6.16, without a leading v", s.Version)
+	case versionTooOld.MatchString(s.Version):
+		add("spec.version %q: version must be 3.5.0 or newer: the operator relies on etcd 3.5's learners, linearizable member list and health checks that leave alarms out", s.Version)
+	}
+	if why := s.Unsupported(); why != "" {
+		add("%s", why)
 	}
 	if s.Replicas < minReplicas || s.Replicas > maxReplicas {
 		add("spec.replicas %d: must be between %d and %d", s.Replicas, minReplicas, maxReplicas)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -18,6 +19,12 @@ const crdFile = "../../../kustomize/crd/bases/etcdplan.io_etcdclusters.yaml"
 // specSchema is the openAPIV3Schema of the EtcdCluster CRD's spec, as plain data.
 func specSchema(t *testing.T) map[string]any {
 	t.Helper()
+	return clusterSchema(t)["properties"].(map[string]any)["spec"].(map[string]any)
+}
+
+// clusterSchema is the CRD's schema of an EtcdCluster.
+func clusterSchema(t *testing.T) map[string]any {
+	t.Helper()
 	data, err := os.ReadFile(crdFile)
 	require.NoError(t, err)
 	var crd struct {
@@ -33,7 +40,7 @@ func specSchema(t *testing.T) map[string]any {
 	require.NoError(t, yaml.Unmarshal(data, &crd))
 	for _, v := range crd.Spec.Versions {
 		if v.Name == v1alpha1.GroupVersion.Version {
-			return v.Schema.OpenAPIV3Schema["properties"].(map[string]any)["spec"].(map[string]any)
+			return v.Schema.OpenAPIV3Schema
 		}
 	}
 	t.Fatalf("%s has no version %s", crdFile, v1alpha1.GroupVersion.Version)
@@ -118,6 +125,14 @@ func TestValidationMatchesCRD(t *testing.T) {
 	// The pattern is a CEL string literal (backslashes doubled) inside JSON (doubled again).
 	pattern := strings.ReplaceAll(versionFormat.String(), `\`, `\\\\`)
 	require.Contains(t, string(rules), pattern, "the CRD's version rule changed")
+	tooOld := strings.ReplaceAll(strings.TrimSuffix(versionTooOld.String(), "."), `\`, `\\\\`)
+	require.Contains(t, string(rules), tooOld, "the CRD's minimum version rule changed")
+	var rootRules []string
+	for _, r := range clusterSchema(t)["x-kubernetes-validations"].([]any) {
+		rootRules = append(rootRules, r.(map[string]any)["rule"].(string))
+	}
+	require.Contains(t, rootRules, fmt.Sprintf("self.metadata.name.size() <= %d && self.metadata.name.matches('%s')", maxNameLength, nameFormat),
+		"the CRD's name rule changed")
 	replicas := props["replicas"].(map[string]any)
 	require.EqualValues(t, minReplicas, replicas["minimum"])
 	require.EqualValues(t, maxReplicas, replicas["maximum"])

@@ -25,14 +25,17 @@ const head = "apiVersion: etcdplan.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  
 
 func TestManifestErrors(t *testing.T) {
 	for content, want := range map[string]string{
-		head + "spec:\n  version: 3.6.16\n  version: 3.6.15\n":                        `key "version" already set`,
-		head + "spec:\n  version: 3.6.16\n  storage: {sise: 1Gi}\n":                   `unknown field "spec.storage.sise"`,
-		head + "  labelz: {}\nspec:\n  version: 3.6.16\n":                             `unknown field "metadata.labelz"`,
-		head + "spec:\n  replicas: 0\n  version: 3.6.16\n  storage: {medium: Memory}": "replicas 0 parks a cluster",
-		head + "spec:\n  replicas: 3\n":                                               "spec.version is required",
-		"apiVersion: etcdplan.io/v1beta1\nkind: EtcdCluster\nmetadata: {name: x}\n":   "apiVersion etcdplan.io/v1beta1 is not supported",
-		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n":                      "no EtcdCluster",
-		head + "spec: {version: 3.6.16}\n---\n" + head + "spec: {version: 3.6.16}\n":  "EtcdCluster demo is also defined in",
+		head + "spec:\n  version: 3.6.16\n  version: 3.6.15\n":                                                          `key "version" already set`,
+		head + "spec:\n  version: 3.6.16\n  storage: {sise: 1Gi}\n":                                                     `unknown field "spec.storage.sise"`,
+		head + "  labelz: {}\nspec:\n  version: 3.6.16\n":                                                               `unknown field "metadata.labelz"`,
+		head + "spec:\n  replicas: 0\n  version: 3.6.16\n  storage: {medium: Memory}":                                   "replicas 0 parks a cluster",
+		head + "spec:\n  replicas: 3\n":                                                                                 "spec.version is required",
+		head + "spec:\n  version: 3.4.30\n":                                                                             "version must be 3.5.0 or newer",
+		head + "spec:\n  version: 3.6.16\n  maintenance: {defrag: {schedule: '0 3 * * *'}}\n":                           "spec.maintenance.defrag is not supported yet",
+		"apiVersion: etcdplan.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: demo-client}\nspec: {version: 3.6.16}\n": "cannot end in -client",
+		"apiVersion: etcdplan.io/v1beta1\nkind: EtcdCluster\nmetadata: {name: x}\n":                                     "apiVersion etcdplan.io/v1beta1 is not supported",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n":                                                        "no EtcdCluster",
+		head + "spec: {version: 3.6.16}\n---\n" + head + "spec: {version: 3.6.16}\n":                                    "EtcdCluster demo is also defined in",
 		"- a\n- b\n": "not a Kubernetes object",
 	} {
 		err := decodeAll(t, content)
