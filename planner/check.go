@@ -8,8 +8,8 @@ import (
 
 // Check tells whether a step may start now, given a fresh observation. When it may not,
 // the reason says what the step waits for. Beyond the step's own precondition it enforces
-// the safety rules every step obeys: membership changes and deletions act on a linearizable
-// member list and on the member ID the step names; the leader moves before it is taken
+// the safety rules every step obeys: membership changes, deletions and restarts act on a
+// linearizable member list and on the member ID the step names; the leader moves before it is taken
 // down; and no step takes down a voter that is up when the rest would then fall short of
 // quorum.
 func Check(d Desired, s plan.Step, o Observed) (bool, string) {
@@ -17,8 +17,9 @@ func Check(d Desired, s plan.Step, o Observed) (bool, string) {
 	if m.blocked != nil {
 		return false, m.blocked.Message
 	}
-	if changesMembership(s.Action) && !m.linearizable {
-		return false, "waiting for a linearizable member list: a quorum of members must answer before membership changes or deletions"
+	if (changesMembership(s.Action) || takesDown(s.Action)) && !m.linearizable {
+		return false, "waiting for a linearizable member list: a quorum of members must answer before a member is added, removed, " +
+			"restarted or deleted (one member's own view may be stale, and says nothing of the members it does not list)"
 	}
 	target := m.get(s.Member)
 	if s.Action == plan.AddLearner && target != nil {

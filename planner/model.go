@@ -24,6 +24,7 @@ type member struct {
 	hasLeader bool // knows a leader
 
 	pod         bool // a Pod that has not ended
+	running     bool // its etcd container runs (a Pod just created or restarted does not yet)
 	podDeleting bool
 	seed        bool
 	dataLost    bool
@@ -88,7 +89,7 @@ func newModel(d Desired, o Observed) *model {
 		if k.Pod != nil {
 			mm.dataLost = k.Pod.DataLost
 			if !k.Pod.Failed { // an ended Pod is replaced, as if it were gone
-				mm.pod, mm.podDeleting, mm.seed = true, k.Pod.Deleting, k.Pod.Seed
+				mm.pod, mm.running, mm.podDeleting, mm.seed = true, k.Pod.Running, k.Pod.Deleting, k.Pod.Seed
 				mm.configHash = k.Pod.ConfigHash
 				if k.Pod.Version != "" {
 					mm.version = k.Pod.Version
@@ -108,10 +109,16 @@ func newModel(d Desired, o Observed) *model {
 			}
 		}
 	}
+	// Without a linearizable member list, the members recorded in status that the view does
+	// not show are assumed to be members still: a stale view misses members that joined
+	// after it, and nothing may treat them as leftovers.
 	recorded := map[string]bool{}
-	if o.Etcd == nil {
+	if !m.linearizable {
 		for _, r := range o.Recorded {
 			mm := get(r.Name)
+			if mm.inEtcd {
+				continue
+			}
 			if mm.id == "" {
 				mm.id = r.ID
 			}
@@ -122,8 +129,8 @@ func newModel(d Desired, o Observed) *model {
 	for _, mm := range m.members {
 		m.bootstrapped = m.bootstrapped || (mm.id != "" && mm.pvc) // volumes of an earlier life
 	}
-	if o.Etcd == nil {
-		m.assumeMembership(recorded)
+	if !m.linearizable {
+		m.assumeMembership(recorded, len(o.Recorded) > 0, o.Etcd == nil)
 	}
 	sort.Slice(m.members, func(i, j int) bool {
 		a, b := m.members[i], m.members[j]
@@ -179,13 +186,17 @@ func (m *model) block(b *plan.Blocker) {
 	}
 }
 
-// assumeMembership fills in membership when no member answers. The membership recorded in
-// status is the best record; without one (a cluster re-created on retained volumes), the
-// member IDs recorded on volumes are. Before the cluster first answers, its seed is a member.
-func (m *model) assumeMembership(recorded map[string]bool) {
+// assumeMembership fills in membership that no linearizable list shows. The membership
+// recorded in status is the best record; without one (a cluster re-created on retained
+// volumes), the member IDs recorded on volumes are. Before the cluster first answers, its
+// seed is a member.
+func (m *model) assumeMembership(recorded map[string]bool, hasRecord, silent bool) {
 	for _, mm := range m.members {
-		known := recorded[mm.name] || (len(recorded) == 0 && mm.id != "")
-		if known || (mm.seed && !m.bootstrapped) {
+		if mm.inEtcd {
+			continue
+		}
+		known := recorded[mm.name] || (!hasRecord && mm.id != "")
+		if known || (silent && mm.seed && !m.bootstrapped) {
 			mm.inEtcd, mm.started = true, mm.started || !mm.learner || mm.pod
 		}
 	}
@@ -242,6 +253,29 @@ func (m *model) lost(mm *member, d Desired) bool {
 
 func quorum(n int) int { return n/2 + 1 }
 
+// settle updates what the model expects of etcd after a step: once a quorum of voters runs
+// (or is starting on its data) it answers, and its member list can be read through the
+// quorum. Steps that need the quorum wait for it in their preconditions.
+func (m *model) settle() {
+	if m.quorumExpected() {
+		m.reachable, m.linearizable = true, true
+	}
+}
+
+// quorumExpected: a quorum of voters is up, or runs or is starting on its data.
+func (m *model) quorumExpected() bool {
+	all, runs := 0, 0
+	for _, mm := range m.members {
+		if mm.voter() {
+			all++
+			if mm.up || (mm.pod && !mm.podDeleting && !mm.dataLost) {
+				runs++
+			}
+		}
+	}
+	return all > 0 && runs >= quorum(all)
+}
+
 func (m *model) bumpOrdinal() {
 	for _, x := range m.members {
 		if x.ordinal >= m.nextOrdinal {
@@ -261,13 +295,13 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			m.members = append(m.members, mm)
 		}
 		*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, up: true, hasLeader: true,
-			pod: true, seed: true, pvc: true, version: s.Version, configHash: desired.ConfigHash}
+			pod: true, running: true, seed: true, pvc: true, version: s.Version, configHash: desired.ConfigHash}
 		m.leader, m.bootstrapped, m.reachable, m.linearizable = mm.name, true, true, true
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
-		mm.pod, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, false, false
+		mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
 		mm.version, mm.configHash = s.Version, desired.ConfigHash
 	case plan.PromoteLearner:
 		mm.learner = false
@@ -286,13 +320,14 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			}
 		}
 	case plan.StopMember:
-		mm.pod, mm.up, mm.hasLeader = false, false, false
+		mm.pod, mm.running, mm.up, mm.hasLeader = false, false, false, false
 		if m.leader == mm.name {
 			m.leader = ""
 		}
 	case plan.UpgradeMember, plan.RestartMember:
-		mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, false
+		mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false
 	}
+	m.settle()
 	m.bumpOrdinal()
 }
 
@@ -301,7 +336,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 func (m *model) satisfy(p plan.Precondition) {
 	heal := func(mm *member) {
 		if mm != nil && mm.inEtcd && mm.pod && !mm.podDeleting && !mm.dataLost {
-			mm.up, mm.hasLeader, mm.started = true, true, true
+			mm.up, mm.running, mm.hasLeader, mm.started = true, true, true, true
 		}
 	}
 	switch p.Kind {

@@ -142,15 +142,6 @@ func TestPlanScenarios(t *testing.T) {
 		}(), func(c Desired) *world {
 			return running(cluster(3, "3.6.16"), 3, "3.6.16")
 		}, []string{"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}},
-		{"a broken member is reconfigured first, without waiting for it", func() Desired {
-			c := cluster(3, "3.6.16")
-			c.ConfigHash = "cfg-2"
-			return c
-		}(), func(c Desired) *world {
-			w := running(cluster(3, "3.6.16"), 3, "3.6.16")
-			w.members["demo-2"].up = false
-			return w
-		}, []string{"RestartMember demo-2", "RestartMember demo-1", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}},
 		{"a learner left by a scale-up is removed when no longer wanted", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-3"] = &wmember{name: "demo-3", id: "9", inEtcd: true, learner: true}
@@ -166,6 +157,47 @@ func TestPlanScenarios(t *testing.T) {
 			w.members["demo-3"] = &wmember{name: "demo-3", pod: true, pvc: true, version: "3.6.16"}
 			return w
 		}, []string{"DeleteMember demo-3"}},
+		{"an alarm is not a member down: a NOSPACE cluster rolls one at a time, the leader last", func() Desired {
+			c := cluster(3, "3.6.16")
+			c.ConfigHash = "cfg-2" // a raised quota
+			return c
+		}(), func(c Desired) *world {
+			w := running(cluster(3, "3.6.16"), 3, "3.6.16")
+			w.alarms = []Alarm{{MemberID: "1", Type: "NOSPACE"}, {MemberID: "2", Type: "NOSPACE"}}
+			return w
+		}, []string{"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}},
+		{"a voter's Pod is started before a learner stuck without one is promoted", cluster(4, "3.6.16"), func(c Desired) *world {
+			w := running(c, 3, "3.6.16")
+			w.members["demo-2"].pod, w.members["demo-2"].up = false, false
+			w.members["demo-3"] = &wmember{name: "demo-3", id: "9", inEtcd: true, learner: true}
+			return w
+		}, []string{"StartMember demo-2", "StartMember demo-3", "PromoteLearner demo-3"}},
+		{"a volume lost while parked is replaced, not started under its old ID", cluster(3, "3.6.16"), func(c Desired) *world {
+			w := running(c, 3, "3.6.16")
+			for _, m := range w.members {
+				m.pod, m.up = false, false
+			}
+			w.members["demo-2"].pvc = false
+			return w
+		}, []string{"StartMember demo-0", "StartMember demo-1", "RemoveMember demo-2", "AddLearner demo-3", "StartMember demo-3", "PromoteLearner demo-3"}},
+		{"two voters restart behind a temporary third member", func() Desired {
+			c := cluster(2, "3.6.16")
+			c.ConfigHash = "cfg-2"
+			return c
+		}(), func(c Desired) *world {
+			return running(cluster(2, "3.6.16"), 2, "3.6.16")
+		}, []string{"AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2",
+			"RestartMember demo-1", "TransferLeadership demo-0>demo-1", "RestartMember demo-0",
+			"RemoveMember demo-2", "DeleteMember demo-2"}},
+		{"a member that is down restarts first, at no cost", func() Desired {
+			c := cluster(3, "3.6.16")
+			c.ConfigHash = "cfg-2"
+			return c
+		}(), func(c Desired) *world {
+			w := running(cluster(3, "3.6.16"), 3, "3.6.16")
+			w.members["demo-2"].up = false
+			return w
+		}, []string{"RestartMember demo-2", "RestartMember demo-1", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}},
 		{"ordinals only grow", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 2, "3.6.16")
 			return w
@@ -286,4 +318,109 @@ func TestMemberNameFromPeerURL(t *testing.T) {
 	require.Equal(t, 12, Ordinal("a-b", "a-b-12"))
 	require.Equal(t, -1, Ordinal("a", "a-01"))
 	require.Equal(t, -1, Ordinal("a", "b-1"))
+}
+
+// A member that lags (or is cut off) and missed joins serves a stale member list: nothing is
+// deleted or removed on it, though it makes the members it missed look like leftovers.
+func TestStaleViewDeletesNothing(t *testing.T) {
+	c := cluster(5, "3.6.16")
+	w := running(c, 5, "3.6.16")
+	w.staleBelow = 3 // demo-3 and demo-4 joined after the view's member last heard
+	p := Plan(c, w.observe())
+	for _, s := range p.Steps {
+		require.NotContains(t, []plan.Action{plan.DeleteMember, plan.RemoveMember}, s.Action, "on a stale view: %v", summary(p))
+	}
+	for _, s := range p.Steps {
+		ok, why := Check(c, s, w.observe())
+		if s.Action == plan.AddLearner {
+			require.False(t, ok, "a membership change waits for a linearizable list")
+			require.Contains(t, why, "linearizable")
+		}
+	}
+	w.staleBelow = 0
+	require.Empty(t, Plan(c, w.observe()).Steps, "once the list is linearizable, the cluster is whole")
+}
+
+func TestMembersTheOperatorDoesNotManageBlock(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		add    EtcdMember
+		reason plan.BlockReason
+		says   string
+	}{
+		{"another cluster's peer URL", EtcdMember{ID: "f1", Name: "x", PeerURLs: []string{"http://10.0.0.9:2380"}, Answering: true},
+			plan.BlockForeignMember, "etcdctl member remove f1"},
+		{"a learner added by hand under a member's name", EtcdMember{ID: "f2", PeerURLs: []string{"http://demo-1.demo.default.svc:2380"}, Learner: true},
+			plan.BlockDuplicateMember, "both claim the name demo-1"},
+		{"a name that is not its peer URL's", EtcdMember{ID: "f3", Name: "demo-7", PeerURLs: []string{"http://demo-3.demo.default.svc:2380"}, Answering: true},
+			plan.BlockForeignMember, "not a member of this cluster's form"},
+		{"a voter added without --learner that never started", EtcdMember{ID: "f4", PeerURLs: []string{"http://demo-3.demo.default.svc:2380"}},
+			plan.BlockForeignMember, "never started"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cluster(3, "3.6.16")
+			w := running(c, 3, "3.6.16")
+			w.foreign = []EtcdMember{tt.add}
+			o := w.observe()
+			p := Plan(c, o)
+			require.NotNil(t, p.Blocked, "%v", summary(p))
+			require.Equal(t, tt.reason, p.Blocked.Reason)
+			require.Contains(t, p.Blocked.Message, tt.says)
+			ok, _ := Check(c, plan.Step{Action: plan.RestartMember, Member: "demo-1", MemberID: "2", Precondition: plan.Precondition{Kind: plan.PreNone}}, o)
+			require.False(t, ok, "no step runs while the membership cannot be trusted")
+		})
+	}
+}
+
+// A claim that records a member ID is deleted only once a linearizable list shows that ID
+// gone; a step acts on the member ID it carries, never on a member that took the name.
+func TestDestructiveChecks(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := running(c, 3, "3.6.16")
+	o := w.observe()
+	del := plan.Step{Action: plan.DeleteMember, Member: "demo-2", MemberID: "3", Precondition: plan.Precondition{Kind: plan.PreMemberGone, Member: "demo-2"}}
+	ok, why := Check(c, del, o)
+	require.False(t, ok)
+	require.Contains(t, why, "still in etcd's member list")
+
+	remove := plan.Step{Action: plan.RemoveMember, Member: "demo-2", MemberID: "99", Precondition: plan.Precondition{Kind: plan.PreQuorumWithout, Member: "demo-2"}}
+	ok, why = Check(c, remove, o)
+	require.False(t, ok)
+	require.Contains(t, why, "no longer etcd member 99")
+
+	add := plan.Step{Action: plan.AddLearner, Member: "demo-2", Precondition: plan.Precondition{Kind: plan.PreClusterHealthy}}
+	ok, why = Check(c, add, o)
+	require.False(t, ok)
+	require.Contains(t, why, "is taken")
+
+	o.Etcd.Linearizable = false
+	remove.MemberID = "3"
+	ok, why = Check(c, remove, o)
+	require.False(t, ok)
+	require.Contains(t, why, "linearizable")
+}
+
+// Two voters have no budget: the planner never restarts one of them while both are up.
+func TestTwoVotersNeverLoseQuorum(t *testing.T) {
+	c := cluster(2, "3.6.16")
+	o := running(c, 2, "3.6.16").observe()
+	ok, why := Check(c, plan.Step{Action: plan.RestartMember, Member: "demo-1", MemberID: "2", Precondition: plan.Precondition{Kind: plan.PreClusterHealthy}}, o)
+	require.False(t, ok)
+	require.Contains(t, why, "below quorum")
+	require.Contains(t, Plan(c, o).Warnings[0], "even")
+}
+
+// Observed states saved as formatVersion 1 (one "healthy" verdict per member) still plan.
+func TestObservedFormatVersion1(t *testing.T) {
+	v1 := `{"formatVersion":1,"clusterID":"c1","members":[{"name":"demo-0","pod":{"running":true,"ready":true,"version":"3.6.16","configHash":"cfg-1"},"pvc":{"bound":true,"memberID":"1"}}],
+		"etcd":{"clusterID":"c1","leaderID":"1","members":[{"id":"1","name":"demo-0","peerURLs":["http://demo-0.demo.default.svc:2380"],"healthy":true,"version":"3.6.16"}]}}`
+	var o Observed
+	require.NoError(t, json.Unmarshal([]byte(v1), &o))
+	require.NoError(t, o.Upgrade())
+	require.Equal(t, ObservedFormatVersion, o.FormatVersion)
+	require.True(t, o.Etcd.Members[0].Answering)
+	require.Equal(t, "1", o.Etcd.Members[0].Leader)
+	require.Empty(t, Plan(cluster(1, "3.6.16"), o).Steps)
+	o.FormatVersion = 9
+	require.ErrorContains(t, o.Upgrade(), "formatVersion 9 is not supported")
 }

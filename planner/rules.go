@@ -65,10 +65,11 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 }
 
 // finishMembershipChange completes (or undoes) a learner join before any other membership
-// change: etcd allows one at a time. While no member answers nothing can be said of a
-// learner (whether it ever started), and nothing could catch it up: it waits.
+// change: etcd allows one at a time. Without a linearizable member list nothing can be
+// said of a learner (whether it is still a member, whether it ever started), and nothing
+// could catch it up: it waits.
 func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
-	if !m.reachable {
+	if !m.linearizable {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.learners() {
@@ -90,9 +91,10 @@ func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 }
 
 // replaceLostMember removes a voter whose data is gone; scaleUp then adds a fresh member.
-// refuseQuorum has already made sure the others keep quorum without it.
+// refuseQuorum has already made sure the others keep quorum without it; the removal waits
+// for that quorum to answer (members started just before may still be starting).
 func replaceLostMember(m *model, d Desired) (plan.Step, bool) {
-	if !m.reachable || len(m.learners()) > 0 {
+	if !(m.reachable || m.quorumExpected()) || len(m.learners()) > 0 {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
@@ -135,8 +137,9 @@ func stopMembers(m *model, d Desired) (plan.Step, bool) {
 	return plan.Step{}, false
 }
 
-// scaleDown removes one voter: one that is down first, else the newest. Leadership moves
-// away first when the victim leads.
+// scaleDown removes one voter: one that is down first, else the newest. A member whose Pod
+// is still starting is not down: it was just started or restarted, and will be up. Leadership
+// moves away first when the victim leads.
 func scaleDown(m *model, d Desired) (plan.Step, bool) {
 	voters := m.countVoters()
 	if d.Replicas == 0 || voters <= d.Replicas+temporaryVoters(m, d) || len(m.learners()) > 0 {
@@ -146,7 +149,7 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 	for _, mm := range m.members {
 		if mm.voter() {
 			victim = mm
-			if !mm.up {
+			if !mm.up && (!mm.pod || mm.running) {
 				down = mm
 			}
 		}

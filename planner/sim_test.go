@@ -20,6 +20,8 @@ type world struct {
 	members   map[string]*wmember
 	nextID    int
 	memory    bool
+	// nextOrdinal is what status records: one past every ordinal the cluster ever had.
+	nextOrdinal int
 
 	// staleBelow, when set, makes the next observation a serializable view from a member
 	// that missed every membership change after member ID staleBelow.
@@ -35,6 +37,7 @@ type wmember struct {
 	name, id                 string
 	inEtcd, learner, started bool
 	pod, seed, dataLost, up  bool
+	starting                 bool // its Pod was just created: the container does not run yet
 	pvc                      bool
 	version, hash            string
 	// peerName overrides the name in the member's peer URL (a duplicate name).
@@ -79,7 +82,10 @@ func (w *world) hasQuorum() bool {
 // observe renders the world as the executor would observe it: a linearizable member list
 // when a quorum answers, else one member's serializable view.
 func (w *world) observe() Observed {
-	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID}
+	for _, m := range w.members {
+		w.nextOrdinal = max(w.nextOrdinal, Ordinal(w.cluster, m.name)+1)
+	}
+	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID, NextOrdinal: w.nextOrdinal}
 	anyUp := false
 	for _, m := range w.members {
 		anyUp = anyUp || (m.inEtcd && m.live())
@@ -95,7 +101,7 @@ func (w *world) observe() Observed {
 	for _, m := range w.sorted() {
 		km := Member{Name: m.name}
 		if m.pod {
-			km.Pod = &Pod{Running: true, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash}
+			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash}
 		}
 		if m.pvc {
 			km.PVC = &PVC{Bound: true}
@@ -145,7 +151,7 @@ func (w *world) leaderID() string {
 // heal makes a member up when waiting could: its Pod exists and its data is intact.
 func (w *world) heal(name string) {
 	if m := w.members[name]; m != nil && m.inEtcd && m.pod && !m.dataLost {
-		m.up, m.started = true, true
+		m.up, m.started, m.starting = true, true, false
 		if m.seed && w.clusterID == "" {
 			w.clusterID = "c1" // the seed formed the cluster
 		}
@@ -245,7 +251,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if m.dataLost || (m.started && !m.pvc) {
 			return false, fmt.Errorf("StartMember %s on lost data: a voter that forgot its log", s.Member)
 		}
-		m.pod, m.pvc, m.up = true, !w.memory, false // it takes time to start
+		m.pod, m.pvc, m.up, m.starting = true, !w.memory, false, true // it takes time to start
 		m.version, m.hash = s.Version, d.ConfigHash
 	case plan.PromoteLearner:
 		if !m.live() {
@@ -306,7 +312,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 				return false, fmt.Errorf("UpgradeMember %s %s -> %s", s.Member, from, to)
 			}
 		}
-		m.version, m.hash, m.up = s.Version, d.ConfigHash, false // it takes time to start again
+		m.version, m.hash, m.up, m.starting = s.Version, d.ConfigHash, false, true // it takes time to start again
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}

@@ -18,8 +18,17 @@ import (
 // When etcd does not answer, the last recorded membership stays, with health cleared.
 func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
 	st := &c.Status
+	names := []string{}
 	for _, m := range o.Members {
-		if n := planner.Ordinal(c.Name, m.Name); n >= int(st.NextOrdinal) {
+		names = append(names, m.Name)
+	}
+	if o.Etcd != nil {
+		for _, m := range o.Etcd.Members {
+			names = append(names, m.MemberName())
+		}
+	}
+	for _, name := range names { // a name once used is never used again
+		if n := planner.Ordinal(c.Name, name); n >= int(st.NextOrdinal) {
 			st.NextOrdinal = int32(n + 1)
 		}
 	}
