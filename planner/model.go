@@ -19,6 +19,7 @@ type member struct {
 
 	inEtcd    bool // in etcd's membership
 	learner   bool
+	stalled   bool // a learner whose promotion passed its deadline
 	started   bool // has run at least once
 	up        bool // runs and answers: it counts towards quorum
 	hasLeader bool // knows a leader
@@ -123,6 +124,11 @@ func newModel(d Desired, o Observed) *model {
 				mm.id = r.ID
 			}
 			mm.learner, recorded[r.Name] = r.Learner, true
+		}
+	}
+	for _, id := range o.StalledLearners {
+		for _, mm := range m.members {
+			mm.stalled = mm.stalled || (mm.learner && mm.id == id)
 		}
 	}
 	m.bootstrapped = o.ClusterID != "" || (o.Etcd != nil && len(o.Etcd.Members) > 0)

@@ -28,6 +28,9 @@ type Observed struct {
 	// Recorded is the membership last recorded in status: when no member answers, it is the
 	// only record of members whose Pod and volume are both gone.
 	Recorded []RecordedMember `json:"recorded,omitempty"`
+	// StalledLearners are the member IDs of learners whose promotion passed its progress
+	// deadline (from status): they are removed, and new members join in their place.
+	StalledLearners []string `json:"stalledLearners,omitempty"`
 	// Members are the member Pods and volumes found in Kubernetes, by member name.
 	Members []Member `json:"members,omitempty"`
 	// Etcd is etcd's own view; nil when no member answered.
@@ -223,6 +226,7 @@ func (o Observed) Fingerprint() string {
 	shape := struct {
 		ClusterID   string
 		NextOrdinal int
+		Stalled     []string
 		Recorded    []RecordedMember
 		Members     []member
 		Reachable   bool
@@ -230,7 +234,7 @@ func (o Observed) Fingerprint() string {
 		Leader      string
 		Etcd        []etcdMember
 		Alarms      []Alarm
-	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Recorded: o.Recorded}
+	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Stalled: o.StalledLearners, Recorded: o.Recorded}
 	for _, m := range o.Members {
 		shape.Members = append(shape.Members, member{m.Name, m.Pod, m.PVC})
 	}

@@ -424,3 +424,17 @@ func TestObservedFormatVersion1(t *testing.T) {
 	o.FormatVersion = 9
 	require.ErrorContains(t, o.Upgrade(), "formatVersion 9 is not supported")
 }
+
+// A learner whose promotion passed its deadline is removed, and a new member joins.
+func TestStalledLearnerIsReplaced(t *testing.T) {
+	c := cluster(4, "3.6.16")
+	w := running(c, 3, "3.6.16")
+	w.members["demo-3"] = &wmember{name: "demo-3", id: "9", inEtcd: true, learner: true, started: true, pod: true, pvc: true, up: true,
+		version: "3.6.16", hash: c.ConfigHash}
+	o := w.observe()
+	require.Equal(t, []string{"PromoteLearner demo-3"}, summary(Plan(c, o)))
+	o.StalledLearners = []string{"9"}
+	p := Plan(c, o)
+	require.Equal(t, []string{"RemoveMember demo-3", "DeleteMember demo-3", "AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}, summary(p))
+	require.Equal(t, "9", p.Steps[0].MemberID)
+}

@@ -77,6 +77,9 @@ func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 		switch {
 		case m.lost(mm, d):
 			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s lost its data; it is removed and added anew", mm.name), true
+		case mm.stalled:
+			return step(plan.RemoveMember, mm, plan.PreNone,
+				"learner %s did not catch up within the progress deadline; it is removed, and a new member joins in its place", mm.name), true
 		case voters >= d.Replicas+temporaryVoters(m, d):
 			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
 		case needsPod(mm):

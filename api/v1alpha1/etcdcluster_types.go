@@ -373,6 +373,10 @@ type EtcdClusterStatus struct {
 	// Selector selects member Pods, for the scale subresource.
 	// +optional
 	Selector string `json:"selector,omitempty"`
+	// StalledLearners are the member IDs of learners whose promotion passed its progress
+	// deadline; the next plan removes them and adds new members in their place.
+	// +optional
+	StalledLearners []string `json:"stalledLearners,omitempty"`
 	// NextOrdinal is the ordinal the next new member gets; ordinals only grow.
 	// +optional
 	NextOrdinal int32 `json:"nextOrdinal,omitempty"`

@@ -544,6 +544,11 @@ func (in *EtcdClusterStatus) DeepCopyInto(out *EtcdClusterStatus) {
 		*out = make([]MemberStatus, len(*in))
 		copy(*out, *in)
 	}
+	if in.StalledLearners != nil {
+		in, out := &in.StalledLearners, &out.StalledLearners
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Plan != nil {
 		in, out := &in.Plan, &out.Plan
 		*out = new(PlanStatus)

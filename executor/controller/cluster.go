@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -250,6 +251,9 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	pr.Message = why
 	if now.After(pr.Deadline.Time) {
 		pr.State = v1alpha1.StepFailed
+		if s.Action == plan.PromoteLearner && s.MemberID != "" && !slices.Contains(c.Status.StalledLearners, s.MemberID) {
+			c.Status.StalledLearners = append(c.Status.StalledLearners, s.MemberID) // the next plan replaces it
+		}
 		r.stalled(c, wasStalled, reason, fmt.Sprintf("step %d/%d %s %s did not finish within %ds: %s. %s", i+1, len(rec.Steps), s.Action, s.Member,
 			c.Spec.UpdateStrategy.ProgressDeadlineSeconds, why, hint(s, reason)))
 	} else if left := pr.Deadline.Sub(now); result.RequeueAfter > left {

@@ -277,3 +277,26 @@ var errFake = fakeError("fake failure")
 type fakeError string
 
 func (e fakeError) Error() string { return string(e) }
+
+// A learner that does not catch up within the deadline is recorded, then replaced.
+func TestStalledLearnerIsRemovedByID(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	c := f.cluster()
+	require.NoError(t, f.kube.Create(context.Background(), memberPod(c, "demo-3")))
+	f.setView(func(v *planner.EtcdView) {
+		v.Members = append(v.Members, planner.EtcdMember{ID: "4", Name: "demo-3", PeerURLs: []string{resources.PeerURL(c, "demo-3")},
+			Learner: true, Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 1})
+	})
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	c, _ = f.reconcile()
+	require.Equal(t, plan.PromoteLearner, c.Status.Plan.Steps[0].Action)
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "catching up")
+	f.now = f.now.Add(2 * time.Minute)
+	c, _ = f.reconcile()
+	require.Equal(t, []string{"4"}, c.Status.StalledLearners)
+	c, _ = f.reconcile()
+	require.Equal(t, plan.RemoveMember, c.Status.Plan.Steps[0].Action)
+	require.Equal(t, []string{"Remove 4"}, f.etcd.Calls())
+	c, _ = f.reconcile()
+	require.Empty(t, c.Status.StalledLearners, "forgotten once it left")
+}

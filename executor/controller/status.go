@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -39,6 +40,11 @@ func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
 	} else {
 		st.ClusterID, st.ClusterVersion = o.Etcd.ClusterID, o.Etcd.ClusterVersion
 		st.Members = membersStatus(c, o)
+		if o.Etcd.Linearizable { // a stalled learner that left is forgotten
+			st.StalledLearners = slices.DeleteFunc(st.StalledLearners, func(id string) bool {
+				return !slices.ContainsFunc(o.Etcd.Members, func(m planner.EtcdMember) bool { return m.ID == id && m.Learner })
+			})
+		}
 		st.Alarms = nil
 		for _, a := range o.Etcd.Alarms {
 			st.Alarms = append(st.Alarms, fmt.Sprintf("%s on member %s", a.Type, a.MemberID))

@@ -38,10 +38,11 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 // which the caller adds (from etcd itself, or from status with FromStatus).
 func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 	return planner.Observed{
-		FormatVersion: planner.ObservedFormatVersion,
-		ClusterID:     c.Status.ClusterID,
-		NextOrdinal:   int(c.Status.NextOrdinal),
-		Recorded:      Recorded(c),
-		Members:       Members(o.Pods, o.PVCs),
+		FormatVersion:   planner.ObservedFormatVersion,
+		ClusterID:       c.Status.ClusterID,
+		NextOrdinal:     int(c.Status.NextOrdinal),
+		StalledLearners: c.Status.StalledLearners,
+		Recorded:        Recorded(c),
+		Members:         Members(o.Pods, o.PVCs),
 	}
 }
