@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// A NOSPACE alarm is not a member down: members stay ready, and raising the quota rolls
+// them one at a time, the leader last, with never more than one member down.
+func TestNospaceRollsOneAtATime(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	c := newCluster(ns, "demo", 3)
+	quota := int64(16 << 20)
+	c.Spec.Options.QuotaBackendBytes = &quota
+	require.NoError(t, env.client.Create(context.Background(), c))
+	waitReady(t, ns, "demo")
+	w := startWriter(t, ns, "demo")
+	time.Sleep(time.Second)
+
+	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	big := strings.Repeat("x", 1<<20)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := cli.Put(ctx, fmt.Sprintf("/fill/%d", time.Now().UnixNano()), big)
+		return err != nil && strings.Contains(err.Error(), "database space exceeded")
+	}, 2*time.Minute, 10*time.Millisecond, "the cluster fills up")
+	w.stopAndVerify()
+	waitFor(t, ns, "demo", time.Minute, "the alarm in status, members still ready", func(c *v1alpha1.EtcdCluster) bool {
+		return len(c.Status.Alarms) > 0 && c.Status.ReadyReplicas == 3
+	})
+	leader := ""
+	for _, m := range get(t, ns, "demo").Status.Members {
+		if m.Leader {
+			leader = m.Name
+		}
+	}
+
+	up := watchAnswering(t, ns, "demo")
+	quota = 64 << 20
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
+	c = waitReady(t, ns, "demo")
+	require.GreaterOrEqual(t, up.stop(), 2, "two of three members answered throughout the roll")
+	h := c.Status.History[0]
+	require.Equal(t, v1alpha1.PlanSucceeded, h.Phase, "%+v", c.Status.History)
+	require.Equal(t, 3, strings.Count(h.Actions, "RestartMember"), h.Actions)
+	require.True(t, strings.HasSuffix(h.Actions, "TransferLeadership "+leader+", RestartMember "+leader), "the leader goes last: %s", h.Actions)
+	checkMembership(t, ns, "demo")
+}
+
+// answering counts, while an operation runs, how many members answer a status request.
+type answering struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	min    int
+}
+
+func watchAnswering(t *testing.T, ns, name string) *answering {
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &answering{cancel: cancel, done: make(chan struct{}), min: 99}
+	go func() {
+		defer close(a.done)
+		for ctx.Err() == nil {
+			eps := endpoints(t, ns, name)
+			n := 0
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for _, ep := range eps {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop()})
+					if err != nil {
+						return
+					}
+					defer cli.Close()
+					sctx, scancel := context.WithTimeout(ctx, time.Second)
+					defer scancel()
+					if _, err := cli.Status(sctx, ep); err == nil {
+						mu.Lock()
+						n++
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if ctx.Err() == nil {
+				a.min = min(a.min, n)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return a
+}
+
+func (a *answering) stop() int {
+	a.cancel()
+	<-a.done
+	return a.min
+}
+
+// A member cut off the network while the cluster scales keeps its data: nothing is removed
+// or deleted on what it (or anyone without a quorum) says, and the scale-up resumes once it
+// is back.
+func TestPartitionedMemberKeepsItsData(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	before := createReady(t, ns, 3)
+	claims := claimUIDs(t, ns)
+	w := startWriter(t, ns, "demo")
+
+	ctx := context.Background()
+	require.NoError(t, env.stack.CutPod(ctx, ns, "demo-2"))
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	c := waitFor(t, ns, "demo", time.Minute, "the scale-up waiting for demo-2", func(c *v1alpha1.EtcdCluster) bool {
+		return c.Status.Plan != nil && len(c.Status.Plan.Progress) > 0 && strings.Contains(c.Status.Plan.Progress[0].Message, "waiting")
+	})
+	time.Sleep(5 * time.Second)
+	require.Equal(t, claims, claimUIDs(t, ns), "no volume is deleted while demo-2 is cut off")
+	require.NoError(t, env.stack.HealPod(ctx, ns, "demo-2"))
+
+	c = waitReady(t, ns, "demo")
+	after := claimUIDs(t, ns)
+	for name, uid := range claims {
+		require.Equal(t, uid, after[name], "the volume of %s is the one it had", name)
+	}
+	ids := map[string]string{}
+	for _, m := range before.Status.Members {
+		ids[m.Name] = m.ID
+	}
+	for _, m := range c.Status.Members {
+		if id, ok := ids[m.Name]; ok {
+			require.Equal(t, id, m.ID, "member %s keeps its ID", m.Name)
+		}
+	}
+	for _, h := range c.Status.History {
+		require.NotContains(t, h.Actions, "RemoveMember", "nothing was removed: %+v", h)
+	}
+	checkMembership(t, ns, "demo")
+	w.stopAndVerify()
+}
+
+func claimUIDs(t *testing.T, ns string) map[string]types.UID {
+	t.Helper()
+	var pvcs corev1.PersistentVolumeClaimList
+	require.NoError(t, env.client.List(context.Background(), &pvcs, client.InNamespace(ns)))
+	out := map[string]types.UID{}
+	for _, p := range pvcs.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Name] = p.UID
+		}
+	}
+	return out
+}
+
+// A voter whose volume was wiped while the cluster was parked never starts under its old
+// ID: it is removed and a new member takes its place, and no acknowledged write is lost.
+func TestVolumeWipedWhileParkedIsReplaced(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	before := createReady(t, ns, 3)
+	w := startWriter(t, ns, "demo")
+	time.Sleep(time.Second)
+	w.stopAndVerify()
+
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 0 })
+	waitFor(t, ns, "demo", 3*time.Minute, "parked", func(c *v1alpha1.EtcdCluster) bool {
+		return ready(c) && len(endpoints(t, ns, "demo")) == 0
+	})
+	require.NoError(t, env.stack.WipePVC(context.Background(), ns, "demo-1"))
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	c := waitFor(t, ns, "demo", 4*time.Minute, "demo-1 replaced", func(c *v1alpha1.EtcdCluster) bool {
+		if !ready(c) {
+			return false
+		}
+		for _, m := range c.Status.Members {
+			if m.Name == "demo-1" {
+				return false
+			}
+		}
+		return true
+	})
+	requireHistory(t, c, "RemoveMember demo-1")
+	old := map[string]bool{}
+	for _, m := range before.Status.Members {
+		old[m.ID] = true
+	}
+	for _, m := range c.Status.Members {
+		require.Equal(t, m.Name != "demo-3", old[m.ID], "member %s %s", m.Name, m.ID)
+	}
+	checkMembership(t, ns, "demo")
+	w2 := startWriter(t, ns, "demo")
+	w2.acked = append(w2.acked, w.acked...)
+	time.Sleep(time.Second)
+	w2.stopAndVerify()
+}
+
+// A Pod the cluster does not own holds the name of its first member: the operator neither
+// adopts nor deletes it, and the step stalls with NameTaken.
+func TestForeignPodNameStalls(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-0", Labels: map[string]string{"app": "other"}},
+		Spec: corev1.PodSpec{NodeName: "nowhere", Containers: []corev1.Container{{Name: "x", Image: "other:1",
+			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}}}}}
+	require.NoError(t, env.client.Create(context.Background(), foreign))
+	c := newCluster(ns, "demo", 1)
+	c.Spec.UpdateStrategy.ProgressDeadlineSeconds = 10
+	require.NoError(t, env.client.Create(context.Background(), c))
+	c = waitFor(t, ns, "demo", 2*time.Minute, "Stalled with NameTaken", func(c *v1alpha1.EtcdCluster) bool {
+		s := condition(c, "Stalled")
+		return s != nil && s.Status == "True" && s.Reason == "NameTaken"
+	})
+	require.Contains(t, condition(c, "Stalled").Message, "Pod demo-0 exists and is not this cluster's")
+	p := &corev1.Pod{}
+	require.NoError(t, env.client.Get(context.Background(), client.ObjectKeyFromObject(foreign), p))
+	require.Equal(t, foreign.UID, p.UID, "the foreign Pod is left alone")
+	require.Empty(t, p.OwnerReferences)
+}
+
+// retainPolicy Delete -> Retain takes the cluster's ownership off existing volumes, so
+// deleting the cluster keeps them.
+func TestRetainPolicyChangeKeepsVolumes(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	c := newCluster(ns, "demo", 1)
+	c.Spec.Storage.RetainPolicy = v1alpha1.RetainPolicyDelete
+	require.NoError(t, env.client.Create(context.Background(), c))
+	c = waitReady(t, ns, "demo")
+	owners := func() int {
+		pvc := &corev1.PersistentVolumeClaim{}
+		require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo-0"}, pvc))
+		return len(pvc.OwnerReferences)
+	}
+	require.Equal(t, 1, owners(), "with Delete the cluster owns its volumes")
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = v1alpha1.RetainPolicyRetain })
+	require.Eventually(t, func() bool { return owners() == 0 }, time.Minute, 250*time.Millisecond, "Retain takes the ownership off")
+
+	require.NoError(t, env.client.Delete(context.Background(), get(t, ns, "demo")))
+	require.Eventually(t, func() bool {
+		var pods corev1.PodList
+		_ = env.client.List(context.Background(), &pods, client.InNamespace(ns))
+		return len(pods.Items) == 0
+	}, 2*time.Minute, time.Second, "the Pods go with the cluster")
+	time.Sleep(2 * time.Second) // the garbage collector has had its chance
+	require.Len(t, claimUIDs(t, ns), 1, "the volume stays")
+}
