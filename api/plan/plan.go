@@ -51,9 +51,6 @@ const (
 	PreQuorumWithout PreconditionKind = "QuorumWithout"
 	// PreNotLeader: the member is not the leader.
 	PreNotLeader PreconditionKind = "NotLeader"
-	// PreOthersKeepQuorum: the voters other than the member keep quorum of the same cluster,
-	// so restarting a member that is down costs nothing more.
-	PreOthersKeepQuorum PreconditionKind = "OthersKeepQuorum"
 	// PreMemberGone: a linearizable member list shows neither the member's ID nor its name.
 	PreMemberGone PreconditionKind = "MemberGone"
 )
