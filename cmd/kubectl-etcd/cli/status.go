@@ -77,6 +77,12 @@ func writeStatus(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, no
 		ec.Spec.Replicas, ec.Spec.Version, approval, suspended(ec), ec.Generation, s.ObservedGeneration)
 	fmt.Fprintf(w, "  Cluster:  ID %s, cluster version %s, members ready %s\n",
 		orNone(s.ClusterID), orNone(s.ClusterVersion), orNone(s.MemberSummary))
+	for _, a := range s.Alarms {
+		fmt.Fprintf(w, "  Alarm:    %s\n", a)
+	}
+	for _, warning := range s.Warnings {
+		fmt.Fprintf(w, "  Warning:  %s\n", render.OneLine(warning))
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tSINCE\tMESSAGE")

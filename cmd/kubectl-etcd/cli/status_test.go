@@ -32,6 +32,8 @@ func scalingCluster() (*v1alpha1.EtcdCluster, observe.Objects) {
 	ec.Spec.UpdateStrategy.Approval = v1alpha1.ApprovalAutomatic
 	ec.Status = v1alpha1.EtcdClusterStatus{
 		ObservedGeneration: 4, ClusterID: "cdf818194e3a8c32", ClusterVersion: "3.6.0", MemberSummary: "3/4",
+		Alarms:   []string{"NOSPACE on member 91bc3c398fb3c146"},
+		Warnings: []string{"spec.replicas 4 is even: 4 voters tolerate no more failures than 3, and need one more answer for every write"},
 		Conditions: []metav1.Condition{
 			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Progressing", Message: "applying plan 5b2c3e7dab12: step 2/3 StartMember", LastTransitionTime: *at(40 * time.Second)},
 			{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "Progressing", Message: "step 2/3", LastTransitionTime: *at(40 * time.Second)},
