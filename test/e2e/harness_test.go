@@ -289,3 +289,12 @@ func requireHistory(t *testing.T, c *v1alpha1.EtcdCluster, actions string) {
 	}
 	t.Fatalf("no plan in history with %q:\n%+v", actions, c.Status.History)
 }
+
+// park scales the cluster to zero and waits until no member runs.
+func park(t *testing.T, ns, name string) {
+	t.Helper()
+	update(t, ns, name, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 0 })
+	waitFor(t, ns, name, 3*time.Minute, "parked", func(c *v1alpha1.EtcdCluster) bool {
+		return ready(c) && len(endpoints(t, ns, name)) == 0
+	})
+}

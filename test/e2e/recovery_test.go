@@ -17,14 +17,9 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	before := createReady(t, ns, 3)
-	w := startWriter(t, ns, "demo")
-	time.Sleep(time.Second)
-	w.stopAndVerify()
+	w := writeAWhile(t, ns, "demo")
 
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 0 })
-	waitFor(t, ns, "demo", 3*time.Minute, "parked", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && len(endpoints(t, ns, "demo")) == 0
-	})
+	park(t, ns, "demo")
 	var pvcs corev1.PersistentVolumeClaimList
 	require.NoError(t, env.client.List(context.Background(), &pvcs, client.InNamespace(ns)))
 	require.Len(t, pvcs.Items, 3, "a parked cluster keeps its volumes")
@@ -32,10 +27,7 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	after := waitReady(t, ns, "demo")
 	require.Equal(t, before.Status.ClusterID, after.Status.ClusterID, "the same cluster comes back")
-	w2 := startWriter(t, ns, "demo")
-	w2.acked = append(w2.acked, w.acked...) // the writes from before parking must be there too
-	time.Sleep(time.Second)
-	w2.stopAndVerify()
+	w.stillThere() // the writes from before must be there too
 	checkMembership(t, ns, "demo")
 }
 

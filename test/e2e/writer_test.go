@@ -82,3 +82,21 @@ func (w *writer) stopAndVerify() {
 	}
 	w.t.Logf("writer: %d writes acknowledged and readable, %d failed, slowest %v", len(w.acked), w.failed, w.maxLat)
 }
+
+// writeAWhile writes for a second and checks every acknowledged write is readable.
+func writeAWhile(t *testing.T, ns, cluster string) *writer {
+	t.Helper()
+	w := startWriter(t, ns, cluster)
+	time.Sleep(time.Second)
+	w.stopAndVerify()
+	return w
+}
+
+// stillThere writes for a second more and checks that the writes before are readable too.
+func (w *writer) stillThere() {
+	w.t.Helper()
+	w2 := startWriter(w.t, w.ns, w.cl)
+	w2.acked = append(w2.acked, w.acked...)
+	time.Sleep(time.Second)
+	w2.stopAndVerify()
+}
