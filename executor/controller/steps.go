@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -259,8 +260,10 @@ func (r *Reconciler) deletePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 }
 
 // recreatePod replaces a member's Pod with one rendered from the current spec at the
-// step's version, on the same volume. The old Pod is deleted and the step waits (across
-// reconciles, within its deadline) until it is gone, then creates the new one.
+// step's version, on the same volume. The old Pod is deleted and the step waits for it to go
+// (etcd stops within its grace period), then creates the new one, so the planner never sees
+// the member without a Pod halfway through. A Pod that takes longer is waited for across
+// reconciles, within the step's deadline.
 func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	if p := o.pods[s.Member]; p != nil {
 		if !owned(c, p, false) {
@@ -273,7 +276,8 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return err
 		}
 		gone := false
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)+5) * time.Second
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, grace, true, func(ctx context.Context) (bool, error) {
 			err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: s.Member}, &corev1.Pod{})
 			gone = apierrors.IsNotFound(err)
 			return gone, nil
