@@ -300,3 +300,13 @@ func TestStalledLearnerIsRemovedByID(t *testing.T) {
 	c, _ = f.reconcile()
 	require.Empty(t, c.Status.StalledLearners, "forgotten once it left")
 }
+
+// A suspended cluster is neither planned nor changed.
+func TestSuspendedClusterIsLeftAlone(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas, c.Spec.Suspend = 2, true })
+	c, _ := f.reconcile()
+	require.Nil(t, c.Status.Plan)
+	require.Equal(t, "Suspended", conditions.GetReason(c, meta.ReadyCondition))
+	require.Empty(t, f.etcd.Calls())
+}
