@@ -310,3 +310,25 @@ func TestSuspendedClusterIsLeftAlone(t *testing.T) {
 	require.Equal(t, "Suspended", conditions.GetReason(c, meta.ReadyCondition))
 	require.Empty(t, f.etcd.Calls())
 }
+
+// A member's Pod stuck terminating on a node that stopped reporting stalls with its own reason.
+func TestPodStuckTerminatingOnALostNode(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}}
+	require.NoError(t, f.kube.Create(ctx, node))
+	p := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-1"}, p))
+	p.Spec.NodeName, p.Finalizers = "n1", []string{"test/hold"}
+	require.NoError(t, f.kube.Update(ctx, p))
+	require.NoError(t, f.kube.Delete(ctx, p)) // stays, terminating, while the finalizer holds it
+	f.setView(func(v *planner.EtcdView) { v.Members[1].Answering, v.Members[1].Leader = false, "" })
+
+	c, _ := f.reconcile()
+	require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+	f.now = f.now.Add(2 * time.Minute)
+	c, _ = f.reconcile()
+	require.Equal(t, "PodStuckTerminating", conditions.GetReason(c, meta.StalledCondition))
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "--force --grace-period=0")
+}
