@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
@@ -47,23 +48,48 @@ func TestNospaceRollsOneAtATime(t *testing.T) {
 	waitFor(t, ns, "demo", time.Minute, "the alarm in status, members still ready", func(c *v1alpha1.EtcdCluster) bool {
 		return len(c.Status.Alarms) > 0 && c.Status.ReadyReplicas == 3
 	})
+	quota = 64 << 20
+	rollOneAtATime(t, ns, plan.RestartMember, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
+}
+
+// A rolling upgrade on real etcd: followers first, the leader last after leadership moved,
+// never more than one member down, no acknowledged write lost.
+func TestUpgradeFollowersFirstLeaderLast(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	c := newCluster(ns, "demo", 3)
+	c.Spec.Version = "3.5.35"
+	require.NoError(t, env.client.Create(context.Background(), c))
+	waitReady(t, ns, "demo")
+	w := startWriter(t, ns, "demo")
+	c = rollOneAtATime(t, ns, plan.UpgradeMember, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.16" })
+	require.Equal(t, "3.6.16", c.Status.Version)
+	w.stopAndVerify()
+}
+
+// rollOneAtATime changes the spec of the running cluster "demo" of three members and checks
+// the plan that follows restarts each member with action, the leader last after leadership
+// moved, while never fewer than two members answer.
+func rollOneAtATime(t *testing.T, ns string, action plan.Action, change func(c *v1alpha1.EtcdCluster)) *v1alpha1.EtcdCluster {
+	t.Helper()
 	leader := ""
 	for _, m := range get(t, ns, "demo").Status.Members {
 		if m.Leader {
 			leader = m.Name
 		}
 	}
-
 	up := watchAnswering(t, ns, "demo")
-	quota = 64 << 20
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
-	c = waitReady(t, ns, "demo")
+	update(t, ns, "demo", change)
+	c := waitReady(t, ns, "demo")
 	require.GreaterOrEqual(t, up.stop(), 2, "two of three members answered throughout the roll")
 	h := c.Status.History[0]
 	require.Equal(t, v1alpha1.PlanSucceeded, h.Phase, "%+v", c.Status.History)
-	require.Equal(t, 3, strings.Count(h.Actions, "RestartMember"), h.Actions)
-	require.True(t, strings.HasSuffix(h.Actions, "TransferLeadership "+leader+", RestartMember "+leader), "the leader goes last: %s", h.Actions)
+	require.Equal(t, 3, strings.Count(h.Actions, string(action)), h.Actions)
+	last := fmt.Sprintf("TransferLeadership %s, %s %s", leader, action, leader)
+	require.True(t, strings.HasSuffix(h.Actions, last), "the leader goes last: %s", h.Actions)
 	checkMembership(t, ns, "demo")
+	return c
 }
 
 // answering counts, while an operation runs, how many members answer a status request.
