@@ -57,3 +57,7 @@ demo-offline:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 60s ./planner/
+
+# bench prints the planner's speed and allocations (plans of 1 to 9 members, cold and converged).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./planner/

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -437,4 +438,26 @@ func TestStalledLearnerIsReplaced(t *testing.T) {
 	p := Plan(c, o)
 	require.Equal(t, []string{"RemoveMember demo-3", "DeleteMember demo-3", "AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}, summary(p))
 	require.Equal(t, "9", p.Steps[0].MemberID)
+}
+
+// BenchmarkPlan measures the planner on clusters of 1 to 9 members: bootstrapping from
+// nothing (the longest plan) and converged (the plan of every idle reconcile).
+func BenchmarkPlan(b *testing.B) {
+	for _, n := range []int{1, 3, 5, 7, 9} {
+		c := cluster(n, "3.6.16")
+		for _, bench := range []struct {
+			name string
+			o    Observed
+		}{
+			{"cold", empty(c).observe()},
+			{"converged", running(c, n, "3.6.16").observe()},
+		} {
+			b.Run(fmt.Sprintf("%s-%d", bench.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					Plan(c, bench.o)
+				}
+			})
+		}
+	}
 }
