@@ -9,7 +9,7 @@ CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.2
 TEST_DEPS :=
 include test/stack.mk
 
-.PHONY: all build test lint generate demo demo-offline deploy undeploy e2e bench fuzz
+.PHONY: all build test lint generate demo demo-offline deploy undeploy e2e bench fuzz chaos
 all: build
 
 build:
@@ -57,6 +57,13 @@ demo-offline:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 60s ./planner/
+
+# chaos runs randomized schedules of operations and faults on the local stack, seeds 1 to
+# SEEDS (or CHAOS_SEEDS=a,b,c), checking the clients' history for linearizability; make test
+# runs seeds 1 and 2. Reports go to .stack/chaos.
+SEEDS ?= 20
+chaos: build $(TEST_DEPS)
+	CHAOS_SEEDS=$${CHAOS_SEEDS:-$(SEEDS)} $(GO) test -count=1 -timeout 120m -parallel 4 -run '^TestChaos$$' -v ./test/e2e/
 
 # bench prints the planner's speed and allocations (plans of 1 to 9 members, cold and converged).
 bench:

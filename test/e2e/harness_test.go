@@ -298,3 +298,10 @@ func park(t *testing.T, ns, name string) {
 		return ready(c) && len(endpoints(t, ns, name)) == 0
 	})
 }
+
+// kill stops the operator as a crash would; it is started again.
+func (op *operator) kill() {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	_ = op.cmd.Process.Kill()
+}
