@@ -86,6 +86,10 @@ func run() error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcdplan.io",
 		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// A stopping operator hands the lease back at once, so its successor (a rollout, a
+		// drained node) acts as soon as it is ready instead of waiting for the lease to expire.
+		// The process exits right after, so nothing acts without the lease.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return err
