@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,17 +32,18 @@ type clients struct {
 	m  map[types.NamespacedName]etcd.Cluster
 }
 
-func (cs *clients) get(uid types.NamespacedName, endpoints map[string]string, dial func(map[string]string) (etcd.Cluster, error)) (etcd.Cluster, error) {
+func (cs *clients) get(uid types.NamespacedName, clusterID string, endpoints map[string]string, dial func(map[string]string) (etcd.Cluster, error)) (etcd.Cluster, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cli, ok := cs.m[uid]; ok {
-		cli.SetEndpoints(endpoints)
+		cli.SetCluster(clusterID, endpoints)
 		return cli, nil
 	}
 	cli, err := dial(endpoints)
 	if err != nil {
 		return nil, err
 	}
+	cli.SetCluster(clusterID, endpoints)
 	if cs.m == nil {
 		cs.m = map[types.NamespacedName]etcd.Cluster{}
 	}
@@ -86,14 +88,24 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	if len(endpoints) == 0 {
 		return o, nil
 	}
-	cli, err := r.clients.get(client.ObjectKeyFromObject(c), endpoints, r.Dial)
+	cli, err := r.clients.get(client.ObjectKeyFromObject(c), c.Status.ClusterID, endpoints, r.Dial)
 	if err != nil {
 		return o, nil
 	}
 	o.etcd = cli
-	if view, err := cli.View(ctx); err == nil && len(view.Members) > 0 {
-		o.Etcd = view
+	view, err := cli.View(ctx)
+	if err != nil || len(view.Members) == 0 {
+		return o, nil
 	}
+	if c.Status.ClusterID == "" {
+		// The cluster's first answer: it must come from a member of this cluster (a Pod IP
+		// may belong to another cluster's member), and sets the ID later answers must carry.
+		if !slices.ContainsFunc(view.Members, func(m planner.EtcdMember) bool { return planner.ManagedName(c.Name, c.Namespace, m.PeerURLs) != "" }) {
+			return o, nil
+		}
+		cli.SetCluster(view.ClusterID, endpoints)
+	}
+	o.Etcd = view
 	return o, nil
 }
 

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -38,16 +40,21 @@ type Cluster interface {
 	Remove(ctx context.Context, id uint64) error
 	// MoveLeader asks the leader to hand leadership to the target.
 	MoveLeader(ctx context.Context, leader, target uint64) error
-	// SetEndpoints points the connection at the members' current endpoints (name -> URL).
-	SetEndpoints(endpoints map[string]string)
+	// SetCluster points the connection at the members' current endpoints (name -> URL), and
+	// sets the cluster ID every answer must carry ("" until the cluster first answered).
+	SetCluster(clusterID string, endpoints map[string]string)
 	Close() error
 }
 
-// Client is a connection to a cluster through the client endpoints of its members.
+// Client is a connection to a cluster through the client endpoints of its members. Members
+// are reached at Pod IPs, and a Pod IP can be another cluster's member a moment after its Pod
+// went: every answer is checked for the cluster's ID, and membership changes go through one
+// endpoint that has just proved to be a member of this cluster.
 type Client struct {
 	cli       *clientv3.Client
 	mu        sync.Mutex
 	endpoints map[string]string // member name -> client endpoint
+	clusterID string
 }
 
 var _ Cluster = (*Client)(nil)
@@ -84,15 +91,27 @@ func urls(endpoints map[string]string) []string {
 	return eps
 }
 
-// SetEndpoints points the client at new endpoints; the connection is kept.
-func (c *Client) SetEndpoints(endpoints map[string]string) {
+// SetCluster points the client at new endpoints and sets the cluster ID answers must carry;
+// the connection is kept.
+func (c *Client) SetCluster(clusterID string, endpoints map[string]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.clusterID = clusterID
 	if maps.Equal(c.endpoints, endpoints) || len(endpoints) == 0 {
 		return
 	}
 	c.endpoints = endpoints
 	c.cli.SetEndpoints(urls(endpoints)...)
+}
+
+// ours fails an answer from another cluster than the one set.
+func (c *Client) ours(h *etcdserverpb.ResponseHeader) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h == nil || (c.clusterID != "" && ID(h.ClusterId) != c.clusterID) {
+		return fmt.Errorf("an endpoint answered for another etcd cluster than %s (a Pod IP now used by another Pod)", c.clusterID)
+	}
+	return nil
 }
 
 func (c *Client) endpoint(name string) (string, bool) {
@@ -128,6 +147,9 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 			return nil, err
 		}
 	}
+	if err := c.ours(list.Header); err != nil {
+		return nil, err
+	}
 	v := &planner.EtcdView{ClusterID: ID(list.Header.ClusterId), Linearizable: linearizable}
 	statuses := make([]*clientv3.StatusResponse, len(list.Members))
 	var wg sync.WaitGroup
@@ -144,7 +166,8 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 			defer wg.Done()
 			sctx, cancel := context.WithTimeout(ctx, requestTimeout)
 			defer cancel()
-			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == v.Members[i].ID {
+			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == v.Members[i].ID &&
+				ID(st.Header.ClusterId) == v.ClusterID {
 				statuses[i] = st
 			}
 		}()
@@ -190,53 +213,78 @@ func setStatus(em *planner.EtcdMember, st *clientv3.StatusResponse, v *planner.E
 // AddLearner adds a learner with the peer URL, unless a member already has it (the step
 // may be retried after the operator stopped midway).
 func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	if id, ok, err := c.findPeer(ctx, peerURL); err != nil || ok {
-		return id, err
-	}
-	resp, err := c.cli.MemberAddAsLearner(ctx, []string{peerURL})
-	if err != nil {
-		return 0, err
-	}
-	return resp.Member.ID, nil
-}
-
-func (c *Client) findPeer(ctx context.Context, peerURL string) (uint64, bool, error) {
-	list, err := c.cli.MemberList(ctx)
-	if err != nil {
-		return 0, false, err
-	}
-	for _, m := range list.Members {
-		for _, u := range m.PeerURLs {
-			if u == peerURL {
-				return m.ID, true, nil
+	var id uint64
+	err := c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range list.Members {
+			if slices.Contains(m.PeerURLs, peerURL) {
+				id = m.ID
+				return nil
 			}
 		}
-	}
-	return 0, false, nil
+		resp, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+		if err == nil {
+			id = resp.Member.ID
+		}
+		return err
+	})
+	return id, err
 }
 
 // Promote makes a learner a voter; promoting a voter is a no-op.
 func (c *Client) Promote(ctx context.Context, id uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	_, err := c.cli.MemberPromote(ctx, id)
-	if errors.Is(err, rpctypes.ErrMemberNotLearner) {
-		return nil
-	}
-	return err
+	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MemberPromote(ctx, id)
+		if errors.Is(err, rpctypes.ErrMemberNotLearner) {
+			return nil
+		}
+		return err
+	})
 }
 
 // Remove removes a member; removing one that is gone is a no-op.
 func (c *Client) Remove(ctx context.Context, id uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MemberRemove(ctx, id)
+		if errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// pinned runs a membership change through one endpoint that has just answered as a member
+// of this cluster, so the change cannot land on another cluster at a reused Pod IP.
+func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
 	defer cancel()
-	_, err := c.cli.MemberRemove(ctx, id)
-	if errors.Is(err, rpctypes.ErrMemberNotFound) {
-		return nil
+	c.mu.Lock()
+	eps, known := urls(c.endpoints), c.clusterID != ""
+	c.mu.Unlock()
+	if !known {
+		return errors.New("the cluster's ID is not known yet: no membership change before it first answers")
 	}
-	return err
+	var last error = errors.New("no member endpoints")
+	for _, ep := range eps {
+		st, err := c.cli.Status(ctx, ep)
+		if err == nil {
+			err = c.ours(st.Header)
+		}
+		if err != nil {
+			last = err
+			continue
+		}
+		one, err := dial(map[string]string{"": ep})
+		if err != nil {
+			return err
+		}
+		defer one.Close()
+		return f(ctx, one.cli)
+	}
+	return last
 }
 
 // MoveLeader asks the leader, at its own endpoint, to hand leadership to the target. It
@@ -259,6 +307,9 @@ func (c *Client) MoveLeader(ctx context.Context, leader, target uint64) error {
 		return fmt.Errorf("no endpoint for leader %s", ID(leader))
 	}
 	st, err := c.cli.Status(ctx, ep)
+	if err == nil {
+		err = c.ours(st.Header)
+	}
 	if err != nil {
 		return err
 	}

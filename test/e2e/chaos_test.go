@@ -244,7 +244,7 @@ func watchQuorum(t *testing.T, ns, name string) *quorumWatch {
 		var since time.Time
 		fails := 0
 		for ctx.Err() == nil {
-			ok := linearizableRead(ctx, endpoints(t, ns, name))
+			ok := linearizableRead(ctx, endpoints(t, ns, name), get(t, ns, name).Status.ClusterID)
 			switch {
 			case ok && fails >= 3:
 				qw.gaps = append(qw.gaps, quorumGap{From: since, For: time.Since(since)})
@@ -262,7 +262,7 @@ func watchQuorum(t *testing.T, ns, name string) *quorumWatch {
 	return qw
 }
 
-func linearizableRead(ctx context.Context, eps []string) bool {
+func linearizableRead(ctx context.Context, eps []string, clusterID string) bool {
 	if len(eps) == 0 {
 		return false
 	}
@@ -273,8 +273,8 @@ func linearizableRead(ctx context.Context, eps []string) bool {
 	defer cli.Close()
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err = cli.MemberList(rctx)
-	return err == nil
+	resp, err := cli.MemberList(rctx)
+	return err == nil && sameCluster(resp.Header, clusterID) == nil
 }
 
 func (qw *quorumWatch) stop() []quorumGap {

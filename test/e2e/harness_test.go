@@ -238,6 +238,7 @@ func checkMembership(t *testing.T, ns, name string) *clientv3.MemberListResponse
 	defer cancel()
 	list, err := cli.MemberList(ctx)
 	require.NoError(t, err)
+	require.NoError(t, sameCluster(list.Header, c.Status.ClusterID))
 	require.Len(t, list.Members, int(c.Spec.Replicas), "etcd members: %v", list.Members)
 	for _, m := range list.Members {
 		require.False(t, m.IsLearner, "member %s is still a learner", m.Name)

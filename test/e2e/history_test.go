@@ -92,13 +92,16 @@ type kvClients struct {
 	mu     sync.Mutex
 	start  time.Time
 	ops    []porcupine.Operation
+	// clusterID is the cluster every answer must come from; prefix keeps the keys apart
+	// from other tests' clusters, which may answer at a reused Pod IP.
+	clusterID, prefix string
 }
 
 const chaosKeys = 3
 
 func startClients(t *testing.T, ns, cluster string, n int, seed uint64) *kvClients {
 	ctx, cancel := context.WithCancel(context.Background())
-	cs := &kvClients{cancel: cancel, start: time.Now()}
+	cs := &kvClients{cancel: cancel, start: time.Now(), clusterID: get(t, ns, cluster).Status.ClusterID, prefix: "/chaos/" + ns + "/"}
 	for id := 0; id < n; id++ {
 		cs.wg.Add(1)
 		go func() {
@@ -122,7 +125,7 @@ func (cs *kvClients) run(ctx context.Context, t *testing.T, ns, cluster string, 
 				cli.SetEndpoints(eps...)
 			}
 		}
-		key := fmt.Sprintf("/chaos/k%d", rng.IntN(chaosKeys))
+		key := fmt.Sprintf("%sk%d", cs.prefix, rng.IntN(chaosKeys))
 		in := kvInput{key: key, value: fmt.Sprintf("c%d-%d", id, i), expect: last[key]}
 		switch r := rng.IntN(10); {
 		case r < 4:
@@ -159,12 +162,18 @@ func (cs *kvClients) do(ctx context.Context, cli *clientv3.Client, in kvInput) (
 	switch in.op {
 	case "get":
 		resp, err := cli.Get(ctx, in.key)
+		if err == nil {
+			err = sameCluster(resp.Header, cs.clusterID)
+		}
 		if err != nil || len(resp.Kvs) == 0 {
 			return kvOutput{}, err
 		}
 		return kvOutput{value: string(resp.Kvs[0].Value)}, nil
 	case "put":
-		_, err := cli.Put(ctx, in.key, in.value)
+		resp, err := cli.Put(ctx, in.key, in.value)
+		if err == nil {
+			err = sameCluster(resp.Header, cs.clusterID)
+		}
 		return kvOutput{}, err
 	}
 	cmp := clientv3.Compare(clientv3.Value(in.key), "=", in.expect)
@@ -172,6 +181,9 @@ func (cs *kvClients) do(ctx context.Context, cli *clientv3.Client, in kvInput) (
 		cmp = clientv3.Compare(clientv3.Version(in.key), "=", 0)
 	}
 	resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(in.key, in.value)).Commit()
+	if err == nil {
+		err = sameCluster(resp.Header, cs.clusterID)
+	}
 	if err != nil {
 		return kvOutput{}, err
 	}

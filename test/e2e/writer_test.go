@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -27,6 +28,7 @@ type writer struct {
 
 func startWriter(t *testing.T, ns, cluster string) *writer {
 	t.Helper()
+	id := get(t, ns, cluster).Status.ClusterID
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -43,8 +45,11 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 			key := fmt.Sprintf("/writer/%06d", i)
 			start := time.Now()
 			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := cli.Put(wctx, key, key)
+			resp, err := cli.Put(wctx, key, key)
 			wcancel()
+			if err == nil {
+				err = sameCluster(resp.Header, id)
+			}
 			lat := time.Since(start)
 			w.mu.Lock()
 			if err == nil {
@@ -70,6 +75,7 @@ func (w *writer) stopAndVerify() {
 	defer cancel()
 	resp, err := cli.Get(ctx, "/writer/", clientv3.WithPrefix())
 	require.NoError(w.t, err)
+	require.NoError(w.t, sameCluster(resp.Header, get(w.t, w.ns, w.cl).Status.ClusterID))
 	have := map[string]bool{}
 	for _, kv := range resp.Kvs {
 		have[string(kv.Key)] = true
@@ -99,4 +105,13 @@ func (w *writer) stillThere() {
 	w2.acked = append(w2.acked, w.acked...)
 	time.Sleep(time.Second)
 	w2.stopAndVerify()
+}
+
+// sameCluster fails an answer from another etcd cluster than id: clients reach members at
+// Pod IPs, which another test's cluster may take over when a Pod goes.
+func sameCluster(h *etcdserverpb.ResponseHeader, id string) error {
+	if id != "" && (h == nil || memberID(h.ClusterId) != id) {
+		return fmt.Errorf("answered by another etcd cluster than %s", id)
+	}
+	return nil
 }

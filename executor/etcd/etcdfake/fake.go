@@ -126,6 +126,6 @@ func (c *Cluster) member(id uint64, f func(*planner.EtcdMember)) error {
 	return fmt.Errorf("member %s not found", strings.ToLower(etcd.ID(id)))
 }
 
-func (c *Cluster) SetEndpoints(map[string]string) {}
+func (c *Cluster) SetCluster(string, map[string]string) {}
 
 func (c *Cluster) Close() error { return nil }
