@@ -3,6 +3,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -256,8 +257,9 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 	})
 }
 
-// pinned runs a membership change through one endpoint that has just answered as a member
-// of this cluster, so the change cannot land on another cluster at a reused Pod IP.
+// pinned runs a membership change through one endpoint that has just answered as a voter
+// of this cluster (the leader when it answers), so the change cannot land on another
+// cluster at a reused Pod IP, nor on a learner, which refuses membership changes.
 func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
 	defer cancel()
@@ -267,24 +269,36 @@ func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.C
 	if !known {
 		return errors.New("the cluster's ID is not known yet: no membership change before it first answers")
 	}
-	var last error = errors.New("no member endpoints")
+	var leader, voter string
+	last := errors.New("no voter of this cluster answers")
 	for _, ep := range eps {
 		st, err := c.cli.Status(ctx, ep)
 		if err == nil {
 			err = c.ours(st.Header)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			last = err
-			continue
+		case st.IsLearner:
+		case st.Leader == st.Header.MemberId:
+			leader = ep
+		case voter == "":
+			voter = ep
 		}
-		one, err := dial(map[string]string{"": ep})
-		if err != nil {
-			return err
+		if leader != "" {
+			break
 		}
-		defer one.Close()
-		return f(ctx, one.cli)
 	}
-	return last
+	pick := cmp.Or(leader, voter)
+	if pick == "" {
+		return last
+	}
+	one, err := dial(map[string]string{"": pick})
+	if err != nil {
+		return err
+	}
+	defer one.Close()
+	return f(ctx, one.cli)
 }
 
 // MoveLeader asks the leader, at its own endpoint, to hand leadership to the target. It

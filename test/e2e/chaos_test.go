@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
@@ -125,27 +126,30 @@ func runChaos(t *testing.T, seed uint64) {
 // replace wipes the volume of a member and deletes its Pod: the member comes back without
 // its data and must be replaced, never restarted under its old ID.
 func (r *chaosRun) replace() {
-	c := get(r.t, r.ns, "demo")
-	m := c.Status.Members[r.rng.IntN(len(c.Status.Members))]
-	r.log("wipe the volume of %s and delete its Pod", m.Name)
+	members := r.runningMembers(false)
+	m := members[r.rng.IntN(len(members))]
+	r.log("wipe the volume of %s and delete its Pod", m)
 	ctx := context.Background()
-	require.NoError(r.t, env.stack.WipePVC(ctx, r.ns, m.Name))
-	require.NoError(r.t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(r.ns, m.Name)}))
+	require.NoError(r.t, env.stack.WipePVC(ctx, r.ns, m))
+	require.NoError(r.t, client.IgnoreNotFound(env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(r.ns, m)})))
+}
+
+// runningMembers are the members with a Pod, as status last recorded them: all of them, or
+// the leader only.
+func (r *chaosRun) runningMembers(leader bool) []string {
+	var out []string
+	for _, m := range get(r.t, r.ns, "demo").Status.Members {
+		if m.Pod != "" && (m.Leader || !leader) {
+			out = append(out, m.Pod)
+		}
+	}
+	return out
 }
 
 // fault injects one fault while the operation runs.
 func (r *chaosRun) fault() {
 	ctx := context.Background()
-	c := get(r.t, r.ns, "demo")
-	var members, leader []string
-	for _, m := range c.Status.Members {
-		if m.Pod != "" {
-			members = append(members, m.Pod)
-			if m.Leader {
-				leader = append(leader, m.Pod)
-			}
-		}
-	}
+	members, leader := r.runningMembers(false), r.runningMembers(true)
 	kind := r.rng.IntN(5)
 	if len(members) == 0 || (kind == 1 && len(leader) == 0) {
 		kind = 4
