@@ -119,7 +119,12 @@ func runChaos(t *testing.T, seed uint64) {
 	history := kv.stop()
 	gaps := q.stop()
 	w.stopAndVerify()
-	checkMembership(t, r.ns, "demo")
+	_, err := membership(t, r.ns, "demo")
+	for deadline := time.Now().Add(2 * time.Minute); err != nil && time.Now().Before(deadline); {
+		time.Sleep(time.Second) // a member killed last may still be coming back
+		_, err = membership(t, r.ns, "demo")
+	}
+	require.NoError(t, err, "the cluster matches the spec")
 	r.verdict(seed, history, gaps)
 }
 

@@ -229,23 +229,40 @@ func etcdClient(t *testing.T, eps []string) *clientv3.Client {
 }
 
 // checkMembership asserts etcd's member list matches the spec: as many voters as replicas,
-// no learners, each named after a running Pod.
+// no learners, each named after a Pod.
 func checkMembership(t *testing.T, ns, name string) *clientv3.MemberListResponse {
 	t.Helper()
+	list, err := membership(t, ns, name)
+	require.NoError(t, err)
+	return list
+}
+
+// membership reads etcd's member list and says how it differs from the spec.
+func membership(t *testing.T, ns, name string) (*clientv3.MemberListResponse, error) {
 	c := get(t, ns, name)
 	cli := etcdClient(t, endpoints(t, ns, name))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	list, err := cli.MemberList(ctx)
-	require.NoError(t, err)
-	require.NoError(t, sameCluster(list.Header, c.Status.ClusterID))
-	require.Len(t, list.Members, int(c.Spec.Replicas), "etcd members: %v", list.Members)
-	for _, m := range list.Members {
-		require.False(t, m.IsLearner, "member %s is still a learner", m.Name)
-		var pod corev1.Pod
-		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Name}, &pod), "Pod of member %s", m.Name)
+	if err == nil {
+		err = sameCluster(list.Header, c.Status.ClusterID)
 	}
-	return list
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Members) != int(c.Spec.Replicas) {
+		return list, fmt.Errorf("%d etcd members, spec.replicas %d: %v", len(list.Members), c.Spec.Replicas, list.Members)
+	}
+	for _, m := range list.Members {
+		if m.IsLearner {
+			return list, fmt.Errorf("member %s is still a learner", m.Name)
+		}
+		var pod corev1.Pod
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Name}, &pod); err != nil {
+			return list, fmt.Errorf("Pod of member %s: %w", m.Name, err)
+		}
+	}
+	return list, nil
 }
 
 func metaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
