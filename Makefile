@@ -29,6 +29,7 @@ generate:
 # down and checked for leftovers) run after all the others: the stack is down at the end.
 test: lint build $(TEST_DEPS)
 	$(GO) test -timeout 60m -parallel 4 ./...
+	CHAOS_SEEDS=1,2 $(GO) test -count=1 -timeout 30m -parallel 4 -run '^TestChaos$$' ./test/e2e/
 	$(MAKE) --no-print-directory stack-selftest-exclusive
 
 KUBECTL := $(BIN)/kubectl --kubeconfig $(CURDIR)/.stack/kubeconfig
@@ -60,7 +61,7 @@ fuzz:
 
 # chaos runs randomized schedules of operations and faults on the local stack, seeds 1 to
 # SEEDS (or CHAOS_SEEDS=a,b,c), checking the clients' history for linearizability; make test
-# runs seeds 1 and 2. Reports go to .stack/chaos.
+# runs seeds 1 and 2 after the other tests. Reports go to .stack/chaos.
 SEEDS ?= 20
 chaos: build $(TEST_DEPS)
 	CHAOS_SEEDS=$${CHAOS_SEEDS:-$(SEEDS)} $(GO) test -count=1 -timeout 120m -parallel 4 -run '^TestChaos$$' -v ./test/e2e/

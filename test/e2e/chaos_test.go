@@ -23,12 +23,13 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
-// chaosSeeds are the seeds TestChaos runs: CHAOS_SEEDS as "N" (seeds 1 to N) or "a,b,c";
-// `make test` runs a small fixed set, `make chaos SEEDS=N` more.
+// chaosSeeds are the seeds TestChaos runs: CHAOS_SEEDS as "N" (seeds 1 to N) or "a,b,c".
+// Without it TestChaos is skipped: `make test` runs a small fixed set after the other tests,
+// so chaos does not load the machine they share, and `make chaos SEEDS=N` more.
 func chaosSeeds(t *testing.T) []uint64 {
 	spec := os.Getenv("CHAOS_SEEDS")
 	if spec == "" {
-		spec = "1,2"
+		t.Skip("CHAOS_SEEDS is not set: make test and make chaos set it")
 	}
 	var out []uint64
 	if n, err := strconv.Atoi(spec); err == nil && !strings.Contains(spec, ",") {

@@ -92,7 +92,9 @@ func rollOneAtATime(t *testing.T, ns string, action plan.Action, change func(c *
 	return c
 }
 
-// answering counts, while an operation runs, how many members answer a status request.
+// answering counts, while an operation runs, how many members answer a status request. A
+// member counts as down when it failed two rounds in a row, so one slow answer on a loaded
+// machine is not taken for a member down.
 type answering struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -102,32 +104,35 @@ type answering struct {
 func watchAnswering(t *testing.T, ns, name string) *answering {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &answering{cancel: cancel, done: make(chan struct{}), min: 99}
+	id := get(t, ns, name).Status.ClusterID
+	failed := map[string]int{} // endpoint -> failed rounds in a row
 	go func() {
 		defer close(a.done)
 		for ctx.Err() == nil {
 			eps := endpoints(t, ns, name)
-			n := 0
 			var mu sync.Mutex
 			var wg sync.WaitGroup
 			for _, ep := range eps {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop()})
-					if err != nil {
-						return
-					}
-					defer cli.Close()
-					sctx, scancel := context.WithTimeout(ctx, time.Second)
-					defer scancel()
-					if _, err := cli.Status(sctx, ep); err == nil {
-						mu.Lock()
-						n++
-						mu.Unlock()
+					ok := statusOK(ctx, ep, id)
+					mu.Lock()
+					defer mu.Unlock()
+					if ok {
+						failed[ep] = 0
+					} else {
+						failed[ep]++
 					}
 				}()
 			}
 			wg.Wait()
+			n := 0
+			for _, ep := range eps {
+				if failed[ep] < 2 {
+					n++
+				}
+			}
 			if ctx.Err() == nil {
 				a.min = min(a.min, n)
 			}
@@ -135,6 +140,19 @@ func watchAnswering(t *testing.T, ns, name string) *answering {
 		}
 	}()
 	return a
+}
+
+// statusOK: the member at ep answers a status request, as a member of cluster id.
+func statusOK(ctx context.Context, ep, id string) bool {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := cli.Status(sctx, ep)
+	return err == nil && sameCluster(st.Header, id) == nil
 }
 
 func (a *answering) stop() int {

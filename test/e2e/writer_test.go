@@ -89,21 +89,35 @@ func (w *writer) stopAndVerify() {
 	w.t.Logf("writer: %d writes acknowledged and readable, %d failed, slowest %v", len(w.acked), w.failed, w.maxLat)
 }
 
-// writeAWhile writes for a second and checks every acknowledged write is readable.
+// writeAWhile writes for a second (longer, up to 15 s, until a write is acknowledged) and
+// checks every acknowledged write is readable.
 func writeAWhile(t *testing.T, ns, cluster string) *writer {
 	t.Helper()
 	w := startWriter(t, ns, cluster)
-	time.Sleep(time.Second)
+	w.waitAcked()
 	w.stopAndVerify()
 	return w
+}
+
+// waitAcked lets the writer write for a second, and on until a write is acknowledged.
+func (w *writer) waitAcked() {
+	time.Sleep(time.Second)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		w.mu.Lock()
+		n := len(w.acked)
+		w.mu.Unlock()
+		if n > 0 {
+			return
+		}
+	}
 }
 
 // stillThere writes for a second more and checks that the writes before are readable too.
 func (w *writer) stillThere() {
 	w.t.Helper()
 	w2 := startWriter(w.t, w.ns, w.cl)
+	w2.waitAcked()
 	w2.acked = append(w2.acked, w.acked...)
-	time.Sleep(time.Second)
 	w2.stopAndVerify()
 }
 
