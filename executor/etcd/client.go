@@ -269,29 +269,35 @@ func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.C
 	if !known {
 		return errors.New("the cluster's ID is not known yet: no membership change before it first answers")
 	}
+	// Ask every endpoint at once, each on its own short clock: one that does not answer
+	// must not hold up the change.
+	sts := make([]*clientv3.StatusResponse, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
+			defer cancel()
+			if st, err := c.cli.Status(sctx, ep); err == nil && c.ours(st.Header) == nil {
+				sts[i] = st
+			}
+		}()
+	}
+	wg.Wait()
 	var leader, voter string
-	last := errors.New("no voter of this cluster answers")
-	for _, ep := range eps {
-		st, err := c.cli.Status(ctx, ep)
-		if err == nil {
-			err = c.ours(st.Header)
-		}
+	for i, st := range sts {
 		switch {
-		case err != nil:
-			last = err
-		case st.IsLearner:
+		case st == nil || st.IsLearner:
 		case st.Leader == st.Header.MemberId:
-			leader = ep
+			leader = eps[i]
 		case voter == "":
-			voter = ep
-		}
-		if leader != "" {
-			break
+			voter = eps[i]
 		}
 	}
 	pick := cmp.Or(leader, voter)
 	if pick == "" {
-		return last
+		return errors.New("no voter of this cluster answers")
 	}
 	one, err := dial(map[string]string{"": pick})
 	if err != nil {
