@@ -66,9 +66,6 @@ type Pod struct {
 	Failed bool `json:"failed,omitempty"`
 	// DataLost: the member had joined the cluster but its data directory is empty.
 	DataLost bool `json:"dataLost,omitempty"`
-	// NodeNotReady: the Pod's node has stopped reporting; a Pod deleted there stays
-	// terminating until the node comes back or the Pod is force-deleted.
-	NodeNotReady bool `json:"nodeNotReady,omitempty"`
 	// Version is the etcd version of the Pod's image.
 	Version string `json:"version,omitempty"`
 	// ConfigHash is the configuration the Pod was rendered from (see ConfigHash).

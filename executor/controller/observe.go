@@ -94,7 +94,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	}
 	o.etcd = cli
 	view, err := cli.View(ctx)
-	if err != nil || len(view.Members) == 0 || (c.Status.ClusterID != "" && view.ClusterID != c.Status.ClusterID) {
+	if err != nil || len(view.Members) == 0 {
 		return o, nil // nobody answered, or another cluster did
 	}
 	if c.Status.ClusterID == "" {

@@ -3,7 +3,6 @@
 package etcd
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -263,14 +262,23 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
 	defer cancel()
+	ep, _, err := c.voter(ctx)
+	if err != nil {
+		return err
+	}
+	return through(ctx, ep, f)
+}
+
+// voter finds the endpoint of a voter of this cluster, the leader when it answers, with its
+// status. Every endpoint is asked at once, each on its own short clock: one that does not
+// answer must not hold up the change.
+func (c *Client) voter(ctx context.Context) (string, *clientv3.StatusResponse, error) {
 	c.mu.Lock()
 	eps, known := urls(c.endpoints), c.clusterID != ""
 	c.mu.Unlock()
 	if !known {
-		return errors.New("the cluster's ID is not known yet: no membership change before it first answers")
+		return "", nil, errors.New("the cluster's ID is not known yet: no membership change before it first answers")
 	}
-	// Ask every endpoint at once, each on its own short clock: one that does not answer
-	// must not hold up the change.
 	sts := make([]*clientv3.StatusResponse, len(eps))
 	var wg sync.WaitGroup
 	for i, ep := range eps {
@@ -285,21 +293,25 @@ func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.C
 		}()
 	}
 	wg.Wait()
-	var leader, voter string
+	pick := -1
 	for i, st := range sts {
 		switch {
 		case st == nil || st.IsLearner:
 		case st.Leader == st.Header.MemberId:
-			leader = eps[i]
-		case voter == "":
-			voter = eps[i]
+			return eps[i], st, nil
+		case pick < 0:
+			pick = i
 		}
 	}
-	pick := cmp.Or(leader, voter)
-	if pick == "" {
-		return errors.New("no voter of this cluster answers")
+	if pick < 0 {
+		return "", nil, errors.New("no voter of this cluster answers")
 	}
-	one, err := dial(map[string]string{"": pick})
+	return eps[pick], sts[pick], nil
+}
+
+// through calls f with a connection to the one endpoint ep.
+func through(ctx context.Context, ep string, f func(context.Context, *clientv3.Client) error) error {
+	one, err := dial(map[string]string{"": ep})
 	if err != nil {
 		return err
 	}
@@ -312,37 +324,17 @@ func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.C
 func (c *Client) MoveLeader(ctx context.Context, leader, target uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
 	defer cancel()
-	list, err := c.cli.MemberList(ctx)
-	if err != nil {
-		return err
-	}
-	var name string
-	for _, m := range list.Members {
-		if m.ID == leader {
-			name = planner.EtcdMember{Name: m.Name, PeerURLs: m.PeerURLs}.MemberName()
-		}
-	}
-	ep, ok := c.endpoint(name)
-	if !ok {
-		return fmt.Errorf("no endpoint for leader %s", ID(leader))
-	}
-	st, err := c.cli.Status(ctx, ep)
-	if err == nil {
-		err = c.ours(st.Header)
-	}
+	ep, st, err := c.voter(ctx)
 	if err != nil {
 		return err
 	}
 	if st.Header.MemberId != leader || st.Leader != leader {
 		return fmt.Errorf("member %s no longer leads", ID(leader))
 	}
-	one, err := dial(map[string]string{name: ep})
-	if err != nil {
+	return through(ctx, ep, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MoveLeader(ctx, target)
 		return err
-	}
-	defer one.Close()
-	_, err = one.cli.MoveLeader(ctx, target)
-	return err
+	})
 }
 
 // clusterVersion asks a member for the version the cluster runs at (the lowest its members

@@ -64,7 +64,7 @@ func ClientService(c *v1alpha1.EtcdCluster) string { return c.Name + "-client" }
 
 // PeerURL is the address other members reach a member at.
 func PeerURL(c *v1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("%s://%s:%d", scheme(c), MemberHost(c, member), planner.PeerPort)
+	return fmt.Sprintf("%s://%s:%d", scheme(c), MemberHost(c, member), PeerPort)
 }
 
 // ClientURL is the address a member advertises to clients.

@@ -19,9 +19,10 @@ type Cluster struct {
 	// View is what View returns (a copy); nil fails View as if no member answered.
 	view *planner.EtcdView
 	// Err, when set, fails every membership call.
-	Err    error
-	calls  []string
-	nextID uint64
+	Err       error
+	calls     []string
+	nextID    uint64
+	clusterID string // set by SetCluster: a view of another cluster is refused, as Client does
 }
 
 var _ etcd.Cluster = (*Cluster)(nil)
@@ -56,6 +57,9 @@ func (c *Cluster) View(context.Context) (*planner.EtcdView, error) {
 	defer c.mu.Unlock()
 	if c.view == nil {
 		return nil, errors.New("no member answers")
+	}
+	if c.clusterID != "" && c.view.ClusterID != c.clusterID {
+		return nil, fmt.Errorf("an endpoint answered for another etcd cluster than %s", c.clusterID)
 	}
 	v := *c.view
 	v.Members = append([]planner.EtcdMember(nil), c.view.Members...)
@@ -126,6 +130,10 @@ func (c *Cluster) member(id uint64, f func(*planner.EtcdMember)) error {
 	return fmt.Errorf("member %s not found", strings.ToLower(etcd.ID(id)))
 }
 
-func (c *Cluster) SetCluster(string, map[string]string) {}
+func (c *Cluster) SetCluster(clusterID string, _ map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clusterID = clusterID
+}
 
 func (c *Cluster) Close() error { return nil }
