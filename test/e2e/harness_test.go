@@ -97,10 +97,20 @@ func startOperator(t *testing.T, ns string, extraArgs ...string) *operator {
 		<-op.done
 		_ = logFile.Close()
 		if t.Failed() {
-			t.Logf("operator log: %s", logPath)
+			t.Logf("operator log: %s; its last lines:\n%s", logPath, tail(logPath, 80))
 		}
 	})
 	return op
+}
+
+// tail is a file's last n lines: CI keeps the test output, not the files.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func (op *operator) Restarts() int {
@@ -149,10 +159,12 @@ func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, 
 	t.Helper()
 	var last *v1alpha1.EtcdCluster
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = &v1alpha1.EtcdCluster{}
-		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, last); err != nil {
+		// Keep the last object read: a Get cut short by the deadline says nothing.
+		var c v1alpha1.EtcdCluster
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &c); err != nil {
 			return false, nil
 		}
+		last = &c
 		return cond(last), nil
 	})
 	if err != nil {
