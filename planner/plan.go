@@ -5,6 +5,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 )
@@ -177,4 +178,20 @@ func SameStep(recorded, fresh plan.Step) bool {
 		r.TargetID = fresh.TargetID
 	}
 	return r == fresh
+}
+
+// DoneUpTo returns k when the fresh plan is exactly the recorded steps from k on, for some
+// k at or after current: the steps before k have had their effect. "Exactly" is SameStep
+// for every step, so a recorded step a fresh plan would not give is never taken as the rest.
+func DoneUpTo(recorded []plan.Step, current int, fresh plan.Plan) (int, bool) {
+	if fresh.Blocked != nil {
+		return 0, false
+	}
+	for k := current; k <= len(recorded); k++ {
+		rest := recorded[k:]
+		if len(rest) == len(fresh.Steps) && slices.EqualFunc(rest, fresh.Steps, SameStep) {
+			return k, true
+		}
+	}
+	return 0, false
 }

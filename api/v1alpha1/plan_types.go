@@ -20,11 +20,15 @@ const (
 type StepProgress struct {
 	State StepState `json:"state"`
 	// +optional
-	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	StartedAt *Instant `json:"startedAt,omitempty"`
 	// +optional
 	Deadline *metav1.Time `json:"deadline,omitempty"`
+	// AppliedAt is when the step's precondition first held and its effect was applied.
 	// +optional
-	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	AppliedAt *Instant `json:"appliedAt,omitempty"`
+	// FinishedAt is when the operator saw the step's effect in the cluster.
+	// +optional
+	FinishedAt *Instant `json:"finishedAt,omitempty"`
 	// +optional
 	Message string `json:"message,omitempty"`
 	// Errors counts the step's failed attempts in a row; retries back off exponentially.
@@ -59,7 +63,7 @@ type PlanStatus struct {
 	// +optional
 	Summary string `json:"summary,omitempty"`
 	// +optional
-	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
+	CreatedAt *Instant `json:"createdAt,omitempty"`
 }
 
 // PlanRecord is a finished plan in status.history.
@@ -74,7 +78,7 @@ type PlanRecord struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 	// +optional
-	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	StartedAt *Instant `json:"startedAt,omitempty"`
 	// +optional
-	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	FinishedAt *Instant `json:"finishedAt,omitempty"`
 }

@@ -213,7 +213,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	pr := progress(rec, i)
 	if pr.StartedAt == nil {
 		deadline := now.Add(time.Duration(c.Spec.UpdateStrategy.ProgressDeadlineSeconds) * time.Second)
-		pr.State, pr.StartedAt, pr.Deadline = v1alpha1.StepRunning, &metav1.Time{Time: now}, &metav1.Time{Time: deadline}
+		pr.State, pr.StartedAt, pr.Deadline = v1alpha1.StepRunning, v1alpha1.At(now), &metav1.Time{Time: deadline}
 		r.event(c, corev1.EventTypeNormal, "StepStarted", "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Member, s.Reason)
 	}
 	rec.Summary = summary(rec)
@@ -234,6 +234,10 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		switch {
 		case err == nil:
 			why, pr.Errors = "applied; waiting for the cluster to show it", 0
+			if pr.AppliedAt == nil {
+				pr.AppliedAt = v1alpha1.At(now)
+				stepWait.WithLabelValues(string(s.Action), "precondition").Observe(now.Sub(pr.StartedAt.Time).Seconds())
+			}
 			result.RequeueAfter = pollApplied
 			stepsTotal.WithLabelValues(string(s.Action), "applied").Inc()
 		case errors.As(err, &se):
@@ -266,9 +270,12 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 func (r *Reconciler) stepFinished(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus, i int, now time.Time) {
 	pr := progress(rec, i)
 	s := rec.Steps[i]
-	pr.State, pr.FinishedAt, pr.Message = v1alpha1.StepSucceeded, &metav1.Time{Time: now}, ""
+	pr.State, pr.FinishedAt, pr.Message = v1alpha1.StepSucceeded, v1alpha1.At(now), ""
 	if pr.StartedAt != nil {
 		stepDuration.WithLabelValues(string(s.Action)).Observe(now.Sub(pr.StartedAt.Time).Seconds())
+	}
+	if pr.AppliedAt != nil {
+		stepWait.WithLabelValues(string(s.Action), "effect").Observe(now.Sub(pr.AppliedAt.Time).Seconds())
 	}
 	stepsTotal.WithLabelValues(string(s.Action), "succeeded").Inc()
 	r.event(c, corev1.EventTypeNormal, "StepSucceeded", "step %d/%d %s %s succeeded", i+1, len(rec.Steps), s.Action, s.Member)

@@ -15,6 +15,12 @@ var (
 		Help:    "Time from a step's start until the cluster shows its effect.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 	}, []string{"action"})
+	stepWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "etcdplan_step_wait_seconds",
+		Help: "Time a step waited, by the operator's clock: on its precondition (start to applied) " +
+			"and on its effect (applied until the cluster shows it).",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+	}, []string{"action", "on"})
 	clusterMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdplan_cluster_members",
 		Help: "Voting members per cluster by state (healthy, unhealthy).",
@@ -22,5 +28,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(stepsTotal, stepDuration, clusterMembers)
+	metrics.Registry.MustRegister(stepsTotal, stepDuration, stepWait, clusterMembers)
 }

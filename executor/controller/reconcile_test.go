@@ -146,10 +146,14 @@ func TestRemoveActsByIDOnALinearizableList(t *testing.T) {
 	require.Equal(t, "3", c.Status.Plan.Steps[0].MemberID)
 	require.Empty(t, f.etcd.Calls(), "no removal on one member's view")
 	require.Contains(t, c.Status.Plan.Progress[0].Message, "linearizable")
+	require.Nil(t, c.Status.Plan.Progress[0].AppliedAt, "not applied yet")
 
 	f.setView(func(v *planner.EtcdView) { v.Linearizable = true })
-	f.reconcile()
+	f.now = f.now.Add(1500 * time.Millisecond)
+	c, _ = f.reconcile()
 	require.Equal(t, []string{"Remove 3"}, f.etcd.Calls())
+	pr := c.Status.Plan.Progress[0]
+	require.Equal(t, 1500*time.Millisecond, pr.AppliedAt.Sub(pr.StartedAt.Time), "the wait on the precondition, to the millisecond")
 }
 
 func TestManualApprovalHoldsThePlan(t *testing.T) {

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/planner"
@@ -16,35 +14,21 @@ import (
 // historyLimit is how many finished plans status.history keeps.
 const historyLimit = 10
 
-// doneUpTo returns k when the fresh plan is exactly the recorded plan's steps from k on,
-// for some k at or after the current step: steps before k have had their effect. "Exactly"
-// is every field of every step (planner.SameStep): a recorded step whose precondition,
-// member ID or reason a fresh plan would not give is superseded, never run. Member IDs the
-// recorded plan could not know yet (a learner's, before it was added) are filled in.
+// doneUpTo returns k when the fresh plan is exactly the recorded plan's steps from k on
+// (planner.DoneUpTo): a recorded step whose precondition, member ID or reason a fresh plan
+// would not give is superseded, never run. Member IDs the recorded plan could not know yet
+// (a learner's, before it was added) are filled in.
 func doneUpTo(rec *v1alpha1.PlanStatus, fresh plan.Plan) (int, bool) {
-	if fresh.Blocked != nil {
-		return 0, false
+	k, ok := planner.DoneUpTo(rec.Steps, int(rec.Current), fresh)
+	if ok {
+		copy(rec.Steps[k:], fresh.Steps)
 	}
-	for k := int(rec.Current); k <= len(rec.Steps); k++ {
-		rest := rec.Steps[k:]
-		if len(rest) != len(fresh.Steps) {
-			continue
-		}
-		same := true
-		for i := range rest {
-			same = same && planner.SameStep(rest[i], fresh.Steps[i])
-		}
-		if same {
-			copy(rest, fresh.Steps)
-			return k, true
-		}
-	}
-	return 0, false
+	return k, ok
 }
 
 // newRecord turns a fresh plan into the plan recorded in status.
 func newRecord(p plan.Plan, now time.Time) *v1alpha1.PlanStatus {
-	rec := &v1alpha1.PlanStatus{Plan: p, Phase: v1alpha1.PlanRunning, CreatedAt: &metav1.Time{Time: now}}
+	rec := &v1alpha1.PlanStatus{Plan: p, Phase: v1alpha1.PlanRunning, CreatedAt: v1alpha1.At(now)}
 	if p.Blocked != nil {
 		rec.Phase = v1alpha1.PlanBlocked
 	}
@@ -78,7 +62,7 @@ func finish(st *v1alpha1.EtcdClusterStatus, rec *v1alpha1.PlanStatus, phase v1al
 	r := v1alpha1.PlanRecord{
 		ID: rec.ID, Phase: phase, Steps: fmt.Sprintf("%d/%d", rec.Current, len(rec.Steps)),
 		Actions: shorten(strings.Join(actions, ", "), 300), Message: msg,
-		StartedAt: rec.CreatedAt, FinishedAt: &metav1.Time{Time: now},
+		StartedAt: rec.CreatedAt, FinishedAt: v1alpha1.At(now),
 	}
 	if rec.Blocked != nil {
 		r.Message = rec.Blocked.Message

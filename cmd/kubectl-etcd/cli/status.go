@@ -87,7 +87,7 @@ func writeStatus(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, no
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tSINCE\tMESSAGE")
 	for _, cond := range conditionsInOrder(s.Conditions) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cond.Type, cond.Status, cond.Reason, ago(&cond.LastTransitionTime, now), render.OneLine(cond.Message))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cond.Type, cond.Status, cond.Reason, ago(cond.LastTransitionTime.Time, now), render.OneLine(cond.Message))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -214,7 +214,7 @@ func writePlan(w io.Writer, ec *v1alpha1.EtcdCluster, now time.Time) error {
 		_, err := fmt.Fprintf(w, "Plan %s: no changes, the cluster matches the spec.\n", p.ID)
 		return err
 	}
-	fmt.Fprintf(w, "Plan %s: %s, %s, for generation %d, made %s\n", p.ID, p.Phase, p.Summary, p.Generation, ago(p.CreatedAt, now))
+	fmt.Fprintf(w, "Plan %s: %s, %s, for generation %d, made %s\n", p.ID, p.Phase, p.Summary, p.Generation, ago(p.CreatedAt.When(), now))
 	if p.Phase == v1alpha1.PlanAwaitingApproval {
 		fmt.Fprintf(w, "  Review the steps, then: kubectl etcd approve %s --plan %s\n", ec.Name, p.ID)
 	}
@@ -225,7 +225,7 @@ func writePlan(w io.Writer, ec *v1alpha1.EtcdCluster, now time.Time) error {
 		state, started, msg := string(v1alpha1.StepPending), "-", render.OneLine(step.Reason)
 		if i < len(p.Progress) {
 			pr := p.Progress[i]
-			state, started = string(pr.State), ago(pr.StartedAt, now)
+			state, started = string(pr.State), ago(pr.StartedAt.When(), now)
 			if pr.Message != "" {
 				msg = render.OneLine(pr.Message)
 			}
@@ -243,17 +243,17 @@ func writeHistory(w io.Writer, history []v1alpha1.PlanRecord, now time.Time) err
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLAN\tPHASE\tSTEPS\tFINISHED\tMESSAGE\tACTIONS")
 	for _, r := range history[:min(len(history), historyShown)] {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Phase, r.Steps, ago(r.FinishedAt, now), orDash(render.OneLine(r.Message)), orDash(r.Actions))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Phase, r.Steps, ago(r.FinishedAt.When(), now), orDash(render.OneLine(r.Message)), orDash(r.Actions))
 	}
 	return tw.Flush()
 }
 
 // ago says how long ago t was, as kubectl prints ages: "5m2s ago".
-func ago(t *metav1.Time, now time.Time) string {
-	if t == nil || t.IsZero() {
+func ago(t time.Time, now time.Time) string {
+	if t.IsZero() {
 		return "-"
 	}
-	return duration.HumanDuration(now.Sub(t.Time)) + " ago"
+	return duration.HumanDuration(now.Sub(t)) + " ago"
 }
 
 func size(bytes int64) string {

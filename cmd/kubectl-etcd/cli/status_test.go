@@ -17,10 +17,7 @@ import (
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func at(ago time.Duration) *metav1.Time {
-	t := metav1.NewTime(now.Add(-ago))
-	return &t
-}
+func at(ago time.Duration) *v1alpha1.Instant { return v1alpha1.At(now.Add(-ago)) }
 
 // scalingCluster is demo scaling from 3 to 4: the learner demo-3 has been added and its
 // Pod runs; demo-1 leads.
@@ -35,8 +32,8 @@ func scalingCluster() (*v1alpha1.EtcdCluster, observe.Objects) {
 		Alarms:   []string{"NOSPACE on member 91bc3c398fb3c146"},
 		Warnings: []string{"spec.replicas 4 is even: 4 voters tolerate no more failures than 3, and need one more answer for every write"},
 		Conditions: []metav1.Condition{
-			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Progressing", Message: "applying plan 5b2c3e7dab12: step 2/3 StartMember", LastTransitionTime: *at(40 * time.Second)},
-			{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "Progressing", Message: "step 2/3", LastTransitionTime: *at(40 * time.Second)},
+			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Progressing", Message: "applying plan 5b2c3e7dab12: step 2/3 StartMember", LastTransitionTime: metav1.NewTime(now.Add(-40 * time.Second))},
+			{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "Progressing", Message: "step 2/3", LastTransitionTime: metav1.NewTime(now.Add(-40 * time.Second))},
 		},
 		Members: []v1alpha1.MemberStatus{
 			{Name: "demo-0", ID: "8e9e05c52164694d", Role: v1alpha1.RoleVoter, Version: "3.6.16", Healthy: true, DBSize: 20480},
