@@ -140,7 +140,11 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan) (reconcile.Result, error) {
 	now := r.now()
 	st := &c.Status
-	if rec := st.Plan; rec != nil && rec.Blocked == nil {
+	if rec := st.Plan; rec != nil && rec.Blocked == nil && stale(c, o) {
+		// A view not read through a quorum proves no step done: a lagging member's list
+		// misses changes, and a plan without them looks finished. The current step waits
+		// (Check refuses membership changes on such a view).
+	} else if rec != nil && rec.Blocked == nil {
 		if k, ok := doneUpTo(rec, fresh); ok {
 			for i := int(rec.Current); i < k; i++ {
 				r.stepFinished(c, rec, i, now)
@@ -164,6 +168,10 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	}
 	rec := st.Plan
 	switch {
+	case rec == nil && stale(c, o):
+		msg := "etcd's member list cannot be read through a quorum; waiting for a linearizable view before deciding anything"
+		conditions.MarkFalse(c, meta.ReadyCondition, "EtcdUnreachable", "%s", msg)
+		return reconcile.Result{RequeueAfter: pollWaiting}, nil
 	case rec == nil:
 		markConverged(c, o, now)
 		if conditions.IsReady(c) {
@@ -184,6 +192,11 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	}
 	rec.Phase = v1alpha1.PlanRunning
 	return r.runStep(ctx, c, o, rec, now)
+}
+
+// stale: the cluster formed, but this look at it has no member list read through a quorum.
+func stale(c *v1alpha1.EtcdCluster, o *observation) bool {
+	return c.Status.ClusterID != "" && (o.Etcd == nil || !o.Etcd.Linearizable)
 }
 
 // stalled marks the cluster Stalled; the Warning event goes out only when it becomes so.

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
@@ -104,6 +105,12 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 			return o, nil
 		}
 		cli.SetCluster(view.ClusterID, endpoints)
+	}
+	if !view.Linearizable {
+		// Reads through a quorum failed: dial afresh next time, so a connection stuck on
+		// members that cannot serve them (a learner) is not kept.
+		log.FromContext(ctx).Info("etcd member list read without a quorum; reconnecting")
+		r.clients.forget(client.ObjectKeyFromObject(c))
 	}
 	o.Etcd = view
 	return o, nil

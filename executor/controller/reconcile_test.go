@@ -348,3 +348,30 @@ func TestAnotherClusterAtAPodIPIsIgnored(t *testing.T) {
 	require.Contains(t, c.Status.Plan.Progress[0].Message, "linearizable", "the step waits for this cluster to answer")
 	require.Empty(t, f.etcd.Calls())
 }
+
+// A view not read through a quorum shows no plan done: a learner is still promoted once a
+// quorum answers, and the cluster is not called Ready meanwhile.
+func TestStaleViewFinishesNothing(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	c := f.cluster()
+	require.NoError(t, f.kube.Create(context.Background(), memberPod(c, "demo-3")))
+	f.setView(func(v *planner.EtcdView) {
+		v.Members = append(v.Members, planner.EtcdMember{ID: "4", Name: "demo-3", PeerURLs: []string{resources.PeerURL(c, "demo-3")},
+			Learner: true, Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 10})
+	})
+	c, _ = f.reconcile()
+	require.NotNil(t, c.Status.Plan, "a plan is made and waits for the learner to catch up")
+	require.Equal(t, plan.PromoteLearner, c.Status.Plan.Steps[0].Action)
+	require.Empty(t, f.etcd.Calls())
+
+	f.setView(func(v *planner.EtcdView) { v.Linearizable, v.Members[3].RaftIndex = false, 100 })
+	f.now = f.now.Add(time.Second)
+	c, _ = f.reconcile()
+	require.NotNil(t, c.Status.Plan, "the stale view does not finish the plan")
+	require.Empty(t, c.Status.History)
+	require.False(t, conditions.IsReady(c))
+
+	f.setView(func(v *planner.EtcdView) { v.Linearizable = true })
+	f.reconcile()
+	require.Equal(t, []string{"Promote 4"}, f.etcd.Calls())
+}
