@@ -66,6 +66,9 @@ SEEDS ?= 20
 chaos: build $(TEST_DEPS)
 	CHAOS_SEEDS=$${CHAOS_SEEDS:-$(SEEDS)} $(GO) test -count=1 -timeout 120m -parallel 4 -run '^TestChaos$$' -v ./test/e2e/
 
-# bench prints the planner's speed and allocations (plans of 1 to 9 members, cold and converged).
-bench:
+# bench prints the planner's speed and allocations (plans of 1 to 9 members, cold and
+# converged), then measures each scenario on the local stack against
+# the floor and writes docs/benchmarks.md with its plots.
+bench: build $(TEST_DEPS)
 	$(GO) test -run '^$$' -bench . -benchmem ./planner/
+	BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestBench$$' -v ./test/e2e/

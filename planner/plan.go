@@ -39,7 +39,7 @@ func Plan(d Desired, observed Observed) plan.Plan {
 		FormatVersion: plan.FormatVersion,
 		Generation:    d.Generation,
 		Fingerprint:   observed.Fingerprint(),
-		Warnings:      warnings(d),
+		Warnings:      warnings(d, observed),
 	}
 	if b := refuse(m, d); b != nil {
 		p.Blocked = b
@@ -139,15 +139,19 @@ func refuseQuorum(m *model, d Desired) *plan.Blocker {
 }
 
 // warnings are what the user should know of the spec itself.
-func warnings(d Desired) []string {
+func warnings(d Desired, o Observed) []string {
+	var out []string
 	switch {
 	case d.Replicas == 1:
-		return []string{"spec.replicas is 1: the cluster is unavailable while its only member restarts, and it has no copy of its data"}
+		out = append(out, "spec.replicas is 1: the cluster is unavailable while its only member restarts, and it has no copy of its data")
 	case d.Replicas > 0 && d.Replicas%2 == 0:
-		return []string{fmt.Sprintf("spec.replicas %d is even: %d voters tolerate no more failures than %d, and need one more answer for every write",
-			d.Replicas, d.Replicas, d.Replicas-1)}
+		out = append(out, fmt.Sprintf("spec.replicas %d is even: %d voters tolerate no more failures than %d, and need one more answer for every write",
+			d.Replicas, d.Replicas, d.Replicas-1))
 	}
-	return nil
+	if o.Etcd != nil && !o.Etcd.Linearizable {
+		out = append(out, "etcd's member list was not read through a quorum: no membership change is planned or found done until it is")
+	}
+	return out
 }
 
 // next returns the first step towards the desired state, in a fixed order of concerns:

@@ -140,12 +140,14 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan) (reconcile.Result, error) {
 	now := r.now()
 	st := &c.Status
-	if rec := st.Plan; rec != nil && rec.Blocked == nil && stale(c, o) {
-		// A view not read through a quorum proves no step done: a lagging member's list
-		// misses changes, and a plan without them looks finished. The current step waits
-		// (Check refuses membership changes on such a view).
-	} else if rec != nil && rec.Blocked == nil {
-		if k, ok := doneUpTo(rec, fresh); ok {
+	if rec := st.Plan; rec != nil && rec.Blocked == nil {
+		k, ok := doneUpTo(rec, fresh)
+		switch {
+		case ok && staleMembership(o, rec.Steps[rec.Current:k]):
+			// A member list not read through a quorum proves no membership change done: the
+			// planner makes none on it, so a plan without them looks finished. The current
+			// step waits; Check refuses membership changes on such a view.
+		case ok:
 			for i := int(rec.Current); i < k; i++ {
 				r.stepFinished(c, rec, i, now)
 			}
@@ -153,7 +155,7 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 			if k == len(rec.Steps) {
 				finish(st, rec, v1alpha1.PlanSucceeded, "", now)
 			}
-		} else {
+		default:
 			r.event(c, corev1.EventTypeNormal, "PlanSuperseded", "plan %s superseded: the cluster or its spec changed", rec.ID)
 			finish(st, rec, v1alpha1.PlanSuperseded, "the cluster or its spec changed", now)
 		}
@@ -168,10 +170,6 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	}
 	rec := st.Plan
 	switch {
-	case rec == nil && stale(c, o):
-		msg := "etcd's member list cannot be read through a quorum; waiting for a linearizable view before deciding anything"
-		conditions.MarkFalse(c, meta.ReadyCondition, "EtcdUnreachable", "%s", msg)
-		return reconcile.Result{RequeueAfter: pollWaiting}, nil
 	case rec == nil:
 		markConverged(c, o, now)
 		if conditions.IsReady(c) {
@@ -194,9 +192,19 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	return r.runStep(ctx, c, o, rec, now)
 }
 
-// stale: the cluster formed, but this look at it has no member list read through a quorum.
-func stale(c *v1alpha1.EtcdCluster, o *observation) bool {
-	return c.Status.ClusterID != "" && (o.Etcd == nil || !o.Etcd.Linearizable)
+// staleMembership: steps change etcd's membership, and this look at the cluster has no
+// member list read through a quorum to show them done.
+func staleMembership(o *observation, steps []plan.Step) bool {
+	if o.Etcd != nil && o.Etcd.Linearizable {
+		return false
+	}
+	return slices.ContainsFunc(steps, func(s plan.Step) bool {
+		switch s.Action {
+		case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership:
+			return true
+		}
+		return false
+	})
 }
 
 // stalled marks the cluster Stalled; the Warning event goes out only when it becomes so.

@@ -113,6 +113,8 @@ func markConverged(c *v1alpha1.EtcdCluster, o *observation, now time.Time) {
 		return
 	case o.Etcd == nil:
 		reason, msg = "EtcdUnreachable", "no member answers"
+	case !o.Etcd.Linearizable:
+		reason, msg = "EtcdUnreachable", "etcd's member list cannot be read through a quorum"
 	case st.ReadyReplicas < c.Spec.Replicas:
 		reason, msg = "MembersUnhealthy", fmt.Sprintf("%d of %d members are healthy", st.ReadyReplicas, c.Spec.Replicas)
 	default:

@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+// floor drives the operations a plan is made of (Pods and claims created and deleted,
+// etcd's membership calls) directly, with no operator, no planner and no status: each as
+// soon as the one before took effect, found by polling every few milliseconds. It renders
+// the same Pods the operator does, so what it measures is what etcd and Kubernetes allow.
+type floor struct {
+	t       *testing.T
+	c       *v1alpha1.EtcdCluster // never created: it only renders the members
+	members map[string]uint64     // name -> etcd member ID
+}
+
+const floorPoll = 10 * time.Millisecond
+
+func newFloor(t *testing.T, ns string, c *v1alpha1.EtcdCluster) *floor {
+	c = c.DeepCopy()
+	c.Namespace = ns
+	ctx := context.Background()
+	for _, svc := range []*corev1.Service{resources.Headless(c), resources.Client(c)} {
+		require.NoError(t, env.client.Create(ctx, svc))
+	}
+	return &floor{t: t, c: c, members: map[string]uint64{}}
+}
+
+func (f *floor) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 3*time.Minute)
+}
+
+func (f *floor) images() resources.Images {
+	return resources.Images{EtcdRepository: "quay.io/coreos/etcd", Operator: operatorImage}
+}
+
+// start creates a member's claim and Pod: a seed alone, or a member joining those listed.
+func (f *floor) start(name, version string, seed, expectData bool) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	pvc := resources.MemberPVC(f.c, name)
+	if err := env.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(f.t, err)
+	}
+	ms := resources.MemberSpec{Name: name, Version: version, Seed: seed, ExpectData: expectData}
+	ms.InitialCluster = []string{name + "=" + resources.PeerURL(f.c, name)}
+	for m := range f.members {
+		if m != name {
+			ms.InitialCluster = append(ms.InitialCluster, m+"="+resources.PeerURL(f.c, m))
+		}
+	}
+	require.NoError(f.t, env.client.Create(ctx, resources.MemberPod(f.c, f.images(), ms)))
+}
+
+// endpoint waits for a member's Pod to have an IP and returns its client URL.
+func (f *floor) endpoint(name string) string {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	var ep string
+	require.NoError(f.t, wait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+		var p corev1.Pod
+		if env.client.Get(ctx, client.ObjectKey{Namespace: f.c.Namespace, Name: name}, &p) != nil || p.Status.PodIP == "" {
+			return false, nil
+		}
+		ep = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+		return true, nil
+	}), "Pod %s gets an IP", name)
+	return ep
+}
+
+func (f *floor) client(name string) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	require.NoError(f.t, err)
+	return cli
+}
+
+// healthy waits until a member answers and knows a leader, and records its ID.
+func (f *floor) healthy(name string) {
+	cli := f.client(name)
+	defer cli.Close()
+	ctx, cancel := f.ctx()
+	defer cancel()
+	ep := cli.Endpoints()[0]
+	require.NoError(f.t, wait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		defer scancel()
+		st, err := cli.Status(sctx, ep)
+		if err != nil || st.Leader == 0 {
+			return false, nil
+		}
+		f.members[name] = st.Header.MemberId
+		return true, nil
+	}), "member %s answers with a leader", name)
+}
+
+// through runs an etcd call on a voter until it succeeds.
+func (f *floor) through(voter string, call func(ctx context.Context, cli *clientv3.Client) error) {
+	cli := f.client(voter)
+	defer cli.Close()
+	ctx, cancel := f.ctx()
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ccancel()
+		last = call(cctx, cli)
+		return last == nil, nil
+	})
+	require.NoError(f.t, err, "etcd call through %s: %v", voter, last)
+}
+
+// join adds a member as a learner, starts it and promotes it as soon as etcd allows.
+func (f *floor) join(voter, name, version string) {
+	var id uint64
+	f.through(voter, func(ctx context.Context, cli *clientv3.Client) error {
+		resp, err := cli.MemberAddAsLearner(ctx, []string{resources.PeerURL(f.c, name)})
+		if err == nil {
+			id = resp.Member.ID
+		}
+		return err
+	})
+	f.members[name] = id
+	f.start(name, version, false, false)
+	f.through(voter, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MemberPromote(ctx, id)
+		return err
+	})
+	f.healthy(name)
+}
+
+// bootstrap forms a cluster of n members: a seed, then one learner at a time.
+func (f *floor) bootstrap(n int, version string) {
+	seed := f.name(0)
+	f.start(seed, version, true, false)
+	f.healthy(seed)
+	for i := 1; i < n; i++ {
+		f.join(seed, f.name(i), version)
+	}
+}
+
+func (f *floor) name(i int) string { return fmt.Sprintf("%s-%d", f.c.Name, i) }
+
+// leave hands leadership to voter if the member leads, removes it and deletes its Pod and
+// claim.
+func (f *floor) leave(voter, name string) {
+	f.handOff(name, voter)
+	id := f.members[name]
+	f.through(voter, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MemberRemove(ctx, id)
+		return err
+	})
+	delete(f.members, name)
+	f.deletePod(name)
+	ctx, cancel := f.ctx()
+	defer cancel()
+	require.NoError(f.t, client.IgnoreNotFound(env.client.Delete(ctx, resources.MemberPVC(f.c, name))))
+}
+
+// handOff makes to the leader if from leads; etcd moves leadership only at the leader.
+func (f *floor) handOff(from, to string) {
+	f.through(from, func(ctx context.Context, cli *clientv3.Client) error {
+		st, err := cli.Status(ctx, cli.Endpoints()[0])
+		if err != nil || st.Leader != st.Header.MemberId {
+			return err
+		}
+		_, err = cli.MoveLeader(ctx, f.members[to])
+		return err
+	})
+}
+
+// lead makes a member the leader, wherever leadership is.
+func (f *floor) lead(name string) {
+	for m := range f.members {
+		if m != name {
+			f.handOff(m, name)
+		}
+	}
+}
+
+// deletePod deletes a member's Pod and waits until it is gone.
+func (f *floor) deletePod(name string) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	p := &corev1.Pod{}
+	p.Namespace, p.Name = f.c.Namespace, name
+	require.NoError(f.t, client.IgnoreNotFound(env.client.Delete(ctx, p)))
+	require.NoError(f.t, wait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(env.client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})), nil
+	}), "Pod %s goes", name)
+}
+
+// restart replaces a member's Pod with one at version on the same volume; a leader hands
+// leadership to voter first.
+func (f *floor) restart(voter, name, version string) {
+	f.handOff(name, voter)
+	f.deletePod(name)
+	f.start(name, version, false, true)
+	f.healthy(name)
+}

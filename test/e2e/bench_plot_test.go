@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"fmt"
+	"image/color"
+	"os/exec"
+	"runtime"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// plotScenario draws a scenario's timeline: the probe's write latencies (failed writes on
+// top, in red) with a line where each plan step was applied, so a reader sees where an
+// operation hurts clients.
+func plotScenario(path string, r benchResult) error {
+	p := plot.New()
+	p.Title.Text = r.Name
+	p.X.Label.Text = "seconds since the change"
+	p.Y.Label.Text = "write latency (ms)"
+	var ok, failed plotter.XYs
+	top := 10.0
+	for _, s := range r.Samples {
+		x := s.At.Sub(r.Start).Seconds()
+		if s.OK {
+			y := float64(s.Latency.Microseconds()) / 1000
+			ok = append(ok, plotter.XY{X: x, Y: y})
+			top = max(top, y)
+		} else {
+			failed = append(failed, plotter.XY{X: x})
+		}
+	}
+	for i := range failed {
+		failed[i].Y = top * 1.1
+	}
+	for _, xy := range []struct {
+		pts plotter.XYs
+		c   color.RGBA
+	}{{ok, color.RGBA{B: 200, A: 255}}, {failed, color.RGBA{R: 220, A: 255}}} {
+		if len(xy.pts) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(xy.pts)
+		if err != nil {
+			return err
+		}
+		s.GlyphStyle.Color, s.GlyphStyle.Radius, s.GlyphStyle.Shape = xy.c, vg.Points(1.2), draw.CircleGlyph{}
+		p.Add(s)
+	}
+	var marks plotter.XYs
+	var names []string
+	for _, st := range r.Steps {
+		at := st.Applied
+		if at.IsZero() {
+			at = st.Finished
+		}
+		if at.IsZero() || at.Before(r.Start) {
+			continue
+		}
+		x := at.Sub(r.Start).Seconds()
+		line, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: top * 1.2}})
+		if err != nil {
+			return err
+		}
+		line.Color, line.Dashes = color.RGBA{G: 140, A: 255}, []vg.Length{vg.Points(2), vg.Points(2)}
+		p.Add(line)
+		marks = append(marks, plotter.XY{X: x, Y: top * 1.2 * (0.55 + 0.4*float64(len(marks)%4)/4)})
+		names = append(names, st.Action+" "+st.Member)
+	}
+	if len(marks) > 0 {
+		labels, err := plotter.NewLabels(plotter.XYLabels{XYs: marks, Labels: names})
+		if err != nil {
+			return err
+		}
+		for i := range labels.TextStyle {
+			labels.TextStyle[i].Font.Size = vg.Points(7)
+		}
+		p.Add(labels)
+	}
+	p.Y.Min = 0
+	return p.Save(10*vg.Inch, 4*vg.Inch, path)
+}
+
+// machine describes where the benchmark ran.
+func machine() string {
+	mem := "?"
+	if out, err := exec.Command("free", "-g").Output(); err == nil {
+		if f := strings.Fields(strings.Split(string(out), "\n")[1]); len(f) > 1 {
+			mem = f[1] + " GiB"
+		}
+	}
+	kernel, _ := exec.Command("uname", "-r").Output()
+	return fmt.Sprintf("%d CPUs, %s memory, Linux %s, %s", runtime.NumCPU(), mem, strings.TrimSpace(string(kernel)), runtime.Version())
+}
+
+func gitCommit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+const benchDoc = `# Benchmarks
+
+Written by ` + "`make bench`" + `: every figure below comes from one run on the local stack (a real
+kube-apiserver, the local kubelet, etcd in Pods). Each scenario runs twice: once by the
+operator, and once by the *floor*, a small program that drives the same Pod and etcd
+operations directly (the same Pods, rendered by the same code), each as soon as the one
+before took effect, polling every 10 ms. The floor is what etcd and Kubernetes allow; the
+ratio operator / floor is what the operator costs on top.
+
+- Machine: %s. etcd 3.6.16 (3.5.35 before the upgrade), Kubernetes 1.36.
+- Date: %s; commit %s.
+- A run ends when the same check holds for both: as many member Pods and claims as the
+  spec asks, all Pods ready at the spec's version, and etcd listing that many voters, each
+  answering with a leader.
+- **Reaction**: from the moment a step could run (the step before showed its effect and
+  the step's precondition held, as seen by an independent sampler every 20 ms that runs the
+  operator's own planner on its own look at the cluster) to the moment the operator applied
+  it, by the operator's clock (the step records in status, to the microsecond). The
+  sampler's period bounds its resolution.
+- **Noticed**: from the moment a step's effect showed (same sampler) to the moment the
+  operator recorded it done.
+- **Waiting on Pods / etcd**: the operator's step records, summed: waits for members to
+  start or go (Pod operations, MemberHealthy and ClusterHealthy preconditions) and waits on
+  etcd (a learner catching up, membership calls, leadership).
+- **Client impact**: a writer puts a key every 20 ms, each with a 2 s timeout, for 3 s
+  before the change (idle) and throughout the operator's run (during); the plots show each
+  write's latency (red: failed) with a line where each step was applied.
+
+%s
+## Steps
+%s`

@@ -1,0 +1,305 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// probe writes at a fixed rate, each write on a 2 s clock, and records every outcome: what
+// a client of the cluster sees while an operation runs.
+type probe struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	samples []probeSample
+}
+
+type probeSample struct {
+	At      time.Time
+	Latency time.Duration
+	OK      bool
+}
+
+const probeEvery = 20 * time.Millisecond
+
+func startProbe(t *testing.T, ns, cluster string) *probe {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &probe{cancel: cancel}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer cli.Close()
+		tick := time.NewTicker(probeEvery)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if i%25 == 0 { // follow the members as they come and go
+				go func() {
+					if eps := endpoints(t, ns, cluster); len(eps) > 0 {
+						cli.SetEndpoints(eps...)
+					}
+				}()
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				start := time.Now()
+				wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := cli.Put(wctx, fmt.Sprintf("/probe/%08d", i), "x")
+				wcancel()
+				p.mu.Lock()
+				p.samples = append(p.samples, probeSample{At: start, Latency: time.Since(start), OK: err == nil})
+				p.mu.Unlock()
+			}()
+		}
+	}()
+	return p
+}
+
+// stop ends the probe and returns its samples in the order the writes started.
+func (p *probe) stop() []probeSample {
+	p.cancel()
+	p.wg.Wait()
+	slices.SortFunc(p.samples, func(a, b probeSample) int { return a.At.Compare(b.At) })
+	return p.samples
+}
+
+// writeStats sums up a probe: failed writes, and the latencies of those that succeeded.
+type writeStats struct {
+	Writes, Failed int
+	P50, P99, Max  time.Duration
+}
+
+func statsOf(samples []probeSample) writeStats {
+	var s writeStats
+	var lat []time.Duration
+	for _, x := range samples {
+		s.Writes++
+		if !x.OK {
+			s.Failed++
+			continue
+		}
+		lat = append(lat, x.Latency)
+	}
+	slices.Sort(lat)
+	s.P50, s.P99 = quantile(lat, 0.5), quantile(lat, 0.99)
+	if len(lat) > 0 {
+		s.Max = lat[len(lat)-1]
+	}
+	return s
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+// sampler looks at a cluster every few milliseconds the way the operator does (its Pods and
+// claims, etcd's view), independently of the operator. With the operator's own planner it
+// tells, for each step of the operator's plans, when its precondition held and when its
+// effect showed: the moments the operator's reaction is measured from.
+type sampler struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	ticks  []sample
+	plans  map[string]*v1alpha1.PlanStatus // the last copy of each plan status showed
+	last   *v1alpha1.EtcdCluster
+	kube   client.Reader
+}
+
+type sample struct {
+	At       time.Time
+	Desired  planner.Desired
+	Observed planner.Observed
+}
+
+const sampleEvery = 20 * time.Millisecond
+
+func startSampler(t *testing.T, ns, name string) *sampler {
+	t.Helper()
+	s := &sampler{done: make(chan struct{}), plans: map[string]*v1alpha1.PlanStatus{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	// Reads come from an informer cache, as the operator's do: looking often must not load
+	// the API server the operator works against.
+	kube, err := cache.New(env.stack.RESTConfig(), cache.Options{Scheme: env.client.Scheme(),
+		DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	require.NoError(t, err)
+	go func() { _ = kube.Start(ctx) }()
+	for _, obj := range []client.Object{&v1alpha1.EtcdCluster{}, &corev1.Pod{}, &corev1.PersistentVolumeClaim{}} {
+		_, err := kube.GetInformer(ctx, obj)
+		require.NoError(t, err)
+	}
+	require.True(t, kube.WaitForCacheSync(ctx))
+	s.kube = kube
+	go func() {
+		defer close(s.done)
+		var cli etcd.Cluster
+		defer func() {
+			if cli != nil {
+				_ = cli.Close()
+			}
+		}()
+		for ctx.Err() == nil {
+			at := time.Now()
+			if smp, ok := s.look(ctx, ns, name, &cli); ok {
+				smp.At = at
+				s.ticks = append(s.ticks, smp)
+			}
+			time.Sleep(time.Until(at.Add(sampleEvery)))
+		}
+	}()
+	return s
+}
+
+func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) (sample, bool) {
+	c := &v1alpha1.EtcdCluster{}
+	if err := s.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+		return sample{}, false
+	}
+	s.last = c
+	for _, p := range []*v1alpha1.PlanStatus{c.Status.Plan} {
+		if p != nil && p.Blocked == nil {
+			s.plans[p.ID] = p
+		}
+	}
+	objs, err := observe.List(ctx, s.kube, c)
+	if err != nil {
+		return sample{}, false
+	}
+	smp := sample{Desired: observe.Desired(c), Observed: objs.Observed(c)}
+	eps := map[string]string{}
+	for _, p := range objs.Pods {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			eps[p.Name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+		}
+	}
+	if len(eps) == 0 {
+		return smp, true
+	}
+	if *cli == nil {
+		if *cli, err = etcd.Dial(eps); err != nil {
+			return smp, true
+		}
+	}
+	(*cli).SetCluster(c.Status.ClusterID, eps)
+	if v, err := (*cli).View(ctx); err == nil && len(v.Members) > 0 {
+		smp.Observed.Etcd = v
+	}
+	return smp, true
+}
+
+func (s *sampler) stop() {
+	s.cancel()
+	<-s.done
+}
+
+// stepTiming is one step of a plan as the operator recorded it (its own clock) and as the
+// sampler saw the cluster (ready: the precondition held after the step before showed its
+// effect; visible: the step's own effect showed).
+type stepTiming struct {
+	Plan, Action, Member       string
+	Precondition               string
+	Started, Applied, Finished time.Time
+	Ready, Visible             time.Time
+}
+
+// Reaction is how long the operator took to apply a step once it could.
+func (st stepTiming) Reaction() (time.Duration, bool) {
+	if st.Applied.IsZero() || st.Ready.IsZero() {
+		return 0, false
+	}
+	return max(0, st.Applied.Sub(st.Ready)), true
+}
+
+// Noticed is how long the operator took to see a step's effect once it showed.
+func (st stepTiming) Noticed() (time.Duration, bool) {
+	if st.Finished.IsZero() || st.Visible.IsZero() {
+		return 0, false
+	}
+	return max(0, st.Finished.Sub(st.Visible)), true
+}
+
+// timings lines up the operator's step records with the sampler's looks, plan by plan in
+// the order they were made.
+func (s *sampler) timings() []stepTiming {
+	var recs []*v1alpha1.PlanStatus
+	for _, p := range s.plans {
+		recs = append(recs, p)
+	}
+	slices.SortFunc(recs, func(a, b *v1alpha1.PlanStatus) int { return a.CreatedAt.When().Compare(b.CreatedAt.When()) })
+	var out []stepTiming
+	for _, rec := range recs {
+		out = append(out, s.planTimings(rec)...)
+	}
+	return out
+}
+
+func (s *sampler) planTimings(rec *v1alpha1.PlanStatus) []stepTiming {
+	steps := make([]stepTiming, len(rec.Steps))
+	for i, st := range rec.Steps {
+		steps[i] = stepTiming{Plan: rec.ID, Action: string(st.Action), Member: st.Member, Precondition: string(st.Precondition.Kind)}
+		if i < len(rec.Progress) {
+			pr := rec.Progress[i]
+			steps[i].Started, steps[i].Applied, steps[i].Finished = pr.StartedAt.When(), pr.AppliedAt.When(), pr.FinishedAt.When()
+		}
+	}
+	// The last status the sampler read may predate the last step's finish: the plan's
+	// record in history has it.
+	if s.last != nil {
+		for _, h := range s.last.Status.History {
+			if h.ID == rec.ID && len(steps) > 0 && steps[len(steps)-1].Finished.IsZero() {
+				steps[len(steps)-1].Finished = h.FinishedAt.When()
+			}
+		}
+	}
+	for _, smp := range s.ticks {
+		if smp.At.Before(rec.CreatedAt.When().Add(-time.Minute)) {
+			continue
+		}
+		fresh := planner.Plan(smp.Desired, smp.Observed)
+		k, ok := planner.DoneUpTo(rec.Steps, 0, fresh)
+		if !ok {
+			continue
+		}
+		for i := 0; i < k; i++ {
+			if steps[i].Visible.IsZero() {
+				steps[i].Visible = smp.At
+			}
+		}
+		if k < len(steps) && steps[k].Ready.IsZero() && (k == 0 || !steps[k-1].Visible.IsZero()) {
+			if ok, _ := planner.Check(smp.Desired, fresh.Steps[0], smp.Observed); ok {
+				steps[k].Ready = smp.At
+			}
+		}
+	}
+	return steps
+}

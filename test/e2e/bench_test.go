@@ -1,0 +1,350 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+// benchResult is one scenario: the operator's run and the floor's, side by side.
+type benchResult struct {
+	Name            string
+	Operator, Floor time.Duration
+	Steps           []stepTiming
+	Idle, During    writeStats
+	Samples         []probeSample
+	Start           time.Time
+}
+
+// TestBench runs each scenario twice on the local stack, once by the operator and once by
+// the floor (the same Pod and etcd operations with nothing in between), and writes the
+// figures and plots to docs/benchmarks.md. Skipped unless BENCH is set: `make bench`.
+func TestBench(t *testing.T) {
+	if os.Getenv("BENCH") == "" {
+		t.Skip("BENCH is not set: make bench runs the benchmarks")
+	}
+	opNS, floorNS := namespace(t), namespace(t)
+	startOperator(t, opNS)
+	b := &bench{t: t, opNS: opNS, floorNS: floorNS}
+	cl := newCluster(opNS, "demo", 3)
+	fl := newFloor(t, floorNS, cl)
+
+	results := []benchResult{
+		b.run("bootstrap 3", "demo", 3, "3.6.16", func() {
+			require.NoError(t, env.client.Create(context.Background(), cl))
+		}, func() { fl.bootstrap(3, "3.6.16") }, nil),
+	}
+	results = append(results, b.run("scale 3 -> 5", "demo", 5, "3.6.16", func() {
+		update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	}, func() {
+		fl.join("demo-0", "demo-3", "3.6.16")
+		fl.join("demo-0", "demo-4", "3.6.16")
+	}, nil))
+
+	// The members scale-down removes (the newest) lead when it starts.
+	b.operatorLeader("demo", "demo-4")
+	fl.lead("demo-4")
+	results = append(results, b.run("scale 5 -> 3, the leader removed", "demo", 3, "3.6.16", func() {
+		update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	}, func() {
+		fl.leave("demo-0", "demo-4")
+		fl.leave("demo-0", "demo-3")
+	}, nil))
+
+	results = append(results, b.run("member replaced after data loss", "demo", 3, "3.6.16", func() {
+		b.loseData(opNS, "demo-1")
+	}, func() {
+		b.loseData(floorNS, "demo-1")
+		fl.through("demo-0", func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.MemberRemove(ctx, fl.members["demo-1"])
+			return err
+		})
+		delete(fl.members, "demo-1")
+		require.NoError(t, client.IgnoreNotFound(env.client.Delete(context.Background(), resources.MemberPVC(fl.c, "demo-1"))))
+		fl.join("demo-0", "demo-5", "3.6.16")
+	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
+
+	up := newCluster(opNS, "up", 3)
+	up.Spec.Version = "3.5.35"
+	require.NoError(t, env.client.Create(context.Background(), up))
+	waitReady(t, opNS, "up")
+	flUp := newFloor(t, floorNS, up)
+	flUp.bootstrap(3, "3.5.35")
+	results = append(results, b.run("upgrade 3 members 3.5 -> 3.6", "up", 3, "3.6.16", func() {
+		update(t, opNS, "up", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.16" })
+	}, func() {
+		leader := flUp.leader()
+		for _, m := range []string{"up-0", "up-1", "up-2"} {
+			if m != leader {
+				flUp.restart(leader, m, "3.6.16")
+			}
+		}
+		other := "up-0"
+		if leader == other {
+			other = "up-1"
+		}
+		flUp.restart(other, leader, "3.6.16")
+	}, nil))
+
+	report(t, results)
+}
+
+type bench struct {
+	t             *testing.T
+	opNS, floorNS string
+}
+
+// run measures one scenario: change starts it for the operator, byFloor does it with no
+// operator; each ends when settled sees the cluster as the scenario wants it.
+func (b *bench) run(name, cluster string, replicas int, version string, change, byFloor func(), extra func(ns string) bool) benchResult {
+	t := b.t
+	t.Logf("bench: %s", name)
+	r := benchResult{Name: name}
+	done := func(ns string) func() bool {
+		return func() bool { return b.settled(ns, cluster, replicas, version) && (extra == nil || extra(ns)) }
+	}
+	var p *probe
+	if len(endpoints(t, b.opNS, cluster)) > 0 {
+		idle := startProbe(t, b.opNS, cluster)
+		time.Sleep(3 * time.Second)
+		r.Idle = statsOf(idle.stop())
+		p = startProbe(t, b.opNS, cluster)
+	}
+	s := startSampler(t, b.opNS, cluster)
+	r.Start = time.Now()
+	change()
+	r.Operator = b.until(r.Start, done(b.opNS))
+	waitReady(t, b.opNS, cluster)
+	time.Sleep(time.Second) // the sampler reads the last status
+	s.stop()
+	r.Steps = s.timings()
+	if p != nil {
+		r.Samples = p.stop()
+		r.During = statsOf(r.Samples)
+	}
+	start := time.Now()
+	byFloor()
+	r.Floor = b.until(start, done(b.floorNS))
+	t.Logf("bench: %s: operator %v, floor %v", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond))
+	return r
+}
+
+// until polls cond and returns how long after start it first held.
+func (b *bench) until(start time.Time, cond func() bool) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var at time.Time
+	require.NoError(b.t, wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		at = time.Now()
+		return cond(), nil
+	}))
+	return at.Sub(start)
+}
+
+// settled: as many member Pods as replicas, all ready at version, as many claims, and etcd
+// lists that many voters, each answering with a leader. The same test ends the operator's
+// run and the floor's.
+func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	sel := client.MatchingLabels{resources.LabelCluster: cluster}
+	var pods corev1.PodList
+	var pvcs corev1.PersistentVolumeClaimList
+	if env.client.List(ctx, &pods, client.InNamespace(ns), sel) != nil || env.client.List(ctx, &pvcs, client.InNamespace(ns), sel) != nil {
+		return false
+	}
+	if len(pods.Items) != replicas || len(pvcs.Items) != replicas {
+		return false
+	}
+	var eps []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || !podReady(&p) || p.Annotations[resources.AnnotationVersion] != version {
+			return false
+		}
+		eps = append(eps, fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort))
+	}
+	cli := etcdClient(b.t, eps[:1])
+	list, err := cli.MemberList(ctx)
+	if err != nil || len(list.Members) != replicas {
+		return false
+	}
+	for _, m := range list.Members {
+		if m.IsLearner {
+			return false
+		}
+	}
+	for _, ep := range eps {
+		if st, err := cli.Status(ctx, ep); err != nil || st.Leader == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (b *bench) podExists(ns, name string) bool {
+	return env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}) == nil
+}
+
+// loseData wipes a member's volume and deletes its Pod: its disk was replaced.
+func (b *bench) loseData(ns, member string) {
+	require.NoError(b.t, env.stack.WipePVC(context.Background(), ns, member))
+	require.NoError(b.t, client.IgnoreNotFound(env.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metaName(ns, member)})))
+}
+
+// operatorLeader makes member lead the operator's cluster.
+func (b *bench) operatorLeader(cluster, member string) {
+	for _, m := range get(b.t, b.opNS, cluster).Status.Members {
+		if m.Name == member {
+			moveLeader(b.t, b.opNS, cluster, parseID(b.t, m.ID))
+		}
+	}
+}
+
+// leader is the member the floor's cluster is led by.
+func (f *floor) leader() string {
+	for name := range f.members {
+		cli := f.client(name)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := cli.Status(ctx, cli.Endpoints()[0])
+		cancel()
+		_ = cli.Close()
+		if err == nil && st.Leader == st.Header.MemberId {
+			return name
+		}
+	}
+	f.t.Fatal("the floor's cluster has no leader")
+	return ""
+}
+
+// report prints the table and writes docs/benchmarks.md with a plot per scenario.
+func report(t *testing.T, results []benchResult) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| scenario | operator | floor | ratio | steps | reaction p50 / max | noticed p50 / max | waiting on Pods / etcd | writes failed | write p99 idle -> during | write max |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		react, seen := durations(r.Steps, stepTiming.Reaction), durations(r.Steps, stepTiming.Noticed)
+		pods, etcdWait := waits(r.Steps)
+		writes, p99, mx := "-", "-", "-"
+		if r.During.Writes > 0 {
+			writes = fmt.Sprintf("%d of %d", r.During.Failed, r.During.Writes)
+			p99 = fmt.Sprintf("%s -> %s", ms(r.Idle.P99), ms(r.During.P99))
+			mx = ms(r.During.Max)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f | %d | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
+			r.Name, r.Operator.Seconds(), r.Floor.Seconds(), r.Operator.Seconds()/r.Floor.Seconds(), len(r.Steps),
+			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
+	}
+	table := b.String()
+	fmt.Println(table)
+	root := env.root
+	dir := filepath.Join(root, "docs", "benchmarks")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	var steps strings.Builder
+	for _, r := range results {
+		file := strings.NewReplacer(" ", "-", ">", "", ",", "", ".", "").Replace(strings.ToLower(r.Name)) + ".svg"
+		require.NoError(t, plotScenario(filepath.Join(dir, file), r))
+		fmt.Fprintf(&steps, "\n### %s\n\n![%s](benchmarks/%s)\n\n", r.Name, r.Name, file)
+		fmt.Fprintf(&steps, "| step | precondition | waited for it | reaction | effect after | noticed |\n|---|---|---|---|---|---|\n")
+		for _, st := range r.Steps {
+			fmt.Fprintf(&steps, "| %s %s | %s | %s | %s | %s | %s |\n", st.Action, st.Member, st.Precondition,
+				span(st.Started, st.Applied), opt(st.Reaction()), span(st.Applied, st.Finished), opt(st.Noticed()))
+		}
+	}
+	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), table, steps.String())
+	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "benchmarks.md"), []byte(doc), 0o644))
+}
+
+func durations(steps []stepTiming, f func(stepTiming) (time.Duration, bool)) []time.Duration {
+	var out []time.Duration
+	for _, st := range steps {
+		if d, ok := f(st); ok {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// qms is the q-quantile of sorted durations, "-" for none.
+func qms(d []time.Duration, q float64) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	return ms(quantile(d, q))
+}
+
+func opt(d time.Duration, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return ms(d)
+}
+
+// waits splits the time steps waited (on preconditions, then on effects) between member
+// Pods starting or going and etcd itself.
+func waits(steps []stepTiming) (pods, etcdWait time.Duration) {
+	for _, st := range steps {
+		pre, eff := nonNeg(st.Applied.Sub(st.Started)), nonNeg(st.Finished.Sub(st.Applied))
+		if st.Applied.IsZero() {
+			pre, eff = nonNeg(st.Finished.Sub(st.Started)), 0
+		}
+		switch plan.PreconditionKind(st.Precondition) {
+		case plan.PreMemberHealthy, plan.PreClusterHealthy:
+			pods += pre
+		default:
+			etcdWait += pre
+		}
+		switch plan.Action(st.Action) {
+		case plan.CreateSeed, plan.StartMember, plan.StopMember, plan.DeleteMember, plan.UpgradeMember, plan.RestartMember:
+			pods += eff
+		default:
+			etcdWait += eff
+		}
+	}
+	return pods, etcdWait
+}
+
+func nonNeg(d time.Duration) time.Duration {
+	if d < 0 || d > time.Hour { // an unset end
+		return 0
+	}
+	return d
+}
+
+func span(from, to time.Time) string {
+	if from.IsZero() || to.IsZero() {
+		return "-"
+	}
+	return ms(to.Sub(from))
+}
+
+func ms(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
