@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,7 +103,86 @@ func TestBench(t *testing.T) {
 		flUp.restart(other, leader, "3.6.16")
 	}, nil))
 
+	results = append(results, b.restart(10))
 	report(t, results)
+}
+
+// restart measures an operator restarted (as a rollout does: the old one stops and releases
+// its lease, a new one starts and is elected) while one member Pod of each of n clusters is
+// gone, until every cluster is whole again; the floor re-creates the same Pods itself.
+func (b *bench) restart(n int) benchResult {
+	t := b.t
+	name := fmt.Sprintf("operator restart, %d clusters with a member Pod gone", n)
+	t.Logf("bench: %s", name)
+	ns := namespace(t)
+	stop := b.manager(ns)
+	var clusters []*v1alpha1.EtcdCluster
+	for i := range n {
+		c := newCluster(ns, fmt.Sprintf("r%d", i), 3)
+		require.NoError(t, env.client.Create(context.Background(), c))
+		clusters = append(clusters, c)
+	}
+	for _, c := range clusters {
+		waitReady(t, ns, c.Name)
+	}
+	allSettled := func() bool {
+		for _, c := range clusters {
+			if !b.settled(ns, c.Name, 3, c.Spec.Version) {
+				return false
+			}
+		}
+		return true
+	}
+	loseOne := func() {
+		for _, c := range clusters {
+			require.NoError(t, env.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metaName(ns, c.Name+"-1")}))
+		}
+		for _, c := range clusters {
+			require.Eventually(t, func() bool { return !b.podExists(ns, c.Name+"-1") }, time.Minute, 20*time.Millisecond)
+		}
+	}
+	r := benchResult{Name: name}
+	stop()
+	loseOne()
+	r.Start = time.Now()
+	stop = b.manager(ns)
+	r.Operator = b.until(r.Start, allSettled)
+	stop()
+	loseOne()
+	start := time.Now()
+	for _, c := range clusters {
+		fl := &floor{t: t, c: c, members: map[string]uint64{}}
+		for _, m := range get(t, ns, c.Name).Status.Members {
+			fl.members[m.Name] = parseID(t, m.ID)
+		}
+		fl.start(c.Name+"-1", c.Spec.Version, false, true)
+	}
+	r.Floor = b.until(start, allSettled)
+	t.Logf("bench: %s: operator %v, floor %v", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond))
+	return r
+}
+
+// manager runs an operator for ns with leader election, as deployed, and returns a stop
+// that ends it as a rollout does (SIGTERM: it releases its lease and exits).
+func (b *bench) manager(ns string) (stop func()) {
+	log, err := os.OpenFile(filepath.Join(env.root, ".stack", "logs", "operator-"+ns+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(b.t, err)
+	cmd := exec.Command(env.manager, "--namespaces="+ns, "--operator-image="+operatorImage, "--metrics-bind-address=0",
+		"--health-probe-bind-address=0", "--leader-elect", "--leader-election-namespace="+ns)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.stack.Kubeconfig())
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(b.t, cmd.Start())
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+			_ = log.Close()
+		}
+	}
+	b.t.Cleanup(stop)
+	return stop
 }
 
 type bench struct {
