@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -71,7 +71,7 @@ func (f *floor) endpoint(name string) string {
 	ctx, cancel := f.ctx()
 	defer cancel()
 	var ep string
-	require.NoError(f.t, wait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+	require.NoError(f.t, kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
 		var p corev1.Pod
 		if env.client.Get(ctx, client.ObjectKey{Namespace: f.c.Namespace, Name: name}, &p) != nil || p.Status.PodIP == "" {
 			return false, nil
@@ -95,7 +95,7 @@ func (f *floor) healthy(name string) {
 	ctx, cancel := f.ctx()
 	defer cancel()
 	ep := cli.Endpoints()[0]
-	require.NoError(f.t, wait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+	require.NoError(f.t, kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
 		sctx, scancel := context.WithTimeout(ctx, time.Second)
 		defer scancel()
 		st, err := cli.Status(sctx, ep)
@@ -114,7 +114,7 @@ func (f *floor) through(voter string, call func(ctx context.Context, cli *client
 	ctx, cancel := f.ctx()
 	defer cancel()
 	var last error
-	err := wait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+	err := kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 		defer ccancel()
 		last = call(cctx, cli)
@@ -164,7 +164,7 @@ func (f *floor) leave(voter, name string) {
 		return err
 	})
 	delete(f.members, name)
-	f.deletePod(name)
+	f.deletePod(name, false) // the next change need not wait for the Pod to go
 	ctx, cancel := f.ctx()
 	defer cancel()
 	require.NoError(f.t, client.IgnoreNotFound(env.client.Delete(ctx, resources.MemberPVC(f.c, name))))
@@ -191,14 +191,17 @@ func (f *floor) lead(name string) {
 	}
 }
 
-// deletePod deletes a member's Pod and waits until it is gone.
-func (f *floor) deletePod(name string) {
+// deletePod deletes a member's Pod, and waits until it is gone if asked.
+func (f *floor) deletePod(name string, wait bool) {
 	ctx, cancel := f.ctx()
 	defer cancel()
 	p := &corev1.Pod{}
 	p.Namespace, p.Name = f.c.Namespace, name
 	require.NoError(f.t, client.IgnoreNotFound(env.client.Delete(ctx, p)))
-	require.NoError(f.t, wait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+	if !wait {
+		return
+	}
+	require.NoError(f.t, kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
 		return apierrors.IsNotFound(env.client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})), nil
 	}), "Pod %s goes", name)
 }
@@ -207,7 +210,7 @@ func (f *floor) deletePod(name string) {
 // leadership to voter first.
 func (f *floor) restart(voter, name, version string) {
 	f.handOff(name, voter)
-	f.deletePod(name)
+	f.deletePod(name, true)
 	f.start(name, version, false, true)
 	f.healthy(name)
 }

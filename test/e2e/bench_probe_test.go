@@ -249,8 +249,8 @@ func (st stepTiming) Noticed() (time.Duration, bool) {
 }
 
 // timings lines up the operator's step records with the sampler's looks, plan by plan in
-// the order they were made.
-func (s *sampler) timings() []stepTiming {
+// the order they were made. Plans made after the change at changeAt start pending then.
+func (s *sampler) timings(changeAt time.Time) []stepTiming {
 	var recs []*v1alpha1.PlanStatus
 	for _, p := range s.plans {
 		recs = append(recs, p)
@@ -258,18 +258,26 @@ func (s *sampler) timings() []stepTiming {
 	slices.SortFunc(recs, func(a, b *v1alpha1.PlanStatus) int { return a.CreatedAt.When().Compare(b.CreatedAt.When()) })
 	var out []stepTiming
 	for _, rec := range recs {
-		out = append(out, s.planTimings(rec)...)
+		out = append(out, s.planTimings(rec, changeAt)...)
 	}
 	return out
 }
 
-func (s *sampler) planTimings(rec *v1alpha1.PlanStatus) []stepTiming {
+// planTimings finds, for each step, when its effect first showed after the step was seen
+// pending (visible), and when it could first run: the step before had shown its effect and
+// its precondition held (ready). A step that went from pending to done between two looks
+// was ready at the last look that saw it pending, at the latest.
+func (s *sampler) planTimings(rec *v1alpha1.PlanStatus, changeAt time.Time) []stepTiming {
 	steps := make([]stepTiming, len(rec.Steps))
+	lastPending := make([]time.Time, len(rec.Steps))
 	for i, st := range rec.Steps {
 		steps[i] = stepTiming{Plan: rec.ID, Action: string(st.Action), Member: st.Member, Precondition: string(st.Precondition.Kind)}
 		if i < len(rec.Progress) {
 			pr := rec.Progress[i]
 			steps[i].Started, steps[i].Applied, steps[i].Finished = pr.StartedAt.When(), pr.AppliedAt.When(), pr.FinishedAt.When()
+		}
+		if !rec.CreatedAt.When().Before(changeAt) {
+			lastPending[i] = changeAt
 		}
 	}
 	// The last status the sampler read may predate the last step's finish: the plan's
@@ -282,7 +290,9 @@ func (s *sampler) planTimings(rec *v1alpha1.PlanStatus) []stepTiming {
 		}
 	}
 	for _, smp := range s.ticks {
-		if smp.At.Before(rec.CreatedAt.When().Add(-time.Minute)) {
+		// A look without a member list read through a quorum shows no membership change
+		// (the operator waits for one too).
+		if smp.Observed.ClusterID != "" && (smp.Observed.Etcd == nil || !smp.Observed.Etcd.Linearizable) {
 			continue
 		}
 		fresh := planner.Plan(smp.Desired, smp.Observed)
@@ -290,14 +300,25 @@ func (s *sampler) planTimings(rec *v1alpha1.PlanStatus) []stepTiming {
 		if !ok {
 			continue
 		}
-		for i := 0; i < k; i++ {
-			if steps[i].Visible.IsZero() {
+		for i := range steps {
+			switch {
+			case i >= k:
+				lastPending[i] = smp.At
+			case steps[i].Visible.IsZero() && !lastPending[i].IsZero():
 				steps[i].Visible = smp.At
 			}
 		}
 		if k < len(steps) && steps[k].Ready.IsZero() && (k == 0 || !steps[k-1].Visible.IsZero()) {
 			if ok, _ := planner.Check(smp.Desired, fresh.Steps[0], smp.Observed); ok {
 				steps[k].Ready = smp.At
+			}
+		}
+	}
+	for i := range steps {
+		if steps[i].Ready.IsZero() && !steps[i].Visible.IsZero() {
+			steps[i].Ready = lastPending[i]
+			if i > 0 && steps[i-1].Visible.After(steps[i].Ready) {
+				steps[i].Ready = steps[i-1].Visible
 			}
 		}
 	}

@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -40,6 +42,7 @@ func TestBench(t *testing.T) {
 	if os.Getenv("BENCH") == "" {
 		t.Skip("BENCH is not set: make bench runs the benchmarks")
 	}
+	ctrllog.SetLogger(logr.Discard()) // the sampler's informers log through it
 	opNS, floorNS := namespace(t), namespace(t)
 	startOperator(t, opNS)
 	b := &bench{t: t, opNS: opNS, floorNS: floorNS}
@@ -213,7 +216,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	waitReady(t, b.opNS, cluster)
 	time.Sleep(time.Second) // the sampler reads the last status
 	s.stop()
-	r.Steps = s.timings()
+	r.Steps = s.timings(r.Start)
 	if p != nil {
 		r.Samples = p.stop()
 		r.During = statsOf(r.Samples)
