@@ -249,8 +249,8 @@ func (st stepTiming) Noticed() (time.Duration, bool) {
 }
 
 // timings lines up the operator's step records with the sampler's looks, plan by plan in
-// the order they were made. Plans made after the change at changeAt start pending then.
-func (s *sampler) timings(changeAt time.Time) []stepTiming {
+// the order they were made.
+func (s *sampler) timings() []stepTiming {
 	var recs []*v1alpha1.PlanStatus
 	for _, p := range s.plans {
 		recs = append(recs, p)
@@ -258,16 +258,17 @@ func (s *sampler) timings(changeAt time.Time) []stepTiming {
 	slices.SortFunc(recs, func(a, b *v1alpha1.PlanStatus) int { return a.CreatedAt.When().Compare(b.CreatedAt.When()) })
 	var out []stepTiming
 	for _, rec := range recs {
-		out = append(out, s.planTimings(rec, changeAt)...)
+		out = append(out, s.planTimings(rec)...)
 	}
 	return out
 }
 
-// planTimings finds, for each step, when its effect first showed after the step was seen
-// pending (visible), and when it could first run: the step before had shown its effect and
-// its precondition held (ready). A step that went from pending to done between two looks
-// was ready at the last look that saw it pending, at the latest.
-func (s *sampler) planTimings(rec *v1alpha1.PlanStatus, changeAt time.Time) []stepTiming {
+// planTimings finds, for each step, when its effect first showed after a look since the
+// plan was made saw it pending (visible), and when it could first run: the step before had
+// shown its effect and its precondition held (ready). A step that went from pending to done
+// between two looks was ready at the last look that saw it pending, at the latest. A step
+// done before any look saw it pending is faster than the sampler and is not measured.
+func (s *sampler) planTimings(rec *v1alpha1.PlanStatus) []stepTiming {
 	steps := make([]stepTiming, len(rec.Steps))
 	lastPending := make([]time.Time, len(rec.Steps))
 	for i, st := range rec.Steps {
@@ -275,9 +276,6 @@ func (s *sampler) planTimings(rec *v1alpha1.PlanStatus, changeAt time.Time) []st
 		if i < len(rec.Progress) {
 			pr := rec.Progress[i]
 			steps[i].Started, steps[i].Applied, steps[i].Finished = pr.StartedAt.When(), pr.AppliedAt.When(), pr.FinishedAt.When()
-		}
-		if !rec.CreatedAt.When().Before(changeAt) {
-			lastPending[i] = changeAt
 		}
 	}
 	// The last status the sampler read may predate the last step's finish: the plan's
@@ -292,7 +290,8 @@ func (s *sampler) planTimings(rec *v1alpha1.PlanStatus, changeAt time.Time) []st
 	for _, smp := range s.ticks {
 		// A look without a member list read through a quorum shows no membership change
 		// (the operator waits for one too).
-		if smp.Observed.ClusterID != "" && (smp.Observed.Etcd == nil || !smp.Observed.Etcd.Linearizable) {
+		if smp.At.Before(rec.CreatedAt.When()) || smp.Desired.Generation != rec.Generation ||
+			smp.Observed.ClusterID != "" && (smp.Observed.Etcd == nil || !smp.Observed.Etcd.Linearizable) {
 			continue
 		}
 		fresh := planner.Plan(smp.Desired, smp.Observed)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,6 +32,7 @@ type benchResult struct {
 	Operator, Floor time.Duration
 	Steps           []stepTiming
 	Idle, During    writeStats
+	FloorWrites     writeStats
 	Samples         []probeSample
 	Start           time.Time
 }
@@ -107,7 +109,11 @@ func TestBench(t *testing.T) {
 	}, nil))
 
 	results = append(results, b.restart(10))
-	report(t, results)
+	clusters := 50
+	if n, err := strconv.Atoi(os.Getenv("BENCH_CLUSTERS")); err == nil {
+		clusters = n
+	}
+	report(t, results, b.scale(clusters))
 }
 
 // restart measures an operator restarted (as a rollout does: the old one stops and releases
@@ -168,15 +174,21 @@ func (b *bench) restart(n int) benchResult {
 // manager runs an operator for ns with leader election, as deployed, and returns a stop
 // that ends it as a rollout does (SIGTERM: it releases its lease and exits).
 func (b *bench) manager(ns string) (stop func()) {
+	_, stop = b.managerWith(ns, "0")
+	return stop
+}
+
+// managerWith is manager with the operator's metrics served at metricsAddr ("0": none).
+func (b *bench) managerWith(ns, metricsAddr string) (*exec.Cmd, func()) {
 	log, err := os.OpenFile(filepath.Join(env.root, ".stack", "logs", "operator-"+ns+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(b.t, err)
-	cmd := exec.Command(env.manager, "--namespaces="+ns, "--operator-image="+operatorImage, "--metrics-bind-address=0",
+	cmd := exec.Command(env.manager, "--namespaces="+ns, "--operator-image="+operatorImage, "--metrics-bind-address="+metricsAddr,
 		"--health-probe-bind-address=0", "--leader-elect", "--leader-election-namespace="+ns)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.stack.Kubeconfig())
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(b.t, cmd.Start())
 	stopped := false
-	stop = func() {
+	stop := func() {
 		if !stopped {
 			stopped = true
 			_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -185,7 +197,7 @@ func (b *bench) manager(ns string) (stop func()) {
 		}
 	}
 	b.t.Cleanup(stop)
-	return stop
+	return cmd, stop
 }
 
 type bench struct {
@@ -216,14 +228,22 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	waitReady(t, b.opNS, cluster)
 	time.Sleep(time.Second) // the sampler reads the last status
 	s.stop()
-	r.Steps = s.timings(r.Start)
+	r.Steps = s.timings()
 	if p != nil {
 		r.Samples = p.stop()
 		r.During = statsOf(r.Samples)
 	}
+	// The floor works under the same client load.
+	var fp *probe
+	if len(endpoints(t, b.floorNS, cluster)) > 0 {
+		fp = startProbe(t, b.floorNS, cluster)
+	}
 	start := time.Now()
 	byFloor()
 	r.Floor = b.until(start, done(b.floorNS))
+	if fp != nil {
+		r.FloorWrites = statsOf(fp.stop())
+	}
 	t.Logf("bench: %s: operator %v, floor %v", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond))
 	return r
 }
@@ -325,24 +345,24 @@ func (f *floor) leader() string {
 }
 
 // report prints the table and writes docs/benchmarks.md with a plot per scenario.
-func report(t *testing.T, results []benchResult) {
+func report(t *testing.T, results []benchResult, sr scaleResult) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| scenario | operator | floor | ratio | steps | reaction p50 / max | noticed p50 / max | waiting on Pods / etcd | writes failed | write p99 idle -> during | write max |\n")
+	fmt.Fprintf(&b, "| scenario | operator | floor | ratio | steps | reaction p50 / max | noticed p50 / max | waiting on Pods / etcd | writes failed (floor) | write p99 idle -> during (floor) | write max (floor) |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		react, seen := durations(r.Steps, stepTiming.Reaction), durations(r.Steps, stepTiming.Noticed)
 		pods, etcdWait := waits(r.Steps)
 		writes, p99, mx := "-", "-", "-"
 		if r.During.Writes > 0 {
-			writes = fmt.Sprintf("%d of %d", r.During.Failed, r.During.Writes)
-			p99 = fmt.Sprintf("%s -> %s", ms(r.Idle.P99), ms(r.During.P99))
-			mx = ms(r.During.Max)
+			writes = fmt.Sprintf("%d of %d (%d of %d)", r.During.Failed, r.During.Writes, r.FloorWrites.Failed, r.FloorWrites.Writes)
+			p99 = fmt.Sprintf("%s -> %s (%s)", ms(r.Idle.P99), ms(r.During.P99), ms(r.FloorWrites.P99))
+			mx = fmt.Sprintf("%s (%s)", ms(r.During.Max), ms(r.FloorWrites.Max))
 		}
-		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f | %d | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
-			r.Name, r.Operator.Seconds(), r.Floor.Seconds(), r.Operator.Seconds()/r.Floor.Seconds(), len(r.Steps),
+		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f | %d (%d timed) | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
+			r.Name, r.Operator.Seconds(), r.Floor.Seconds(), r.Operator.Seconds()/r.Floor.Seconds(), len(r.Steps), len(react),
 			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
 	}
-	table := b.String()
+	table := b.String() + scaleReport(sr)
 	fmt.Println(table)
 	root := env.root
 	dir := filepath.Join(root, "docs", "benchmarks")

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// scaleResult is one operator managing many clusters at rest, then restarted.
+type scaleResult struct {
+	Clusters             int
+	AllReady             time.Duration // from creating them all until all were Ready
+	RSS, PeakRSS         int64         // bytes, at rest
+	CPU                  float64       // cores used on average at rest
+	Requests             map[string]float64
+	Writes               map[string]float64 // per minute, by the API server's count
+	Window               time.Duration
+	ReconciledAfterStart time.Duration // from the new operator's start until it reconciled every cluster
+}
+
+const operatorMetrics = "127.0.0.1:18081"
+
+// scale creates n three-member clusters under one operator, measures it at rest for a
+// minute (memory, CPU, its API requests, and the API server's count of writes to what it
+// manages), then restarts it and measures how long until it reconciled every cluster.
+func (b *bench) scale(n int) scaleResult {
+	t := b.t
+	t.Logf("bench: %d clusters", n)
+	ns := namespace(t)
+	cmd, stop := b.managerWith(ns, operatorMetrics)
+	r := scaleResult{Clusters: n}
+	start := time.Now()
+	for i := range n {
+		require.NoError(t, env.client.Create(context.Background(), newCluster(ns, fmt.Sprintf("s%02d", i), 3)))
+	}
+	for i := range n {
+		waitFor(t, ns, fmt.Sprintf("s%02d", i), 20*time.Minute, "Ready", ready)
+	}
+	r.AllReady = time.Since(start)
+	time.Sleep(30 * time.Second) // let the last status writes and requeues pass
+
+	r.Window = time.Minute
+	opBefore, apiBefore, cpuBefore := scrape(t, "http://"+operatorMetrics+"/metrics"), apiMetrics(t), cpuTicks(t, cmd.Process.Pid)
+	time.Sleep(r.Window)
+	opAfter, apiAfter, cpuAfter := scrape(t, "http://"+operatorMetrics+"/metrics"), apiMetrics(t), cpuTicks(t, cmd.Process.Pid)
+	r.CPU = float64(cpuAfter-cpuBefore) / 100 / r.Window.Seconds()
+	r.RSS, r.PeakRSS = memory(t, cmd.Process.Pid)
+	r.Requests = map[string]float64{}
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		r.Requests[m] = sum(opAfter, "rest_client_requests_total", `method="`+m+`"`) - sum(opBefore, "rest_client_requests_total", `method="`+m+`"`)
+	}
+	r.Writes = map[string]float64{}
+	for _, res := range []string{"etcdclusters", "pods", "persistentvolumeclaims", "services", "poddisruptionbudgets"} {
+		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+			sel := []string{`resource="` + res + `"`, `verb="` + verb + `"`}
+			r.Writes[res] += sum(apiAfter, "apiserver_request_total", sel...) - sum(apiBefore, "apiserver_request_total", sel...)
+		}
+	}
+
+	stop()
+	start = time.Now()
+	_, stop = b.managerWith(ns, operatorMetrics)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for ctx.Err() == nil {
+		if sum(scrapeQuiet(operatorMetrics), "controller_runtime_reconcile_total", `controller="etcdcluster"`) >= float64(n) {
+			r.ReconciledAfterStart = time.Since(start)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, ctx.Err(), "the restarted operator reconciled every cluster")
+	stop()
+	t.Logf("bench: %d clusters: all Ready in %v, RSS %d MiB, CPU %.3f cores, requests %v, writes %v, reconciled all %v after a restart",
+		n, r.AllReady.Round(time.Second), r.RSS>>20, r.CPU, r.Requests, r.Writes, r.ReconciledAfterStart.Round(time.Millisecond))
+	return r
+}
+
+func scrapeQuiet(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func scrape(t require.TestingT, url string) string {
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// apiMetrics is the API server's own metrics.
+func apiMetrics(t require.TestingT) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := env.stack.Client().Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// sum adds up the samples of a metric whose labels contain every selector.
+func sum(text, metric string, selectors ...string) float64 {
+	total := 0.0
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		ok := true
+		for _, s := range selectors {
+			ok = ok && strings.Contains(line, s)
+		}
+		if i := strings.LastIndexByte(line, ' '); ok && i > 0 {
+			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				total += v
+			}
+		}
+	}
+	return total
+}
+
+// cpuTicks is the CPU time a process used, in clock ticks (1/100 s).
+func cpuTicks(t require.TestingT, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+2:])
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return utime + stime
+}
+
+// memory is a process's resident memory now and at its peak, in bytes.
+func memory(t require.TestingT, pid int) (rss, peak int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+// scaleReport is the docs' section on the many-clusters run.
+func scaleReport(r scaleResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## One operator, %d clusters\n\n", r.Clusters)
+	fmt.Fprintf(&b, "%d three-member clusters (%d etcd members) created at once under one operator; then a minute at rest.\n\n", r.Clusters, 3*r.Clusters)
+	fmt.Fprintf(&b, "| figure | value |\n|---|---|\n")
+	fmt.Fprintf(&b, "| all %d Ready after creation | %.0f s |\n", r.Clusters, r.AllReady.Seconds())
+	fmt.Fprintf(&b, "| operator memory at rest (RSS / peak) | %d MiB / %d MiB |\n", r.RSS>>20, r.PeakRSS>>20)
+	fmt.Fprintf(&b, "| operator CPU at rest | %.3f cores |\n", r.CPU)
+	per := 60 / r.Window.Seconds()
+	fmt.Fprintf(&b, "| operator API requests per minute at rest | %s |\n", perMinute(r.Requests, per))
+	fmt.Fprintf(&b, "| writes per minute at rest to EtcdClusters, Pods, claims, Services, PDBs (API server's count) | %s |\n", perMinute(r.Writes, per))
+	fmt.Fprintf(&b, "| restarted operator (lease released by the old one) reconciled every cluster | %.2f s after its start |\n", r.ReconciledAfterStart.Seconds())
+	return b.String()
+}
+
+func perMinute(m map[string]float64, per float64) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, m[k]*per))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys(m map[string]float64) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
