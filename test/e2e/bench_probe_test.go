@@ -198,7 +198,7 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 	smp := sample{Desired: observe.Desired(c), Observed: objs.Observed(c)}
 	eps := map[string]string{}
 	for _, p := range objs.Pods {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdStarted(&p) {
 			eps[p.Name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
 		}
 	}
@@ -211,10 +211,22 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 		}
 	}
 	(*cli).SetCluster(c.Status.ClusterID, eps)
-	if v, err := (*cli).View(ctx); err == nil && len(v.Members) > 0 {
+	// A short clock: a member that does not answer yet must not leave the sampler blind.
+	vctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	defer cancel()
+	if v, err := (*cli).View(vctx); err == nil && len(v.Members) > 0 {
 		smp.Observed.Etcd = v
 	}
 	return smp, true
+}
+
+func etcdStarted(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "etcd" {
+			return cs.State.Running != nil
+		}
+	}
+	return false
 }
 
 func (s *sampler) stop() {
