@@ -50,7 +50,8 @@ func chaosSeeds(t *testing.T) []uint64 {
 // TestChaos runs, per seed, a random schedule of operations on a three-member cluster
 // (scale up and down, a rolling configuration change, replacing a member whose volume was
 // wiped) with a fault injected during each (a member or the leader killed, a member cut off
-// and healed, the operator killed), while clients write and read. Each run checks that the
+// and healed, the operator killed; with CHAOS_NODE_STOPS, a member's node stopped for 10 s),
+// while clients write and read. Each run checks that the
 // clients' history is linearizable (porcupine), that the cluster converges to the spec, that
 // no acknowledged write is lost, and that quorum is never lost but for a fault's own effect.
 // A seed's schedule is reproducible from its number; its report is in .stack/chaos.
@@ -164,7 +165,11 @@ func (r *chaosRun) runningMembers(leader bool) []string {
 func (r *chaosRun) fault() {
 	ctx := context.Background()
 	members, leader := r.runningMembers(false), r.runningMembers(true)
-	kind := r.rng.IntN(5)
+	kinds := 5
+	if os.Getenv("CHAOS_NODE_STOPS") != "" {
+		kinds = 6 // stopping a node takes a member of every cluster down: seeds run one at a time
+	}
+	kind := r.rng.IntN(kinds)
 	if len(members) == 0 || (kind == 1 && len(leader) == 0) {
 		kind = 4
 	}
@@ -188,6 +193,18 @@ func (r *chaosRun) fault() {
 	case 3:
 		r.log("fault: kill the operator")
 		r.op.kill()
+	case 5:
+		m := members[r.rng.IntN(len(members))]
+		var p corev1.Pod
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: m}, &p); err != nil || p.Spec.NodeName == "" {
+			r.ignore(fmt.Errorf("the node of %s: %v", m, err))
+			return
+		}
+		r.log("fault: stop node %s (member %s) for 10s", p.Spec.NodeName, m)
+		r.ignore(env.stack.StopNode(ctx, p.Spec.NodeName))
+		time.Sleep(10 * time.Second)
+		r.ignore(env.stack.StartNode(ctx, p.Spec.NodeName))
+		r.log("node %s started again", p.Spec.NodeName)
 	default:
 		r.log("no fault")
 	}
