@@ -135,9 +135,18 @@ func ParseID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
 // member's own serializable view is returned, marked as such, so the planner can still see
 // who the members are but takes no destructive decision on it.
 func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
-	lctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	list, err := c.cli.MemberList(lctx)
-	cancel()
+	// Two short tries: each goes to the next member, and a member that just joined answers
+	// a linearizable read only once it applied the log up to the leader's commit.
+	var list *clientv3.MemberListResponse
+	var err error
+	for try := 0; try < 2; try++ {
+		lctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
+		list, err = c.cli.MemberList(lctx)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
 	linearizable := err == nil
 	if err != nil {
 		sctx, cancel := context.WithTimeout(ctx, requestTimeout)
