@@ -128,11 +128,14 @@ ratio operator / floor is what the operator costs on top.
 - **Waiting on Pods / etcd**: the operator's step records, summed: waits for members to
   start or go (Pod operations, MemberHealthy and ClusterHealthy preconditions) and waits on
   etcd (a learner catching up, membership calls, leadership).
-- **Client impact**: a writer puts a key every 20 ms, each with a 2 s timeout, for 3 s
+- **Client impact**: a writer puts a key every 20 ms, each with a 2 s timeout, for 6 s
   before the change (idle), throughout the operator's run (during) and throughout the
   floor's run (in parentheses: the floor works under the same load). The plots show each
   write's latency during the operator's run (red: failed) with a line where each step was
   applied.
+- Both runs start 6 s after their cluster's last membership change: etcd refuses a new one
+  until its leader has been connected to every voter for 5 s, and neither run is charged
+  for the one before.
 - **Timed** steps: those the sampler saw pending before they were done; a step that became
   possible, was applied and showed its effect between two looks is faster than 20 ms and
   not timed.

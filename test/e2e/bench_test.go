@@ -232,10 +232,12 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	done := func(ns string) func() bool {
 		return func() bool { return b.settled(ns, cluster, replicas, version) && (extra == nil || extra(ns)) }
 	}
+	// Both runs start more than 5 s after their cluster's last membership change: etcd
+	// refuses a new one until its leader has been connected to every voter that long.
 	var p *probe
 	if len(endpoints(t, b.opNS, cluster)) > 0 {
 		idle := startProbe(t, b.opNS, cluster)
-		time.Sleep(3 * time.Second)
+		time.Sleep(6 * time.Second)
 		r.Idle = statsOf(idle.stop())
 		p = startProbe(t, b.opNS, cluster)
 	}
@@ -254,6 +256,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	// The floor works under the same client load.
 	var fp *probe
 	if len(endpoints(t, b.floorNS, cluster)) > 0 {
+		time.Sleep(6 * time.Second)
 		fp = startProbe(t, b.floorNS, cluster)
 	}
 	start := time.Now()
