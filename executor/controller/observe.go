@@ -111,6 +111,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		// members that cannot serve them (a learner) is not kept.
 		log.FromContext(ctx).Info("etcd member list read without a quorum; reconnecting")
 		r.clients.forget(client.ObjectKeyFromObject(c))
+		o.etcd = nil // closed; nothing that needs etcd runs on a view without a quorum
 	}
 	o.Etcd = view
 	return o, nil
