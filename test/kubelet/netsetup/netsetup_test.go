@@ -2,6 +2,7 @@ package netsetup
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,6 +38,38 @@ func TestMain(m *testing.M) {
 		os.Exit(dial(os.Getenv("NETSETUP_ADDR")))
 	}
 	os.Exit(m.Run())
+}
+
+// listen starts the helper server in a Pod namespace. A run under load once saw it end
+// with no output at all right after the namespace was replaced (ip netns exec failing
+// before the helper ran): it gets three tries, and what ip printed is shown on failure.
+// It returns how to stop the server.
+func listen(t *testing.T, netns string) (stop func()) {
+	t.Helper()
+	var last string
+	for try := 0; try < 3; try++ {
+		srv := exec.Command("ip", "netns", "exec", netns, os.Args[0])
+		srv.Env = append(os.Environ(), "NETSETUP_HELPER=listen")
+		var stderr bytes.Buffer
+		srv.Stderr = &stderr
+		stdout, _ := srv.StdoutPipe()
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		if line == "ready\n" {
+			var once sync.Once
+			stop = func() { once.Do(func() { _ = srv.Process.Kill(); _ = srv.Wait() }) }
+			t.Cleanup(stop)
+			return stop
+		}
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+		last = fmt.Sprintf("%q, stderr %q", line, stderr.String())
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("server: %s", last)
+	return nil
 }
 
 func dial(addr string) int {
@@ -139,16 +173,7 @@ func TestPods(t *testing.T) {
 		t.Fatalf("hosts in namespace: %q %v", out, err)
 	}
 
-	srv := exec.Command("ip", "netns", "exec", pods[0].Netns, os.Args[0])
-	srv.Env = append(os.Environ(), "NETSETUP_HELPER=listen")
-	stdout, _ := srv.StdoutPipe()
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("server: %q", line)
-	}
+	stop := listen(t, pods[0].Netns)
 	target := "10.77.1.2:7000"
 	fromPod := func() (string, error) {
 		c := exec.Command("ip", "netns", "exec", pods[1].Netns, os.Args[0])
@@ -186,8 +211,7 @@ func TestPods(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	_ = srv.Process.Kill()
-	_ = srv.Wait()
+	stop()
 	for _, p := range pods {
 		if err := TeardownPod(p.Netns, p.HostVeth); err != nil {
 			t.Fatal(err)
