@@ -40,36 +40,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// listen starts the helper server in a Pod namespace. A run under load once saw it end
-// with no output at all right after the namespace was replaced (ip netns exec failing
-// before the helper ran): it gets three tries, and what ip printed is shown on failure.
-// It returns how to stop the server.
+// listen starts the helper server in a Pod namespace and returns how to stop it; what ip
+// printed is shown when the server does not start.
 func listen(t *testing.T, netns string) (stop func()) {
 	t.Helper()
-	var last string
-	for try := 0; try < 3; try++ {
-		srv := exec.Command("ip", "netns", "exec", netns, os.Args[0])
-		srv.Env = append(os.Environ(), "NETSETUP_HELPER=listen")
-		var stderr bytes.Buffer
-		srv.Stderr = &stderr
-		stdout, _ := srv.StdoutPipe()
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		if line == "ready\n" {
-			var once sync.Once
-			stop = func() { once.Do(func() { _ = srv.Process.Kill(); _ = srv.Wait() }) }
-			t.Cleanup(stop)
-			return stop
-		}
-		_ = srv.Process.Kill()
-		_ = srv.Wait()
-		last = fmt.Sprintf("%q, stderr %q", line, stderr.String())
-		time.Sleep(200 * time.Millisecond)
+	srv := exec.Command("ip", "netns", "exec", netns, os.Args[0])
+	srv.Env = append(os.Environ(), "NETSETUP_HELPER=listen")
+	var stderr bytes.Buffer
+	srv.Stderr = &stderr
+	stdout, _ := srv.StdoutPipe()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("server: %s", last)
-	return nil
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = srv.Process.Kill(); _ = srv.Wait() }) }
+	t.Cleanup(stop)
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		stop()
+		t.Fatalf("server: %q, stderr %q", line, stderr.String())
+	}
+	return stop
 }
 
 func dial(addr string) int {
@@ -150,9 +140,11 @@ func TestPods(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = DeleteBridge(bridge) })
 
+	// Names outside the local kubelet's prefixes: a stack started or stopped by another test
+	// package meanwhile removes every namespace and veth it may have left (CleanupAll).
 	pods := []Pod{}
-	for i, uid := range []string{"test-uid-a", "test-uid-b"} {
-		ns, veth := Names(uid)
+	for i, id := range []string{"a", "b"} {
+		ns, veth := "lktest-"+id, "lktv"+id
 		p := Pod{Bridge: bridge, Netns: ns, HostVeth: veth, Gateway: gw.Addr(),
 			Addr: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 77, 1, byte(2 + i)}), 16)}
 		if err := SetupPod(p); err != nil {
