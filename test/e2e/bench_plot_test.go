@@ -111,7 +111,8 @@ kube-apiserver, the local kubelet, etcd in Pods). Each scenario runs twice: once
 operator, and once by the *floor*, a small program that drives the same Pod and etcd
 operations directly (the same Pods, rendered by the same code), each as soon as the one
 before took effect, polling every 10 ms. The floor is what etcd and Kubernetes allow; the
-ratio operator / floor is what the operator costs on top.
+ratio operator / floor is what the operator costs on top. On a shared two-core machine the
+figures of both swing by up to twice between runs; compare the ratios within one run.
 
 - Machine: %s. etcd 3.6.16 (3.5.35 before the upgrade), Kubernetes 1.36.
 - Date: %s; commit %s.
