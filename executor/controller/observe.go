@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -78,14 +76,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	for i := range objs.PVCs {
 		o.pvcs[objs.PVCs[i].Name] = &objs.PVCs[i]
 	}
-	// Members are reached at their Pod IPs, which work from inside and outside the
-	// cluster network alike.
-	endpoints := map[string]string{}
-	for name, p := range o.pods {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdRunning(p) {
-			endpoints[name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
-		}
-	}
+	endpoints := observe.Endpoints(objs.Pods)
 	if len(endpoints) == 0 {
 		return o, nil
 	}
@@ -115,13 +106,4 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	}
 	o.Etcd = view
 	return o, nil
-}
-
-func etcdRunning(p *corev1.Pod) bool {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "etcd" {
-			return cs.State.Running != nil
-		}
-	}
-	return false
 }

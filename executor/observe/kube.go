@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,14 +68,32 @@ func pod(p *corev1.Pod) *planner.Pod {
 			out.Ready = c.Status == corev1.ConditionTrue
 		}
 	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "etcd" {
-			out.Running = cs.State.Running != nil
-		}
-	}
+	out.Running = etcdRunning(p)
 	for _, cs := range p.Status.InitContainerStatuses {
 		if cs.Name == "preflight" && (exitedWith(cs.State, resources.PreflightDataLost) || exitedWith(cs.LastTerminationState, resources.PreflightDataLost)) {
 			out.DataLost = true
+		}
+	}
+	return out
+}
+
+func etcdRunning(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "etcd" {
+			return cs.State.Running != nil
+		}
+	}
+	return false
+}
+
+// Endpoints are the client URLs (by member name) of the member Pods that run etcd, at their
+// Pod IPs, which work from inside and outside the cluster network alike.
+func Endpoints(pods []corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdRunning(p) {
+			out[p.Name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
 		}
 	}
 	return out

@@ -18,7 +18,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -196,12 +195,7 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 		return sample{}, false
 	}
 	smp := sample{Desired: observe.Desired(c), Observed: objs.Observed(c)}
-	eps := map[string]string{}
-	for _, p := range objs.Pods {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdStarted(&p) {
-			eps[p.Name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
-		}
-	}
+	eps := observe.Endpoints(objs.Pods)
 	if len(eps) == 0 {
 		return smp, true
 	}
@@ -218,15 +212,6 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 		smp.Observed.Etcd = v
 	}
 	return smp, true
-}
-
-func etcdStarted(p *corev1.Pod) bool {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "etcd" {
-			return cs.State.Running != nil
-		}
-	}
-	return false
 }
 
 func (s *sampler) stop() {
