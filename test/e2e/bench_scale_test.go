@@ -48,9 +48,9 @@ func (b *bench) scale(n int) scaleResult {
 	time.Sleep(30 * time.Second) // let the last status writes and requeues pass
 
 	r.Window = time.Minute
-	opBefore, apiBefore, cpuBefore := scrape(t, "http://"+operatorMetrics+"/metrics"), apiMetrics(t), cpuTicks(t, cmd.Process.Pid)
+	opBefore, apiBefore, cpuBefore := scrape(t), apiMetrics(t), cpuTicks(t, cmd.Process.Pid)
 	time.Sleep(r.Window)
-	opAfter, apiAfter, cpuAfter := scrape(t, "http://"+operatorMetrics+"/metrics"), apiMetrics(t), cpuTicks(t, cmd.Process.Pid)
+	opAfter, apiAfter, cpuAfter := scrape(t), apiMetrics(t), cpuTicks(t, cmd.Process.Pid)
 	r.CPU = float64(cpuAfter-cpuBefore) / 100 / r.Window.Seconds()
 	r.RSS, r.PeakRSS = memory(t, cmd.Process.Pid)
 	r.Requests = map[string]float64{}
@@ -71,7 +71,7 @@ func (b *bench) scale(n int) scaleResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for ctx.Err() == nil {
-		if sum(scrapeQuiet(operatorMetrics), "controller_runtime_reconcile_total", `controller="etcdcluster"`) >= float64(n) {
+		if text, _ := operatorMetricsText(); sum(text, "controller_runtime_reconcile_total", `controller="etcdcluster"`) >= float64(n) {
 			r.ReconciledAfterStart = time.Since(start)
 			break
 		}
@@ -84,23 +84,21 @@ func (b *bench) scale(n int) scaleResult {
 	return r
 }
 
-func scrapeQuiet(addr string) string {
-	resp, err := http.Get("http://" + addr + "/metrics")
+// operatorMetricsText is the operator's metrics; it fails while the operator starts.
+func operatorMetricsText() (string, error) {
+	resp, err := http.Get("http://" + operatorMetrics + "/metrics")
 	if err != nil {
-		return ""
+		return "", err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
-func scrape(t require.TestingT, url string) string {
-	resp, err := http.Get(url)
+func scrape(t require.TestingT) string {
+	text, err := operatorMetricsText()
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return string(b)
+	return text
 }
 
 // apiMetrics is the API server's own metrics.
