@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -59,7 +60,8 @@ func run() error {
 	flag.StringVar(&o.selfImage, "operator-image", "", "the operator's own image, run by member Pods for their preflight check (default: read from the operator's Pod, named by POD_NAME and POD_NAMESPACE)")
 	flag.IntVar(&o.workers, "workers", 4, "clusters reconciled at once")
 	flag.StringVar(&o.crashAfterEffectMarkersDir, "test-crash-after-effect", "", "testing only: exit right after each step's effect, once per step, leaving markers in this directory")
-	zapOpts := zap.Options{}
+	// Milliseconds in log times: steps take a few hundred of them.
+	zapOpts := zap.Options{TimeEncoder: zapcore.ISO8601TimeEncoder}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/etcd/etcdfake"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
@@ -193,6 +195,22 @@ func TestFailingStepBacksOffAndStallsOnce(t *testing.T) {
 	require.Len(t, f.warnings(), 1, "one warning on the transition to Stalled")
 }
 
+// etcd refusing a change for now by its own rules (here its strict reconfiguration check)
+// is waited on at the polling period: no backoff, no error count.
+func TestEtcdRefusalForNowIsPolled(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.etcd.Err = fmt.Errorf("%w: etcdserver: unhealthy cluster", etcd.ErrNotYet)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	for i := 0; i < 4; i++ {
+		c, res := f.reconcile()
+		require.Equal(t, pollWaiting, res.RequeueAfter)
+		require.Zero(t, c.Status.Plan.Progress[0].Errors)
+		require.Contains(t, c.Status.Plan.Progress[0].Message, "unhealthy cluster")
+		f.now = f.now.Add(time.Second)
+	}
+	require.Len(t, f.etcd.Calls(), 4, "asked again at every poll")
+}
+
 // A step whose effect never shows still reaches its deadline.
 func TestAppliedStepThatNeverShowsStalls(t *testing.T) {
 	f := newFixture(t, 3, nil)
@@ -294,7 +312,7 @@ func TestStalledLearnerIsRemovedByID(t *testing.T) {
 	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
 	c, _ = f.reconcile()
 	require.Equal(t, plan.PromoteLearner, c.Status.Plan.Steps[0].Action)
-	require.Contains(t, c.Status.Plan.Progress[0].Message, "catching up")
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "in sync with leader")
 	f.now = f.now.Add(2 * time.Minute)
 	c, _ = f.reconcile()
 	require.Equal(t, []string{"4"}, c.Status.StalledLearners)
@@ -362,7 +380,7 @@ func TestStaleViewFinishesNothing(t *testing.T) {
 	c, _ = f.reconcile()
 	require.NotNil(t, c.Status.Plan, "a plan is made and waits for the learner to catch up")
 	require.Equal(t, plan.PromoteLearner, c.Status.Plan.Steps[0].Action)
-	require.Contains(t, c.Status.Plan.Progress[0].Message, "catching up", "etcd refused the promotion")
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "in sync with leader", "etcd refused the promotion")
 
 	f.setView(func(v *planner.EtcdView) { v.Linearizable, v.Members[3].RaftIndex = false, 100 })
 	f.now = f.now.Add(time.Second)

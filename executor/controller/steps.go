@@ -33,8 +33,17 @@ func waiting(format string, args ...any) error {
 
 // apply carries out one step. Every action is idempotent: applying it again after it took
 // effect, or after the operator stopped midway, changes nothing more. Membership changes act
-// on the member IDs the step carries, never on names.
+// on the member IDs the step carries, never on names. etcd refusing a change for now by its
+// own rules is a wait, polled, not a failure backed off from.
 func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	err := r.effect(ctx, c, o, s)
+	if errors.Is(err, etcd.ErrNotYet) {
+		return waiting("%s %s: %v", s.Action, s.Member, err)
+	}
+	return err
+}
+
+func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	switch s.Action {
 	case plan.CreateSeed:
 		return r.startMember(ctx, c, o, s, true)
@@ -47,11 +56,7 @@ func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *obse
 		_, err := o.etcd.AddLearner(ctx, resources.PeerURL(c, s.Member))
 		return err
 	case plan.PromoteLearner:
-		err := withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
-		if errors.Is(err, etcd.ErrLearnerBehind) {
-			return waiting("learner %s is catching up: %v", s.Member, err)
-		}
-		return err
+		return withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
 	case plan.TransferLeadership:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.MoveLeader(ctx, ids[0], ids[1]) }, s.MemberID, s.TargetID)
 	case plan.RemoveMember:

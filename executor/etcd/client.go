@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +21,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -27,6 +31,10 @@ import (
 // sick member.
 const requestTimeout = 3 * time.Second
 
+// statusTimeout bounds a member's status answer in a view. A member that does not answer
+// in time but accepts connections is silent, not down: nothing counts on it being down.
+const statusTimeout = time.Second
+
 // Cluster is what the executor asks of an etcd cluster. Client implements it against real
 // members; tests use a fake.
 type Cluster interface {
@@ -34,7 +42,7 @@ type Cluster interface {
 	View(ctx context.Context) (*planner.EtcdView, error)
 	// AddLearner adds a learner with the peer URL, unless a member already has it.
 	AddLearner(ctx context.Context, peerURL string) (uint64, error)
-	// Promote makes a learner a voter, once etcd finds it caught up (ErrLearnerBehind until then).
+	// Promote makes a learner a voter, once etcd finds it caught up (ErrNotYet until then).
 	Promote(ctx context.Context, id uint64) error
 	// Remove removes a member.
 	Remove(ctx context.Context, id uint64) error
@@ -74,7 +82,13 @@ func dial(endpoints map[string]string) (*Client, error) {
 		DialTimeout:          2 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
-		Logger:               zap.NewNop(),
+		// gRPC waits a second before reconnecting by default; a member starts in a few
+		// hundred milliseconds, and calls made meanwhile wait on that reconnect.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})},
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		return nil, err
@@ -169,15 +183,17 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 			continue
 		}
 		// Each member on its own clock: one that does not answer must not make the
-		// others look down.
+		// others look down, nor hold up the look at them.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			sctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
 			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == v.Members[i].ID &&
 				ID(st.Header.ClusterId) == v.ClusterID {
 				statuses[i] = st
+			} else {
+				v.Members[i].Silent = listening(ctx, ep)
 			}
 		}()
 	}
@@ -202,6 +218,22 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 		}
 	}
 	return v, nil
+}
+
+// listening reports whether something accepts connections at the endpoint: a process that
+// exited or a Pod that is gone refuses them (or cannot be reached).
+func listening(ctx context.Context, endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	d := net.Dialer{Timeout: statusTimeout / 4}
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
 
 // setStatus records a member's own answer as facts: it answers, the leader it knows, its
@@ -238,27 +270,36 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, error)
 		if err == nil {
 			id = resp.Member.ID
 		}
-		return err
+		return notYet(err)
 	})
 	return id, err
 }
 
-// ErrLearnerBehind is etcd refusing a promotion for now: the learner's log is not within a
-// tenth of the leader's yet, or the promotion would leave too few started voters.
-var ErrLearnerBehind = errors.New("etcd does not promote the learner yet")
+// ErrNotYet is etcd refusing a membership change for now by its own rules, which a moment
+// later may allow it: a learner's log not within a tenth of the leader's, too few started
+// voters, or a leader not connected to every voter for the last 5 seconds (etcd's strict
+// reconfiguration check). It is a wait, not a failure.
+var ErrNotYet = errors.New("etcd does not allow the change yet")
+
+// notYet wraps etcd's refusals for now in ErrNotYet.
+func notYet(err error) error {
+	for _, e := range []error{rpctypes.ErrMemberLearnerNotReady, rpctypes.ErrMemberNotEnoughStarted, rpctypes.ErrUnhealthy} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %v", ErrNotYet, err)
+		}
+	}
+	return err
+}
 
 // Promote makes a learner a voter; promoting a voter is a no-op. etcd itself decides
-// whether the learner caught up: a refusal is ErrLearnerBehind.
+// whether the learner caught up: a refusal is ErrNotYet.
 func (c *Client) Promote(ctx context.Context, id uint64) error {
 	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 		_, err := cli.MemberPromote(ctx, id)
-		switch {
-		case errors.Is(err, rpctypes.ErrMemberNotLearner):
+		if errors.Is(err, rpctypes.ErrMemberNotLearner) {
 			return nil
-		case errors.Is(err, rpctypes.ErrMemberLearnerNotReady), errors.Is(err, rpctypes.ErrMemberNotEnoughStarted):
-			return fmt.Errorf("%w: %v", ErrLearnerBehind, err)
 		}
-		return err
+		return notYet(err)
 	})
 }
 
@@ -269,7 +310,7 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 		if errors.Is(err, rpctypes.ErrMemberNotFound) {
 			return nil
 		}
-		return err
+		return notYet(err)
 	})
 }
 
@@ -287,8 +328,9 @@ func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.C
 }
 
 // voter finds the endpoint of a voter of this cluster, the leader when it answers, with its
-// status. Every endpoint is asked at once, each on its own short clock: one that does not
-// answer must not hold up the change.
+// status. Every endpoint is asked at once, each on its own short clock, and the leader's
+// answer ends the wait: one that does not answer (a member still starting) must not hold up
+// the change.
 func (c *Client) voter(ctx context.Context) (string, *clientv3.StatusResponse, error) {
 	c.mu.Lock()
 	eps, known := urls(c.endpoints), c.clusterID != ""
@@ -296,34 +338,37 @@ func (c *Client) voter(ctx context.Context) (string, *clientv3.StatusResponse, e
 	if !known {
 		return "", nil, errors.New("the cluster's ID is not known yet: no membership change before it first answers")
 	}
-	sts := make([]*clientv3.StatusResponse, len(eps))
-	var wg sync.WaitGroup
-	for i, ep := range eps {
-		wg.Add(1)
+	type answer struct {
+		ep string
+		st *clientv3.StatusResponse
+	}
+	answers := make(chan answer, len(eps))
+	for _, ep := range eps {
 		go func() {
-			defer wg.Done()
 			sctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
 			defer cancel()
-			if st, err := c.cli.Status(sctx, ep); err == nil && c.ours(st.Header) == nil {
-				sts[i] = st
+			st, err := c.cli.Status(sctx, ep)
+			if err != nil || c.ours(st.Header) != nil || st.IsLearner {
+				st = nil
 			}
+			answers <- answer{ep, st}
 		}()
 	}
-	wg.Wait()
-	pick := -1
-	for i, st := range sts {
+	var pick *answer
+	for range eps {
+		a := <-answers
 		switch {
-		case st == nil || st.IsLearner:
-		case st.Leader == st.Header.MemberId:
-			return eps[i], st, nil
-		case pick < 0:
-			pick = i
+		case a.st == nil:
+		case a.st.Leader == a.st.Header.MemberId:
+			return a.ep, a.st, nil
+		case pick == nil || a.ep < pick.ep:
+			pick = &a
 		}
 	}
-	if pick < 0 {
+	if pick == nil {
 		return "", nil, errors.New("no voter of this cluster answers")
 	}
-	return eps[pick], sts[pick], nil
+	return pick.ep, pick.st, nil
 }
 
 // through calls f with a connection to the one endpoint ep.

@@ -86,7 +86,7 @@ func (c *Cluster) Promote(_ context.Context, id uint64) error {
 		return err
 	}
 	if c.behind(id) {
-		return etcd.ErrLearnerBehind
+		return fmt.Errorf("%w: etcdserver: can only promote a learner member which is in sync with leader", etcd.ErrNotYet)
 	}
 	return c.member(id, func(m *planner.EtcdMember) { m.Learner = false })
 }
