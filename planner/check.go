@@ -90,24 +90,27 @@ func precondition(m *model, p plan.Precondition, memberID string) (bool, string)
 	return false, fmt.Sprintf("unknown precondition %q", p.Kind)
 }
 
-// withinBudget: taking down a voter that is up may not leave fewer voters up than quorum
-// of the cluster that remains. A member that is down can always be restarted or removed:
-// that takes nothing more down. A cluster of one voter has no budget: its restarts make it
-// unavailable for a moment, which the plan's warning says.
+// withinBudget: taking down a voter that is up, or may be (silent), may not leave fewer
+// voters up than quorum of the cluster that remains. A member that is down can always be
+// restarted or removed: that takes nothing more down. A cluster of one voter has no budget:
+// its restarts make it unavailable for a moment, which the plan's warning says.
 func withinBudget(m *model, target *member, a plan.Action) (bool, string) {
 	all, up, _ := m.voters()
-	if !target.voter() || !target.up || all == 1 {
+	if !target.voter() || !(target.up || target.silent) || all == 1 {
 		return true, ""
 	}
-	after := all
+	after, others := all, up
 	if a == plan.RemoveMember {
 		after--
 	}
-	if up-1 >= quorum(after) {
+	if target.up {
+		others--
+	}
+	if others >= quorum(after) {
 		return true, ""
 	}
 	return false, fmt.Sprintf("taking %s down would leave %d of %d voters up, below quorum %d: waiting for the others to be up",
-		target.name, up-1, after, quorum(after))
+		target.name, others, after, quorum(after))
 }
 
 // learnerCaughtUp lets the promotion be asked once the learner runs and a leader leads.

@@ -22,6 +22,7 @@ type member struct {
 	stalled   bool // a learner whose promotion passed its deadline
 	started   bool // has run at least once
 	up        bool // runs and answers: it counts towards quorum
+	silent    bool // accepts connections but did not answer: it may be up
 	hasLeader bool // knows a leader
 
 	pod         bool // a Pod that has not ended
@@ -79,6 +80,7 @@ func newModel(d Desired, o Observed) *model {
 			mm := get(name)
 			mm.id, mm.inEtcd, mm.learner, mm.started = em.ID, true, em.Learner, em.Started()
 			mm.up, mm.hasLeader = em.Answering && em.Started(), em.Leader != ""
+			mm.silent = em.Silent && !mm.up && em.Started()
 			mm.version, mm.raftIndex = em.Version, em.RaftIndex
 			if em.ID == o.Etcd.LeaderID {
 				m.leader = mm.name
@@ -326,7 +328,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			}
 		}
 	case plan.StopMember:
-		mm.pod, mm.running, mm.up, mm.hasLeader = false, false, false, false
+		mm.pod, mm.running, mm.up, mm.silent, mm.hasLeader = false, false, false, false, false
 		if m.leader == mm.name {
 			m.leader = ""
 		}

@@ -105,6 +105,10 @@ type EtcdMember struct {
 	Learner  bool     `json:"learner,omitempty"`
 	// Answering: the member answered a status request. Alarms do not change it.
 	Answering bool `json:"answering,omitempty"`
+	// Silent: the member did not answer in time, but its process accepts connections. It
+	// may well be up: a member still publishing itself to the cluster serves raft and
+	// answers no client, for up to 7 seconds in etcd 3.6. No step counts on it being down.
+	Silent bool `json:"silent,omitempty"`
 	// Leader is the leader the member knows of; empty while it knows none (an election).
 	Leader string `json:"leader,omitempty"`
 	// Healthy is formatVersion 1's verdict (answered, no errors, knows a leader); Upgrade
@@ -218,6 +222,7 @@ func (o Observed) Fingerprint() string {
 		ID, Name           string
 		PeerURLs           []string
 		Learner, Answering bool
+		Silent             bool `json:",omitempty"`
 		Leader, Version    string
 	}
 	shape := struct {
@@ -240,7 +245,7 @@ func (o Observed) Fingerprint() string {
 		shape.Reachable, shape.Linear = true, o.Etcd.Linearizable
 		shape.Leader = o.Etcd.LeaderID
 		for _, m := range o.Etcd.Members {
-			shape.Etcd = append(shape.Etcd, etcdMember{m.ID, m.Name, m.PeerURLs, m.Learner, m.Answering, m.Leader, m.Version})
+			shape.Etcd = append(shape.Etcd, etcdMember{m.ID, m.Name, m.PeerURLs, m.Learner, m.Answering, m.Silent, m.Leader, m.Version})
 		}
 		sort.Slice(shape.Etcd, func(i, j int) bool { return shape.Etcd[i].ID < shape.Etcd[j].ID })
 		shape.Alarms = o.Etcd.Alarms

@@ -413,6 +413,39 @@ func TestTwoVotersNeverLoseQuorum(t *testing.T) {
 	require.Contains(t, Plan(c, o).Warnings[0], "even")
 }
 
+// A silent member (it accepts connections and answers nothing, as a member publishing itself
+// does in etcd 3.6 while it already serves raft) may be up: it is not restarted as a member
+// that is down, and taking it down needs the budget of a member that is up.
+func TestSilentMemberMayBeUp(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	o := running(c, 3, "3.6.16").observe()
+	o.Etcd.Members[1].Answering, o.Etcd.Members[1].Leader = false, "" // demo-1: down
+	o.Etcd.Members[2].Answering, o.Etcd.Members[2].Leader, o.Etcd.Members[2].Silent = false, "", true
+	restart := func(member, id string) plan.Step {
+		return plan.Step{Action: plan.RestartMember, Member: member, MemberID: id, Precondition: plan.Precondition{Kind: plan.PreNone}}
+	}
+	ok, why := Check(c, restart("demo-2", "3"), o)
+	require.False(t, ok, "demo-0 and a silent demo-2 may be the quorum: restarting demo-2 could cost it")
+	require.Contains(t, why, "below quorum")
+	ok, _ = Check(c, restart("demo-1", "2"), o)
+	require.True(t, ok, "demo-1 is down: restarting it takes nothing more down")
+
+	c.ConfigHash = "cfg-2"
+	require.Equal(t, []string{"RestartMember demo-1"}, summary(Plan(c, o))[:1], "the member that is down restarts first, not the silent one")
+	o.Etcd.Members[1].Answering, o.Etcd.Members[1].Leader = true, "1"
+	p := Plan(c, o)
+	require.Equal(t, "RestartMember demo-2", summary(p)[0], "once the others keep quorum without it, the silent member (maybe hung) restarts first")
+	require.Contains(t, p.Steps[0].Reason, "does not answer")
+	ok, _ = Check(c, p.Steps[0], o)
+	require.True(t, ok)
+
+	o.Etcd.LeaderID = "3"
+	ok, why = Check(c, restart("demo-2", "3"), o)
+	require.False(t, ok, "a silent leader is not restarted before leadership moves")
+	require.Contains(t, why, "leads")
+	require.NotEqual(t, "RestartMember demo-2", summary(Plan(c, o))[0])
+}
+
 // Observed states saved as formatVersion 1 (one "healthy" verdict per member) still plan.
 func TestObservedFormatVersion1(t *testing.T) {
 	v1 := `{"formatVersion":1,"clusterID":"c1","members":[{"name":"demo-0","pod":{"running":true,"ready":true,"version":"3.6.16","configHash":"cfg-1"},"pvc":{"bound":true,"memberID":"1"}}],

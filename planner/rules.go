@@ -222,25 +222,36 @@ func reconfigure(m *model, d Desired) (plan.Step, bool) {
 	})
 }
 
-// rollDown upgrades or reconfigures a voter that is down, before anything else but starting
-// Pods: restarting it takes nothing more down, and the new spec may be what mends it.
+// rollDown upgrades or reconfigures a voter that does not answer, before anything else but
+// starting Pods: the new spec may be what mends it. One that is down goes first: restarting
+// it takes nothing more down. A silent one may be up (or hung): it goes only when the others
+// keep quorum without it and another member is known to lead (a silent one may lead).
 func rollDown(m *model, d Desired) (plan.Step, bool) {
 	if d.Replicas == 0 {
 		return plan.Step{}, false
 	}
-	for _, mm := range m.members {
-		if !mm.voter() || !mm.pod || mm.podDeleting || mm.up || m.lost(mm, d) {
-			continue
-		}
-		if mm.version != d.Version {
-			s := step(plan.UpgradeMember, mm, plan.PreNone, "spec.version %s -> %s; %s is down, so restarting it costs nothing", mm.version, d.Version, mm.name)
-			s.Version = d.Version
-			return s, true
-		}
-		if mm.configHash != d.ConfigHash {
-			s := step(plan.RestartMember, mm, plan.PreNone, "the Pod of %s differs from the spec; %s is down, so restarting it costs nothing", mm.name, mm.name)
-			s.Version = mm.version
-			return s, true
+	for _, silent := range []bool{false, true} {
+		for _, mm := range m.members {
+			if !mm.voter() || !mm.pod || mm.podDeleting || mm.up || mm.silent != silent || m.lost(mm, d) {
+				continue
+			}
+			why := "%s is down, so restarting it costs nothing"
+			if silent {
+				if ok, _ := withinBudget(m, mm, plan.RestartMember); !ok || m.leader == "" || m.leader == mm.name {
+					continue
+				}
+				why = "%s does not answer, and the others keep quorum without it"
+			}
+			if mm.version != d.Version {
+				s := step(plan.UpgradeMember, mm, plan.PreNone, "spec.version %s -> %s; "+why, mm.version, d.Version, mm.name)
+				s.Version = d.Version
+				return s, true
+			}
+			if mm.configHash != d.ConfigHash {
+				s := step(plan.RestartMember, mm, plan.PreNone, "the Pod of %s differs from the spec; "+why, mm.name, mm.name)
+				s.Version = mm.version
+				return s, true
+			}
 		}
 	}
 	return plan.Step{}, false

@@ -38,6 +38,7 @@ type wmember struct {
 	inEtcd, learner, started bool
 	pod, seed, dataLost, up  bool
 	starting                 bool // its Pod was just created: the container does not run yet
+	silent                   bool // takes part in raft but answers no client (publishing itself)
 	pvc                      bool
 	version, hash            string
 	// peerName overrides the name in the member's peer URL (a duplicate name).
@@ -88,7 +89,7 @@ func (w *world) observe() Observed {
 	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID, NextOrdinal: w.nextOrdinal}
 	anyUp := false
 	for _, m := range w.members {
-		anyUp = anyUp || (m.inEtcd && m.live())
+		anyUp = anyUp || (m.inEtcd && m.live() && !m.silent)
 	}
 	if w.clusterID != "" && anyUp {
 		o.Etcd = &EtcdView{ClusterID: w.clusterID, Linearizable: w.hasQuorum() && w.staleBelow == 0, Alarms: w.alarms}
@@ -124,7 +125,8 @@ func (w *world) observe() Observed {
 		if m.started {
 			em.Name, em.Version = peer, m.version
 		}
-		if m.live() {
+		em.Silent = m.live() && m.silent
+		if m.live() && !m.silent {
 			em.Answering = true
 			if !w.election && w.leaderID() != "" {
 				em.Leader = w.leaderID()
@@ -164,6 +166,8 @@ func (w *world) settle() bool {
 	changed := w.staleBelow != 0 || w.election
 	w.staleBelow, w.election = 0, false
 	for _, m := range w.members {
+		changed = changed || m.silent
+		m.silent = false
 		if m.inEtcd && m.pod && !m.dataLost && !m.up {
 			w.heal(m.name)
 			changed = true
@@ -289,7 +293,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if d.Replicas != 0 {
 			return false, fmt.Errorf("StopMember %s with replicas %d", s.Member, d.Replicas)
 		}
-		m.pod, m.up = false, false
+		m.pod, m.up, m.silent = false, false, false
 		if w.memory {
 			m.dataLost = true
 		}
@@ -312,7 +316,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 				return false, fmt.Errorf("UpgradeMember %s %s -> %s", s.Member, from, to)
 			}
 		}
-		m.version, m.hash, m.up, m.starting = s.Version, d.ConfigHash, false, true // it takes time to start again
+		m.version, m.hash, m.up, m.silent, m.starting = s.Version, d.ConfigHash, false, false, true // it takes time to start again
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}

@@ -335,6 +335,11 @@ type MemberStatus struct {
 	Version string `json:"version,omitempty"`
 	// +optional
 	Healthy bool `json:"healthy"`
+	// Silent: the member accepted a connection but did not answer in time. It may be up (a
+	// member publishing itself to the cluster serves raft before clients), so no step counts
+	// on it being down.
+	// +optional
+	Silent bool `json:"silent,omitempty"`
 	// +optional
 	DBSize int64 `json:"dbSize,omitempty"`
 	// +optional

@@ -81,7 +81,7 @@ func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberSta
 	for _, m := range o.Etcd.Members {
 		name := m.MemberName()
 		ms := v1alpha1.MemberStatus{Name: name, ID: m.ID, Role: v1alpha1.RoleVoter, Leader: m.ID == o.Etcd.LeaderID,
-			Version: m.Version, Healthy: m.Answering && m.Leader != "", DBSize: m.DBSize}
+			Version: m.Version, Healthy: m.Answering && m.Leader != "", Silent: m.Silent, DBSize: m.DBSize}
 		if m.Learner {
 			ms.Role = v1alpha1.RoleLearner
 		}

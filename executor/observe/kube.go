@@ -127,7 +127,7 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 			continue
 		}
 		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{resources.PeerURL(c, m.Name)},
-			Learner: m.Role == v1alpha1.RoleLearner, Answering: m.Healthy, Version: m.Version, DBSize: m.DBSize})
+			Learner: m.Role == v1alpha1.RoleLearner, Answering: m.Healthy, Silent: m.Silent, Version: m.Version, DBSize: m.DBSize})
 		if m.Leader {
 			v.LeaderID = m.ID
 		}
