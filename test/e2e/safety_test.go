@@ -312,3 +312,39 @@ func TestRetainPolicyChangeKeepsVolumes(t *testing.T) {
 	time.Sleep(2 * time.Second) // the garbage collector has had its chance
 	require.Len(t, claimUIDs(t, ns), 1, "the volume stays")
 }
+
+// A member that hangs (its process stopped: it accepts connections and answers nothing) is
+// silent, not down: status says so, and a rolling change restarts it first only because the
+// others keep quorum without it. No acknowledged write is lost.
+func TestHungMemberIsSilent(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	c := createReady(t, ns, 3)
+	follower := ""
+	for _, m := range c.Status.Members {
+		if !m.Leader {
+			follower = m.Name
+		}
+	}
+	ctx := context.Background()
+	require.NoError(t, env.stack.PauseContainer(ctx, ns, follower, "etcd"))
+	t.Cleanup(func() { _ = env.stack.ResumeContainer(ctx, ns, follower, "etcd") })
+	waitFor(t, ns, "demo", time.Minute, follower+" silent in status", func(c *v1alpha1.EtcdCluster) bool {
+		i := slices.IndexFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Name == follower })
+		return i >= 0 && c.Status.Members[i].Silent && !c.Status.Members[i].Healthy && !ready(c)
+	})
+
+	w := startWriter(t, ns, "demo")
+	quota := int64(64 << 20)
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
+	require.Eventually(t, func() bool {
+		var p corev1.Pod
+		return env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: follower}, &p) == nil && p.DeletionTimestamp != nil
+	}, time.Minute, 50*time.Millisecond, "the hung member's Pod is deleted")
+	require.NoError(t, env.stack.ResumeContainer(ctx, ns, follower, "etcd")) // its pending SIGTERM ends it
+	c = waitReady(t, ns, "demo")
+	require.True(t, strings.HasPrefix(c.Status.History[0].Actions, "RestartMember "+follower), "the hung member restarted first: %s", c.Status.History[0].Actions)
+	w.stopAndVerify()
+	checkMembership(t, ns, "demo")
+}

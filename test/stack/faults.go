@@ -20,6 +20,17 @@ func (s *Stack) KillContainer(ctx context.Context, namespace, pod, container str
 	return s.podFault(ctx, "kill", namespace, pod, url.Values{"container": {container}})
 }
 
+// PauseContainer stops a container's processes (SIGSTOP): they hang with their sockets open,
+// accepting connections and answering nothing, until ResumeContainer.
+func (s *Stack) PauseContainer(ctx context.Context, namespace, pod, container string) error {
+	return s.podFault(ctx, "pause", namespace, pod, url.Values{"container": {container}})
+}
+
+// ResumeContainer undoes PauseContainer.
+func (s *Stack) ResumeContainer(ctx context.Context, namespace, pod, container string) error {
+	return s.podFault(ctx, "resume", namespace, pod, url.Values{"container": {container}})
+}
+
 // CutPod cuts a Pod off the network: nothing reaches it and it reaches nothing, until HealPod.
 func (s *Stack) CutPod(ctx context.Context, namespace, pod string) error {
 	return s.podFault(ctx, "cut", namespace, pod, nil)

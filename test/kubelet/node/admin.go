@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/etcdplan/etcdplan/test/kubelet/netsetup"
@@ -22,6 +23,8 @@ import (
 //	GET  /pods
 //	GET  /logs?namespace=&pod=&container=[&previous=1]
 //	POST /faults/kill?namespace=&pod=&container=   SIGKILL the container; its restart policy applies
+//	POST /faults/pause?namespace=&pod=&container=  SIGSTOP the container: it hangs, its sockets stay open
+//	POST /faults/resume?namespace=&pod=&container= SIGCONT it
 //	POST /faults/cut?namespace=&pod=               take the Pod's link down
 //	POST /faults/heal?namespace=&pod=              bring it back
 //	POST /faults/stop-node                          SIGKILL all containers and exit
@@ -34,7 +37,9 @@ func (k *Kubelet) serveAdmin(ctx context.Context, addr string) error {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /pods", k.handlePods)
 	mux.HandleFunc("GET /logs", k.handleLogs)
-	mux.HandleFunc("POST /faults/kill", k.handleKill)
+	mux.HandleFunc("POST /faults/kill", func(w http.ResponseWriter, r *http.Request) { k.handleSignal(w, r, syscall.SIGKILL) })
+	mux.HandleFunc("POST /faults/pause", func(w http.ResponseWriter, r *http.Request) { k.handleSignal(w, r, syscall.SIGSTOP) })
+	mux.HandleFunc("POST /faults/resume", func(w http.ResponseWriter, r *http.Request) { k.handleSignal(w, r, syscall.SIGCONT) })
 	mux.HandleFunc("POST /faults/cut", func(w http.ResponseWriter, r *http.Request) { k.handleLink(w, r, false) })
 	mux.HandleFunc("POST /faults/heal", func(w http.ResponseWriter, r *http.Request) { k.handleLink(w, r, true) })
 	mux.HandleFunc("POST /faults/stop-node", k.handleStopNode)
@@ -107,7 +112,7 @@ func (pw *podWorker) container(name string) *container {
 	return nil
 }
 
-func (k *Kubelet) handleKill(w http.ResponseWriter, r *http.Request) {
+func (k *Kubelet) handleSignal(w http.ResponseWriter, r *http.Request, sig syscall.Signal) {
 	pw := k.podFromQuery(w, r)
 	if pw == nil {
 		return
@@ -117,11 +122,11 @@ func (k *Kubelet) handleKill(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such container", http.StatusNotFound)
 		return
 	}
-	if !c.kill() {
+	if !c.signal(sig) {
 		http.Error(w, "container is not running", http.StatusConflict)
 		return
 	}
-	fmt.Fprintln(w, "killed")
+	fmt.Fprintln(w, sig)
 }
 
 func (k *Kubelet) handleLink(w http.ResponseWriter, r *http.Request, up bool) {

@@ -425,14 +425,17 @@ func (c *container) restartForImage() {
 }
 
 // kill SIGKILLs the current run (fault injection, node halt).
-func (c *container) kill() bool {
+func (c *container) kill() bool { return c.signal(syscall.SIGKILL) }
+
+// signal signals the container's processes; false when it does not run.
+func (c *container) signal(sig syscall.Signal) bool {
 	c.w.mu.Lock()
 	p := c.proc
 	c.w.mu.Unlock()
 	if p == nil {
 		return false
 	}
-	p.signal(syscall.SIGKILL)
+	p.signal(sig)
 	return true
 }
 
