@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,7 +66,8 @@ func (a *appliedSet) same(key string, hash string) bool {
 }
 
 // applyOwned server-side applies an object the cluster owns, when its rendering changed
-// since it was last applied or the object is not there.
+// since it was last applied or the object is not there. The rendering's hash is kept in
+// memory and on the object, so a restarted operator does not apply again what is so.
 func (r *Reconciler) applyOwned(ctx context.Context, c *v1alpha1.EtcdCluster, obj client.Object) error {
 	if err := controllerutil.SetControllerReference(c, obj, r.Scheme()); err != nil {
 		return err
@@ -81,12 +83,18 @@ func (r *Reconciler) applyOwned(ctx context.Context, c *v1alpha1.EtcdCluster, ob
 	}
 	sum := sha256.Sum256(rendered)
 	key, hash := gvk.Kind+"/"+obj.GetNamespace()+"/"+obj.GetName(), hex.EncodeToString(sum[:])
-	if r.applied.same(key, hash) {
-		live := obj.DeepCopyObject().(client.Object)
-		if err := r.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil && live.GetDeletionTimestamp() == nil {
-			return nil
-		}
+	live := obj.DeepCopyObject().(client.Object)
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil && live.GetDeletionTimestamp() == nil &&
+		(r.applied.same(key, hash) || live.GetAnnotations()[resources.AnnotationApplied] == hash) {
+		r.applied.m.Store(key, hash)
+		return nil
 	}
+	annotations := maps.Clone(obj.GetAnnotations()) // the rendering may share the spec's map
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[resources.AnnotationApplied] = hash
+	obj.SetAnnotations(annotations)
 	//nolint:staticcheck // server-side apply of typed objects
 	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(resources.ManagerName), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)

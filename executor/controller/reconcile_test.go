@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -169,6 +170,65 @@ func TestManualApprovalHoldsThePlan(t *testing.T) {
 	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
 	f.reconcile()
 	require.Equal(t, []string{"Remove 3"}, f.etcd.Calls())
+}
+
+// A voter whose Pod went gets a new Pod that carries the voter role from the start: the
+// client Service selects it as soon as it is ready, with no patch after it runs. A learner's
+// Pod starts as a learner.
+func TestNewPodCarriesItsRole(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	c := f.cluster()
+	require.NoError(t, f.kube.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-1"}}))
+	f.setView(func(v *planner.EtcdView) {
+		v.Members[1].Answering, v.Members[1].Leader = false, ""
+		v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true})
+	})
+	for _, want := range []struct {
+		name string
+		role v1alpha1.MemberRole
+	}{{"demo-1", v1alpha1.RoleVoter}, {"demo-3", v1alpha1.RoleLearner}} {
+		f.reconcile() // creates the Pod; a later reconcile's housekeeping would mend its label
+		p := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: want.name}, p), "the Pod of %s is created", want.name)
+		require.Equal(t, string(want.role), p.Labels[resources.LabelRole], want.name)
+		f.now = f.now.Add(time.Second)
+	}
+}
+
+// A restarted operator does not apply again the Services and the PodDisruptionBudget that
+// are as it would render them: the hash of the last rendering applied is on each.
+func TestRestartedOperatorSkipsWhatIsApplied(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.reconcile()
+	c := f.cluster()
+	objs := []client.Object{resources.Headless(c), resources.Client(c), resources.PDB(c, 3)}
+	versions := map[string]string{}
+	for _, o := range objs {
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKeyFromObject(o), o))
+		require.NotEmpty(t, o.GetAnnotations()[resources.AnnotationApplied])
+		versions[o.GetName()] = o.GetResourceVersion()
+	}
+	counted := &applyCounter{Client: f.kube}
+	f.r = &Reconciler{Client: counted, APIReader: f.kube, Recorder: f.events, Dial: f.etcd.Dial, Now: f.r.Now} // nothing applied in memory
+	f.reconcile()
+	require.Zero(t, counted.applies, "nothing is applied again")
+	for _, o := range objs {
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKeyFromObject(o), o))
+		require.Equal(t, versions[o.GetName()], o.GetResourceVersion(), "%s is not written again", o.GetName())
+	}
+}
+
+// applyCounter counts server-side applies.
+type applyCounter struct {
+	client.Client
+	applies int
+}
+
+func (a *applyCounter) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+	if p.Type() == types.ApplyPatchType {
+		a.applies++
+	}
+	return a.Client.Patch(ctx, obj, p, opts...)
 }
 
 // A step that keeps failing backs off, stalls past its deadline, and warns once.

@@ -196,7 +196,9 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 		ms.ExpectData = true
 	}
 	for _, rm := range o.Recorded {
-		ms.ExpectData = ms.ExpectData || (rm.Name == s.Member && !rm.Learner)
+		if rm.Name == s.Member && !rm.Learner {
+			ms.ExpectData, ms.Voter = true, o.Etcd == nil
+		}
 	}
 	if seed || o.Etcd == nil {
 		ms.InitialCluster = []string{s.Member + "=" + resources.PeerURL(c, s.Member)}
@@ -210,8 +212,9 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 	for _, m := range o.Etcd.Members {
 		name := m.MemberName()
 		ms.InitialCluster = append(ms.InitialCluster, name+"="+resources.PeerURL(c, name))
-		if name == s.Member && m.Started() {
-			ms.ExpectData = true
+		if name == s.Member {
+			ms.ExpectData = ms.ExpectData || m.Started()
+			ms.Voter = !m.Learner
 		}
 	}
 	return ms

@@ -31,6 +31,10 @@ type MemberSpec struct {
 	Seed bool
 	// ExpectData: the member joined before, so an empty data directory means data loss.
 	ExpectData bool
+	// Voter: etcd lists the member as a voter, so its Pod carries the voter role from the
+	// start (the client Service and the PodDisruptionBudget select on it) and needs no
+	// patch once it runs.
+	Voter bool
 }
 
 const nonRootUID = 65532
@@ -53,8 +57,10 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	}
 	labels[LabelMember] = m.Name
 	labels[LabelRole] = string(v1alpha1.RoleLearner)
-	if m.Seed {
+	if m.Seed || m.Voter {
 		labels[LabelRole] = string(v1alpha1.RoleVoter)
+	}
+	if m.Seed {
 		annotations[AnnotationSeed] = "true"
 	}
 	secure := &corev1.SecurityContext{
