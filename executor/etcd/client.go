@@ -175,6 +175,7 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	}
 	v := &planner.EtcdView{ClusterID: ID(list.Header.ClusterId), Linearizable: linearizable}
 	statuses := make([]*clientv3.StatusResponse, len(list.Members))
+	silent := make([]bool, len(list.Members)) // v.Members grows meanwhile: answers go aside
 	var wg sync.WaitGroup
 	for i, m := range list.Members {
 		v.Members = append(v.Members, planner.EtcdMember{ID: ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner})
@@ -185,23 +186,24 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 		// Each member on its own clock: one that does not answer must not make the
 		// others look down, nor hold up the look at them.
 		wg.Add(1)
-		go func() {
+		go func(id string) {
 			defer wg.Done()
 			sctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
-			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == v.Members[i].ID &&
+			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == id &&
 				ID(st.Header.ClusterId) == v.ClusterID {
 				statuses[i] = st
 			} else {
-				v.Members[i].Silent = listening(ctx, ep)
+				silent[i] = listening(ctx, ep)
 			}
-		}()
+		}(v.Members[i].ID)
 	}
 	wg.Wait()
 	for i, st := range statuses {
 		if st != nil {
 			setStatus(&v.Members[i], st, v)
 		}
+		v.Members[i].Silent = silent[i]
 	}
 	for i := range v.Members {
 		if ep, ok := c.endpoint(v.Members[i].MemberName()); ok && v.Members[i].Answering {
