@@ -141,7 +141,7 @@ func writeMembers(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects) e
 	for _, m := range ec.Status.Members {
 		listed[m.Name] = true
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orDash(m.ID), role(m), orDash(m.Version),
-			yesNo(m.Healthy), size(m.DBSize), podCells(pods[m.Name], kube[m.Name]))
+			health(m), size(m.DBSize), podCells(pods[m.Name], kube[m.Name]))
 	}
 	for _, m := range members {
 		if !listed[m.Name] {
@@ -265,6 +265,14 @@ func size(bytes int64) string {
 		return fmt.Sprintf("%.0f KiB", float64(bytes)/k)
 	}
 	return fmt.Sprintf("%.1f MiB", float64(bytes)/(k*k))
+}
+
+// health is yes or no, and says when a member that is not healthy may still be up.
+func health(m v1alpha1.MemberStatus) string {
+	if !m.Healthy && m.Silent {
+		return "no (silent)"
+	}
+	return yesNo(m.Healthy)
 }
 
 func yesNo(b bool) string {

@@ -97,6 +97,15 @@ func TestStatusScreen(t *testing.T) {
 	}
 }
 
+// A member that accepts connections but did not answer is shown as silent: it may be up.
+func TestStatusShowsSilentMember(t *testing.T) {
+	ec, objs := scalingCluster()
+	ec.Status.Members[0].Healthy, ec.Status.Members[0].Silent = false, true
+	var out strings.Builder
+	require.NoError(t, writeStatus(&out, ec, objs, now))
+	require.Regexp(t, `demo-0 .* no \(silent\)`, out.String())
+}
+
 // A plan awaiting approval says how to approve it, with its ID.
 func TestStatusAwaitingApproval(t *testing.T) {
 	ec, objs := scalingCluster()
