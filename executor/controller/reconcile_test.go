@@ -12,6 +12,8 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -229,6 +231,31 @@ func (a *applyCounter) Patch(ctx context.Context, obj client.Object, p client.Pa
 		a.applies++
 	}
 	return a.Client.Patch(ctx, obj, p, opts...)
+}
+
+// A new member's claim of a storage class that binds at once is bound before its Pod is
+// created: a Pod created first would be unschedulable until the scheduler retries it.
+func TestPodWaitsForItsClaimToBind(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas, c.Spec.Storage.StorageClassName = 4, "fast" })
+	require.NoError(t, f.kube.Create(context.Background(), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"},
+		Provisioner: "example.com/fast", VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}))
+	c := f.cluster()
+	f.setView(func(v *planner.EtcdView) {
+		v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true})
+	})
+	c, _ = f.reconcile()
+	require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "to be bound")
+	pod := &corev1.Pod{}
+	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod)), "no Pod before the claim binds")
+
+	pvc := &corev1.PersistentVolumeClaim{}
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
+	pvc.Status.Phase = corev1.ClaimBound
+	require.NoError(t, f.kube.Status().Update(context.Background(), pvc))
+	f.now = f.now.Add(time.Second)
+	f.reconcile()
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod), "the Pod once the claim is bound")
 }
 
 // A step that keeps failing backs off, stalls past its deadline, and warns once.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -154,6 +155,9 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
 			return err
 		}
+		if r.binding(ctx, c, s.Member) {
+			return waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
+		}
 	}
 	pod := resources.MemberPod(c, r.Images, r.memberSpec(c, o, s, seed))
 	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
@@ -218,6 +222,23 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 		}
 	}
 	return ms
+}
+
+// binding reports whether a member's claim is still being bound by a storage class that
+// binds at once: a Pod created before that would be found unschedulable, and the scheduler
+// retries it only after a backoff of up to 10 s. The claim's binding wakes the next
+// reconcile. When the class cannot be read, nothing waits.
+func (r *Reconciler) binding(ctx context.Context, c *v1alpha1.EtcdCluster, member string) bool {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: member}, pvc) != nil ||
+		(pvc.Status.Phase != corev1.ClaimPending && pvc.Status.Phase != "") || ptr.Deref(pvc.Spec.StorageClassName, "") == "" {
+		return false
+	}
+	sc := &storagev1.StorageClass{}
+	if r.APIReader.Get(ctx, client.ObjectKey{Name: *pvc.Spec.StorageClassName}, sc) != nil {
+		return false
+	}
+	return ptr.Deref(sc.VolumeBindingMode, storagev1.VolumeBindingImmediate) == storagev1.VolumeBindingImmediate
 }
 
 func (r *Reconciler) ensurePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
