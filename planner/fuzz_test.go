@@ -129,17 +129,17 @@ func (w *world) fault(r *bytesReader) {
 		w.staleBelow = 1 + r.n(max(w.nextID, 1))
 	case 3:
 		w.alarms = []Alarm{{MemberID: "1", Type: "NOSPACE"}}
-	case 5: // a member answers no client for a while, yet takes part in raft
-		for _, m := range w.sorted() {
-			if m.live() && r.flag(2) {
-				m.silent = true
-				break
-			}
-		}
 	case 4: // a Pod fails to start and ends: its member needs another
 		for _, m := range w.sorted() {
 			if m.starting {
 				m.pod, m.starting = false, false
+				break
+			}
+		}
+	case 5: // a member answers no client for a while, yet takes part in raft
+		for _, m := range w.sorted() {
+			if m.live() && r.flag(2) {
+				m.silent = true
 				break
 			}
 		}

@@ -155,7 +155,7 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
 			return err
 		}
-		if r.binding(ctx, c, s.Member) {
+		if r.binding(ctx, c, o, s.Member) {
 			return waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
 		}
 	}
@@ -201,7 +201,7 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 	}
 	for _, rm := range o.Recorded {
 		if rm.Name == s.Member && !rm.Learner {
-			ms.ExpectData, ms.Voter = true, o.Etcd == nil
+			ms.ExpectData, ms.Voter = true, o.Etcd == nil // etcd's own view, when there is one, says below
 		}
 	}
 	if seed || o.Etcd == nil {
@@ -228,7 +228,10 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 // binds at once: a Pod created before that would be found unschedulable, and the scheduler
 // retries it only after a backoff of up to 10 s. The claim's binding wakes the next
 // reconcile. When the class cannot be read, nothing waits.
-func (r *Reconciler) binding(ctx context.Context, c *v1alpha1.EtcdCluster, member string) bool {
+func (r *Reconciler) binding(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) bool {
+	if p := o.pvcs[member]; p != nil && p.Status.Phase == corev1.ClaimBound {
+		return false
+	}
 	pvc := &corev1.PersistentVolumeClaim{}
 	if r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: member}, pvc) != nil ||
 		(pvc.Status.Phase != corev1.ClaimPending && pvc.Status.Phase != "") || ptr.Deref(pvc.Spec.StorageClassName, "") == "" {
