@@ -199,11 +199,16 @@ func (b *bench) clear(namespaces ...string) {
 		require.NoError(b.t, client.IgnoreNotFound(env.client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metaName("", ns)})))
 	}
 	for _, ns := range namespaces {
-		require.Eventually(b.t, func() bool {
-			var pods corev1.PodList
-			return env.client.List(context.Background(), &pods, client.InNamespace(ns)) == nil && len(pods.Items) == 0
-		}, 5*time.Minute, time.Second, "the Pods of %s go", ns)
+		b.noPods(5*time.Minute, "the Pods of "+ns, client.InNamespace(ns))
 	}
+}
+
+// noPods waits until no Pod matches.
+func (b *bench) noPods(within time.Duration, what string, opts ...client.ListOption) {
+	require.Eventually(b.t, func() bool {
+		var pods corev1.PodList
+		return env.client.List(context.Background(), &pods, opts...) == nil && len(pods.Items) == 0
+	}, within, 200*time.Millisecond, "%s go", what)
 }
 
 // manager runs an operator for ns with leader election, as deployed, and returns a stop
@@ -378,10 +383,7 @@ func (b *bench) deleteCluster(name string) {
 	for _, ns := range []string{b.opNS, b.floorNS} {
 		require.NoError(b.t, env.client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), sel))
 		require.NoError(b.t, env.client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(ns), sel))
-		require.Eventually(b.t, func() bool {
-			var pods corev1.PodList
-			return env.client.List(ctx, &pods, client.InNamespace(ns), sel) == nil && len(pods.Items) == 0
-		}, 2*time.Minute, 100*time.Millisecond, "the Pods of %s/%s go", ns, name)
+		b.noPods(2*time.Minute, "the Pods of "+ns+"/"+name, client.InNamespace(ns), sel)
 	}
 }
 

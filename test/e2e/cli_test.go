@@ -142,11 +142,9 @@ func waitPodsReady(t *testing.T, ns string, n int) {
 			return false, nil
 		}
 		ready := 0
-		for _, p := range pods.Items {
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					ready++
-				}
+		for i := range pods.Items {
+			if podReady(&pods.Items[i]) {
+				ready++
 			}
 		}
 		return len(pods.Items) == n && ready == n, nil
