@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,6 +38,9 @@ type benchResult struct {
 	FloorWrites     writeStats
 	Samples         []probeSample
 	Start           time.Time
+	// Publishes and FloorPublishes count the members that waited etcd's request timeout
+	// to publish themselves (see publishWaits).
+	Publishes, FloorPublishes int
 }
 
 // TestBench runs each scenario twice on the local stack, once by the operator and once by
@@ -50,27 +54,26 @@ func TestBench(t *testing.T) {
 	opNS, floorNS := namespace(t), namespace(t)
 	startOperator(t, opNS)
 	b := &bench{t: t, opNS: opNS, floorNS: floorNS}
-	cl := newCluster(opNS, "demo", 3)
-	fl := newFloor(t, floorNS, cl)
-
-	results := []benchResult{
-		b.run("bootstrap 3", "demo", 3, "3.6.16", func() {
-			require.NoError(t, env.client.Create(context.Background(), cl))
-		}, func() { fl.bootstrap(3, "3.6.16") }, nil),
-	}
-	five := newCluster(opNS, "five", 5)
-	flFive := newFloor(t, floorNS, five)
-	results = append(results, b.run("bootstrap 5", "five", 5, "3.6.16", func() {
-		require.NoError(t, env.client.Create(context.Background(), five))
-	}, func() { flFive.bootstrap(5, "3.6.16") }, nil))
-	b.deleteCluster("five")
-
-	// Joins and removals swing most between runs (etcd 3.6 sometimes holds a joining
-	// member's client port for 7 s, see docs/benchmarks.md): they run several times.
+	// Joins swing most between runs (etcd 3.6 sometimes holds a joining member's client
+	// port for 7 s, see docs/benchmarks.md): the scenarios made of joins run several times.
 	runs := 3
 	if n, err := strconv.Atoi(os.Getenv("BENCH_REPEAT")); err == nil && n > 0 {
 		runs = n
 	}
+	var results []benchResult
+	var fl *floor // the floor's three members, for the scenarios that follow
+	for i := 1; i <= runs; i++ {
+		five, _ := b.bootstrap("five", 5)
+		b.deleteCluster("five")
+		var three benchResult
+		three, fl = b.bootstrap("demo", 3)
+		if i < runs {
+			b.deleteCluster("demo")
+		}
+		three.Run, three.Of, five.Run, five.Of = i, runs, i, runs
+		results = append(results, three, five)
+	}
+
 	for i := 1; i <= runs; i++ {
 		up := b.run("scale 3 -> 5", "demo", 5, "3.6.16", func() {
 			update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
@@ -137,6 +140,17 @@ func TestBench(t *testing.T) {
 	report(t, results, b.scale(clusters))
 }
 
+// bootstrap measures creating a cluster of n members, and returns the floor's for the
+// scenarios that follow.
+func (b *bench) bootstrap(name string, n int32) (benchResult, *floor) {
+	c := newCluster(b.opNS, name, n)
+	fl := newFloor(b.t, b.floorNS, c)
+	r := b.run(fmt.Sprintf("bootstrap %d", n), name, int(n), "3.6.16", func() {
+		require.NoError(b.t, env.client.Create(context.Background(), c))
+	}, func() { fl.bootstrap(int(n), "3.6.16") }, nil)
+	return r, fl
+}
+
 // restart measures an operator restarted (as a rollout does: the old one stops and releases
 // its lease, a new one starts and is elected) while one member Pod of each of n clusters is
 // gone, until every cluster is whole again; the floor re-creates the same Pods itself.
@@ -178,6 +192,7 @@ func (b *bench) restart(n int) benchResult {
 	r.Start = time.Now()
 	stop = b.manager(ns)
 	r.Operator = b.until(r.Start, allSettled)
+	t.Logf("bench: %s: the operator created the last Pod %v after it started", name, lastApplied(t, ns, clusters).Sub(r.Start).Round(time.Millisecond))
 	stop()
 	loseOne()
 	start := time.Now()
@@ -191,6 +206,21 @@ func (b *bench) restart(n int) benchResult {
 	r.Floor = b.until(start, allSettled)
 	t.Logf("bench: %s: operator %v, floor %v", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond))
 	return r
+}
+
+// lastApplied is when the last of the clusters' current plans applied its last step.
+func lastApplied(t *testing.T, ns string, clusters []*v1alpha1.EtcdCluster) time.Time {
+	var last time.Time
+	for _, c := range clusters {
+		if p := get(t, ns, c.Name).Status.Plan; p != nil {
+			for _, pr := range p.Progress {
+				if pr.AppliedAt != nil && pr.AppliedAt.After(last) {
+					last = pr.AppliedAt.Time
+				}
+			}
+		}
+	}
+	return last
 }
 
 // clear deletes namespaces and waits until none of their Pods runs.
@@ -265,6 +295,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 		p = startProbe(t, b.opNS, cluster)
 	}
 	s := startSampler(t, b.opNS, cluster)
+	opBefore, floorBefore := b.podUIDs(b.opNS, cluster), b.podUIDs(b.floorNS, cluster)
 	r.Start = time.Now()
 	change()
 	r.Operator = b.until(r.Start, done(b.opNS))
@@ -272,6 +303,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	time.Sleep(time.Second) // the sampler reads the last status
 	s.stop()
 	r.Steps = s.timings()
+	r.Publishes = b.publishWaits(b.opNS, cluster, opBefore)
 	if p != nil {
 		r.Samples = p.stop()
 		r.During = statsOf(r.Samples)
@@ -288,7 +320,9 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	if fp != nil {
 		r.FloorWrites = statsOf(fp.stop())
 	}
-	t.Logf("bench: %s: operator %v, floor %v", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond))
+	r.FloorPublishes = b.publishWaits(b.floorNS, cluster, floorBefore)
+	t.Logf("bench: %s: operator %v, floor %v; publish waits %d (%d)", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond),
+		r.Publishes, r.FloorPublishes)
 	return r
 }
 
@@ -357,6 +391,36 @@ func (b *bench) podExists(ns, name string) bool {
 	return env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}) == nil
 }
 
+// podUIDs are the UIDs of a cluster's member Pods.
+func (b *bench) podUIDs(ns, cluster string) map[types.UID]bool {
+	var pods corev1.PodList
+	require.NoError(b.t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
+	uids := map[types.UID]bool{}
+	for _, p := range pods.Items {
+		uids[p.UID] = true
+	}
+	return uids
+}
+
+// publishWaits counts the times etcd, in the cluster's member Pods not in before, waited
+// its request timeout (7 s) to publish a member: a joining member sent a snapshot that
+// already holds its own publish request never sees that request applied, and publishes
+// again only after the timeout, serving no client until then.
+func (b *bench) publishWaits(ns, cluster string, before map[types.UID]bool) int {
+	var pods corev1.PodList
+	require.NoError(b.t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
+	n := 0
+	for _, p := range pods.Items {
+		if before[p.UID] {
+			continue
+		}
+		log, err := env.stack.ContainerLog(context.Background(), ns, p.Name, "etcd")
+		require.NoError(b.t, err)
+		n += strings.Count(log, "failed to publish local member to cluster through raft")
+	}
+	return n
+}
+
 // loseData wipes a member's volume and deletes its Pod: its disk was replaced.
 func (b *bench) loseData(ns, member string) {
 	require.NoError(b.t, env.stack.WipePVC(context.Background(), ns, member))
@@ -375,7 +439,7 @@ func (b *bench) newest(cluster string) string {
 }
 
 // deleteCluster deletes a cluster of the operator's and the floor's Pods and claims of the
-// same name, and waits until their Pods are gone.
+// same name, and waits until their Pods and claims are gone.
 func (b *bench) deleteCluster(name string) {
 	ctx := context.Background()
 	require.NoError(b.t, env.client.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metaName(b.opNS, name)}))
@@ -384,6 +448,10 @@ func (b *bench) deleteCluster(name string) {
 		require.NoError(b.t, env.client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), sel))
 		require.NoError(b.t, env.client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(ns), sel))
 		b.noPods(2*time.Minute, "the Pods of "+ns+"/"+name, client.InNamespace(ns), sel)
+		require.Eventually(b.t, func() bool {
+			var pvcs corev1.PersistentVolumeClaimList
+			return env.client.List(ctx, &pvcs, client.InNamespace(ns), sel) == nil && len(pvcs.Items) == 0
+		}, time.Minute, 200*time.Millisecond, "the claims of %s/%s go", ns, name)
 	}
 }
 
@@ -415,8 +483,8 @@ func (f *floor) leader() string {
 // report prints the table and writes docs/benchmarks.md with a plot per scenario.
 func report(t *testing.T, results []benchResult, sr scaleResult) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| scenario | operator | floor | ratio | steps | reaction p50 / max | noticed p50 / max | waiting on Pods / etcd | writes failed (floor) | write p99 idle -> during (floor) | write max (floor) |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| scenario | operator | floor | ratio | publish waits (floor) | steps | reaction p50 / max | noticed p50 / max | waiting on Pods / etcd | writes failed (floor) | write p99 idle -> during (floor) | write max (floor) |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		react, seen := durations(r.Steps, stepTiming.Reaction), durations(r.Steps, stepTiming.Noticed)
 		pods, etcdWait := waits(r.Steps)
@@ -426,8 +494,8 @@ func report(t *testing.T, results []benchResult, sr scaleResult) {
 			p99 = fmt.Sprintf("%s -> %s (%s)", ms(r.Idle.P99), ms(r.During.P99), ms(r.FloorWrites.P99))
 			mx = fmt.Sprintf("%s (%s)", ms(r.During.Max), ms(r.FloorWrites.Max))
 		}
-		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f | %d (%d timed) | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
-			r.title(), r.Operator.Seconds(), r.Floor.Seconds(), r.Operator.Seconds()/r.Floor.Seconds(), len(r.Steps), len(react),
+		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f | %d (%d) | %d (%d timed) | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
+			r.title(), r.Operator.Seconds(), r.Floor.Seconds(), r.Operator.Seconds()/r.Floor.Seconds(), r.Publishes, r.FloorPublishes, len(r.Steps), len(react),
 			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
 	}
 	b.WriteString(medians(results))

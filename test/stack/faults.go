@@ -136,27 +136,44 @@ func (s *Stack) WipePVC(ctx context.Context, namespace, pvc string) error {
 	return nil
 }
 
+// ContainerLog is a container's output so far, as the local kubelet keeps it.
+func (s *Stack) ContainerLog(ctx context.Context, namespace, pod, container string) (string, error) {
+	p, err := s.client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	q := url.Values{"namespace": {namespace}, "pod": {pod}, "container": {container}}
+	body, err := admin(ctx, http.MethodGet, p.Spec.NodeName, "/logs", q, 64<<20)
+	return string(body), err
+}
+
 func adminPost(ctx context.Context, node, path string, q url.Values) error {
+	_, err := admin(ctx, http.MethodPost, node, path, q, 4096)
+	return err
+}
+
+// admin calls a node's admin endpoint and returns up to limit bytes of its answer.
+func admin(ctx context.Context, method, node, path string, q url.Values, limit int64) ([]byte, error) {
 	addr, err := AdminAddr(node)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	u := "http://" + addr + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("stack: %s on %s: %w", path, node, err)
+		return nil, fmt.Errorf("stack: %s on %s: %w", path, node, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("stack: %s on %s: %s: %s", path, node, resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("stack: %s on %s: %s: %s", path, node, resp.Status, strings.TrimSpace(string(body)))
 	}
-	return nil
+	return body, err
 }
