@@ -212,14 +212,26 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 			}
 		}
 	}
-	actx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	if alarms, err := c.cli.AlarmList(actx); err == nil {
-		for _, a := range alarms.Alarms {
-			v.Alarms = append(v.Alarms, planner.Alarm{MemberID: ID(a.MemberID), Type: a.Alarm.String()})
+	// etcd reads alarms through raft: each AlarmList is an entry in the log. Asked at
+	// every look, they fill the log until etcd compacts it, and from then on every joining
+	// member is sent a snapshot (and often waits 7 s to publish itself). A member's status
+	// lists the alarms it applied, so the list is read only when one reports any.
+	if slices.ContainsFunc(statuses, alarmed) {
+		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		if alarms, err := c.cli.AlarmList(actx); err == nil {
+			for _, a := range alarms.Alarms {
+				v.Alarms = append(v.Alarms, planner.Alarm{MemberID: ID(a.MemberID), Type: a.Alarm.String()})
+			}
 		}
 	}
 	return v, nil
+}
+
+// alarmed: a member's status lists an error other than having no leader, which etcd does
+// for each alarm it has applied.
+func alarmed(st *clientv3.StatusResponse) bool {
+	return st != nil && slices.ContainsFunc(st.Errors, func(e string) bool { return e != rpctypes.ErrNoLeader.Error() })
 }
 
 // listening reports whether something accepts connections at the endpoint: a process that
