@@ -33,6 +33,7 @@ type member struct {
 	pvc         bool
 	pvcDeleting bool
 	version     string // the version the member runs (or will run once its Pod starts)
+	ran         string // the version it last answered with: its data's, for the version rules
 	configHash  string
 	raftIndex   uint64
 }
@@ -49,9 +50,12 @@ type model struct {
 	bootstrapped bool // the cluster has formed once: later members join it, never seed anew
 	reachable    bool // some member answered
 	linearizable bool // the member list was read through a quorum
-	leader       string
-	members      []*member // by ordinal
-	nextOrdinal  int
+	// clusterVersion is etcd's cluster version: the lowest minor its members run, once
+	// raised never lowered but by etcd's downgrade procedure.
+	clusterVersion string
+	leader         string
+	members        []*member // by ordinal
+	nextOrdinal    int
 	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
 	// member); nothing is planned then.
 	blocked *plan.Blocker
@@ -70,7 +74,7 @@ func newModel(d Desired, o Observed) *model {
 		return mm
 	}
 	if o.Etcd != nil {
-		m.linearizable = o.Etcd.Linearizable
+		m.linearizable, m.clusterVersion = o.Etcd.Linearizable, o.Etcd.ClusterVersion
 		for _, em := range o.Etcd.Members {
 			name, problem := m.identify(d, em, byName)
 			if problem != nil {
@@ -82,6 +86,9 @@ func newModel(d Desired, o Observed) *model {
 			mm.up, mm.hasLeader = em.Answering && em.Started(), em.Leader != ""
 			mm.silent = em.Silent && !mm.up && em.Started()
 			mm.version, mm.raftIndex = em.Version, em.RaftIndex
+			if em.Answering && em.Leader != "" {
+				mm.ran = em.Version
+			}
 			if em.ID == o.Etcd.LeaderID {
 				m.leader = mm.name
 			}
@@ -101,6 +108,9 @@ func newModel(d Desired, o Observed) *model {
 		}
 		if k.PVC != nil {
 			mm.pvc, mm.pvcDeleting, mm.pvcID = true, k.PVC.Deleting, k.PVC.MemberID
+			if mm.ran == "" {
+				mm.ran = k.PVC.Version
+			}
 			if mm.inEtcd && mm.pvcID != "" && mm.pvcID != mm.id {
 				m.block(&plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
 					"volume claim %s records member ID %s, but etcd lists member %s under that name: the volume holds another member's data; "+

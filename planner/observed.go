@@ -80,6 +80,9 @@ type PVC struct {
 	Deleting bool `json:"deleting,omitempty"`
 	// MemberID is the etcd member ID recorded on the claim once the member joined.
 	MemberID string `json:"memberID,omitempty"`
+	// Version is the etcd version the member last answered with, recorded on the claim:
+	// the version its data was last served by, known even while no Pod runs.
+	Version string `json:"version,omitempty"`
 }
 
 // EtcdView is etcd's own view of its membership and health.

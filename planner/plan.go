@@ -4,6 +4,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -92,29 +93,65 @@ func refuse(m *model, d Desired) *plan.Blocker {
 	return refuseQuorum(m, d)
 }
 
+// minPatch is, per minor release, the oldest patch etcd's upgrade guide allows to upgrade
+// to the next minor from.
+var minPatch = map[[2]int]int{{3, 5}: 32}
+
+// refuseVersion checks spec.version against the version each member's data was last
+// served by (or the one its Pod runs, when it never answered): patch releases of a minor go
+// either way; a minor goes up one at a time, from a patch recent enough; a minor goes down
+// only while etcd's cluster version has not moved past it (a member that ran the new minor
+// beside ones of the old may return to it; once all moved, etcd refuses).
 func refuseVersion(m *model, d Desired) *plan.Blocker {
 	want, err := ParseVersion(d.Version)
 	if err != nil {
 		return &plan.Blocker{Reason: plan.BlockInvalidSpec, Message: "spec." + err.Error()}
 	}
 	for _, mm := range m.members {
-		if mm.version == "" || !mm.inEtcd && !mm.pod {
+		ran := cmp.Or(mm.ran, mm.version)
+		if ran == "" || !mm.inEtcd && !mm.pod { // a parked member is assumed in etcd
+
 			continue
 		}
-		have, err := ParseVersion(mm.version)
+		have, err := ParseVersion(ran)
 		if err != nil {
 			continue
 		}
 		switch {
-		case want.Compare(have) < 0:
-			return &plan.Blocker{Reason: plan.BlockDowngrade, Message: fmt.Sprintf(
-				"member %s runs %s and spec.version asks for %s: etcd cannot be downgraded; set spec.version to %s or newer",
-				mm.name, have, want, have)}
 		case want.Major != have.Major || want.Minor > have.Minor+1:
 			return &plan.Blocker{Reason: plan.BlockSkippedMinor, Message: fmt.Sprintf(
-				"member %s runs %s and spec.version asks for %s: etcd upgrades one minor version at a time; set spec.version to a %d.%d.x release first",
+				"member %s ran %s and spec.version asks for %s: etcd upgrades one minor version at a time; set spec.version to a %d.%d.x release first",
 				mm.name, have, want, have.Major, have.Minor+1)}
+		case want.Minor == have.Minor+1 && have.Patch < minPatch[[2]int{have.Major, have.Minor}]:
+			first := Version{have.Major, have.Minor, minPatch[[2]int{have.Major, have.Minor}]}
+			return &plan.Blocker{Reason: plan.BlockPatchTooOld, Message: fmt.Sprintf(
+				"member %s ran %s and spec.version asks for %s: etcd's upgrade guide asks every member to run %s or later before %d.%d; "+
+					"upgrade to %s (or a later %d.%d release) first", mm.name, have, want, first, want.Major, want.Minor, first, have.Major, have.Minor)}
+		case want.Minor < have.Minor:
+			if b := refuseMinorDown(m, mm.name, have, want); b != nil {
+				return b
+			}
 		}
+	}
+	return nil
+}
+
+// refuseMinorDown allows a member to go back a minor release only while etcd's cluster
+// version is still that minor: etcd keeps the cluster on the lowest minor any member runs,
+// and raises it for good once all run the new one.
+func refuseMinorDown(m *model, member string, have, want Version) *plan.Blocker {
+	cv, err := ParseVersion(m.clusterVersion)
+	switch {
+	case err != nil:
+		return &plan.Blocker{Reason: plan.BlockDowngrade, Message: fmt.Sprintf(
+			"member %s ran %s and spec.version asks for %s: going back a minor release is safe only while etcd's cluster version is still %d.%d, "+
+				"and etcd's cluster version is not known (no member answers); set spec.version to a %d.%d release",
+			member, have, want, want.Major, want.Minor, have.Major, have.Minor)}
+	case cv.Major != want.Major || cv.Minor > want.Minor:
+		return &plan.Blocker{Reason: plan.BlockDowngrade, Message: fmt.Sprintf(
+			"member %s ran %s and etcd's cluster version is %d.%d: etcd cannot return to %s once every member ran %d.%d "+
+				"(etcdplan does not run etcd's downgrade procedure); set spec.version to a %d.%d release, or restore a backup taken before the upgrade",
+			member, have, cv.Major, cv.Minor, want, cv.Major, cv.Minor, have.Major, have.Minor)}
 	}
 	return nil
 }

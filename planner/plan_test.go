@@ -235,12 +235,28 @@ func TestPlanRefusals(t *testing.T) {
 		reason plan.BlockReason
 		says   string
 	}{
-		{"downgrade", cluster(3, "3.5.35"), func(c Desired) *world { return running(c, 3, "3.6.16") },
-			plan.BlockDowngrade, "cannot be downgraded"},
-		{"patch downgrade", cluster(3, "3.6.15"), func(c Desired) *world { return running(c, 3, "3.6.16") },
-			plan.BlockDowngrade, "3.6.16 or newer"},
+		{"minor downgrade once the cluster version moved", cluster(3, "3.5.35"), func(c Desired) *world { return running(c, 3, "3.6.16") },
+			plan.BlockDowngrade, "etcd's cluster version is 3.6: etcd cannot return to 3.5.35"},
+		{"minor downgrade of a parked cluster", cluster(3, "3.5.35"), func(c Desired) *world {
+			w := running(c, 3, "3.6.16")
+			w.observe() // the claims record 3.6.16
+			for _, m := range w.members {
+				m.pod, m.up = false, false
+			}
+			return w
+		}, plan.BlockDowngrade, "etcd's cluster version is not known"},
 		{"skipped minor", cluster(3, "3.6.16"), func(c Desired) *world { return running(c, 3, "3.4.30") },
 			plan.BlockSkippedMinor, "a 3.5.x release first"},
+		{"skipped minor of a parked cluster", cluster(3, "3.8.0"), func(c Desired) *world {
+			w := running(c, 3, "3.6.16")
+			w.observe()
+			for _, m := range w.members {
+				m.pod, m.up = false, false
+			}
+			return w
+		}, plan.BlockSkippedMinor, "member demo-0 ran 3.6.16"},
+		{"minor upgrade from an old patch", cluster(3, "3.6.16"), func(c Desired) *world { return running(c, 3, "3.5.20") },
+			plan.BlockPatchTooOld, "upgrade to 3.5.32 (or a later 3.5 release) first"},
 		{"quorum lost", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-0"].dataLost = true
@@ -264,6 +280,46 @@ func TestPlanRefusals(t *testing.T) {
 			require.Contains(t, p.Blocked.Message, tt.says)
 		})
 	}
+}
+
+// Going back is allowed where etcd allows it: a patch release of the same minor, and a
+// minor while etcd's cluster version has not moved (a failed upgrade rolled back).
+func TestVersionsGoBackWhereEtcdAllows(t *testing.T) {
+	t.Run("patch downgrade", func(t *testing.T) {
+		c := cluster(3, "3.6.15")
+		p := Plan(c, running(c, 3, "3.6.16").observe())
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"UpgradeMember demo-1", "UpgradeMember demo-2", "TransferLeadership demo-0>demo-1", "UpgradeMember demo-0"}, summary(p))
+	})
+	t.Run("a failed upgrade rolled back", func(t *testing.T) {
+		c := cluster(3, "3.5.35")
+		w := running(c, 3, "3.5.35")
+		w.observe()
+		failed := w.members["demo-1"] // its new version never answered: the claim still says 3.5.35
+		failed.version, failed.up = "3.6.16", false
+		p := Plan(c, w.observe())
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"UpgradeMember demo-1"}, summary(p))
+		require.Equal(t, "3.5.35", p.Steps[0].Version)
+		require.Contains(t, p.Steps[0].Reason, "demo-1 is down")
+	})
+	t.Run("members that ran the new minor go back while the cluster version has not moved", func(t *testing.T) {
+		c := cluster(3, "3.5.35")
+		w := running(c, 3, "3.5.35")
+		w.observe()
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].version = "3.6.16"
+		}
+		w.members["demo-0"].up = false // the cluster version stays 3.5: not all answer
+		o := w.observe()
+		require.Equal(t, "3.5.0", o.Etcd.ClusterVersion)
+		w.members["demo-0"].up = true
+		o = w.observe()
+		require.Equal(t, "3.5.0", o.Etcd.ClusterVersion, "the lowest minor any member runs")
+		p := Plan(c, o)
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"UpgradeMember demo-1", "UpgradeMember demo-2"}, summary(p))
+	})
 }
 
 func TestPlanIsDeterministicAndSerialisable(t *testing.T) {

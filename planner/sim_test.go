@@ -31,6 +31,9 @@ type world struct {
 	alarms   []Alarm
 	// foreign are etcd members the operator does not manage (another cluster's peer URL).
 	foreign []EtcdMember
+	// clusterVersion is etcd's: the lowest minor of its started members once all answer,
+	// raised only.
+	clusterVersion string
 }
 
 type wmember struct {
@@ -41,6 +44,7 @@ type wmember struct {
 	silent                   bool // takes part in raft but answers no client (publishing itself)
 	pvc                      bool
 	version, hash            string
+	ran                      string // the version it last answered with, recorded on its claim
 	// peerName overrides the name in the member's peer URL (a duplicate name).
 	peerName string
 }
@@ -92,7 +96,9 @@ func (w *world) observe() Observed {
 		anyUp = anyUp || (m.inEtcd && m.live() && !m.silent)
 	}
 	if w.clusterID != "" && anyUp {
-		o.Etcd = &EtcdView{ClusterID: w.clusterID, Linearizable: w.hasQuorum() && w.staleBelow == 0, Alarms: w.alarms}
+		w.raiseClusterVersion()
+		o.Etcd = &EtcdView{ClusterID: w.clusterID, Linearizable: w.hasQuorum() && w.staleBelow == 0, Alarms: w.alarms,
+			ClusterVersion: w.clusterVersion}
 	}
 	for _, m := range w.sorted() {
 		if m.inEtcd {
@@ -104,8 +110,11 @@ func (w *world) observe() Observed {
 		if m.pod {
 			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash}
 		}
+		if m.live() && !m.silent {
+			m.ran = m.version // the executor records it on the claim
+		}
 		if m.pvc {
-			km.PVC = &PVC{Bound: true}
+			km.PVC = &PVC{Bound: true, Version: m.ran}
 			if m.started {
 				km.PVC.MemberID = m.id
 			}
@@ -141,6 +150,31 @@ func (w *world) observe() Observed {
 		}
 	}
 	return o
+}
+
+// raiseClusterVersion does what etcd's leader does: once every member answers, the
+// cluster version becomes the lowest minor they run, if that is higher.
+func (w *world) raiseClusterVersion() {
+	var low *Version
+	for _, m := range w.members {
+		if !m.inEtcd || !m.started {
+			continue
+		}
+		v, err := ParseVersion(m.version)
+		if !m.live() || m.silent || err != nil {
+			return
+		}
+		if low == nil || v.Compare(*low) < 0 {
+			low = &v
+		}
+	}
+	if low == nil {
+		return
+	}
+	cv := Version{low.Major, low.Minor, 0}
+	if have, err := ParseVersion(w.clusterVersion); err != nil || cv.Compare(have) > 0 {
+		w.clusterVersion = cv.String()
+	}
 }
 
 func (w *world) leaderID() string {

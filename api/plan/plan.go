@@ -92,8 +92,11 @@ type Step struct {
 type BlockReason string
 
 const (
-	BlockDowngrade      BlockReason = "DowngradeRefused"
-	BlockSkippedMinor   BlockReason = "MinorVersionSkipped"
+	BlockDowngrade    BlockReason = "DowngradeRefused"
+	BlockSkippedMinor BlockReason = "MinorVersionSkipped"
+	// BlockPatchTooOld: a minor upgrade from a patch release older than etcd's upgrade
+	// guide allows.
+	BlockPatchTooOld    BlockReason = "PatchReleaseTooOld"
 	BlockQuorumLost     BlockReason = "QuorumLost"
 	BlockUnreachable    BlockReason = "EtcdUnreachable"
 	BlockMemberUnhealed BlockReason = "MemberCannotBeReplaced"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // housekeep keeps the objects around the members in line with the spec and etcd's view:
@@ -39,7 +40,7 @@ func (r *Reconciler) housekeep(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 				return err
 			}
 			if m.Started() {
-				if err := r.recordMemberID(ctx, o, name, m.ID); err != nil {
+				if err := r.recordMember(ctx, o, name, m); err != nil {
 					return err
 				}
 			}
@@ -145,19 +146,34 @@ func (r *Reconciler) labelRole(ctx context.Context, o *observation, member strin
 	return nil
 }
 
-// recordMemberID notes on a member's volume that the member joined, with its ID.
-func (r *Reconciler) recordMemberID(ctx context.Context, o *observation, member, id string) error {
+// recordMember notes on a member's volume that the member joined, with its ID, and the
+// version it last answered with.
+func (r *Reconciler) recordMember(ctx context.Context, o *observation, member string, m planner.EtcdMember) error {
 	pvc := o.pvcs[member]
-	if pvc == nil || pvc.DeletionTimestamp != nil || pvc.Annotations[resources.AnnotationMemberID] == id {
+	want := map[string]string{resources.AnnotationMemberID: m.ID}
+	if m.Answering && m.Leader != "" && m.Version != "" { // it served at that version
+		want[resources.AnnotationRanVersion] = m.Version
+	}
+	if pvc == nil || pvc.DeletionTimestamp != nil || subset(want, pvc.Annotations) {
 		return nil
 	}
 	patch := client.MergeFrom(pvc.DeepCopy())
 	if pvc.Annotations == nil {
 		pvc.Annotations = map[string]string{}
 	}
-	pvc.Annotations[resources.AnnotationMemberID] = id
+	maps.Copy(pvc.Annotations, want)
 	if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil
+}
+
+// subset: every key of a has the same value in b.
+func subset(a, b map[string]string) bool {
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }

@@ -140,6 +140,38 @@ func TestConvergedClusterIsReadyAndAnAlarmIsNotDown(t *testing.T) {
 	require.Empty(t, f.etcd.Calls())
 }
 
+// A member's claim records the version it answered with; a member that stops answering
+// (a failed upgrade) keeps it, in status too, so its data's version is still known.
+func TestClaimRecordsTheVersionAMemberAnswered(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	c, _ := f.reconcile()
+	for _, m := range c.Status.Members {
+		var pvc corev1.PersistentVolumeClaim
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: m.Name}, &pvc))
+		require.Equal(t, "3.6.16", pvc.Annotations[resources.AnnotationRanVersion])
+	}
+	f.setView(func(v *planner.EtcdView) {
+		v.Members[1].Answering, v.Members[1].Leader, v.Members[1].Version = false, "", ""
+	})
+	c, _ = f.reconcile()
+	require.Equal(t, "3.6.16", c.Status.Members[1].Version, "the version it last answered with")
+	require.False(t, c.Status.Members[1].Healthy)
+}
+
+// After the last member of an upgrade, the cluster is Ready only once etcd's cluster version
+// moved to the new minor.
+func TestReadyWaitsForTheClusterVersion(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) { v.ClusterVersion = "3.5.0" })
+	c, res := f.reconcile()
+	require.False(t, conditions.IsReady(c))
+	require.Equal(t, "ClusterVersionPending", conditions.GetReason(c, meta.ReadyCondition))
+	require.Equal(t, pollUnhealthy, res.RequeueAfter)
+	f.setView(func(v *planner.EtcdView) { v.ClusterVersion = "3.6.0" })
+	c, _ = f.reconcile()
+	require.True(t, conditions.IsReady(c), "%+v", c.Status.Conditions)
+}
+
 // Scale-down removes by member ID, and only on a linearizable member list.
 func TestRemoveActsByIDOnALinearizableList(t *testing.T) {
 	f := newFixture(t, 3, nil)

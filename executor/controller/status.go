@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -82,6 +83,9 @@ func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberSta
 		name := m.MemberName()
 		ms := v1alpha1.MemberStatus{Name: name, ID: m.ID, Role: v1alpha1.RoleVoter, Leader: m.ID == o.Etcd.LeaderID,
 			Version: m.Version, Healthy: m.Answering && m.Leader != "", Silent: m.Silent, DBSize: m.DBSize}
+		if pvc := o.pvcs[name]; ms.Version == "" && pvc != nil {
+			ms.Version = pvc.Annotations[resources.AnnotationRanVersion] // the last it answered with
+		}
 		if m.Learner {
 			ms.Role = v1alpha1.RoleLearner
 		}
@@ -117,6 +121,8 @@ func markConverged(c *v1alpha1.EtcdCluster, o *observation, now time.Time) {
 		reason, msg = "EtcdUnreachable", "etcd's member list cannot be read through a quorum"
 	case st.ReadyReplicas < c.Spec.Replicas:
 		reason, msg = "MembersUnhealthy", fmt.Sprintf("%d of %d members are healthy", st.ReadyReplicas, c.Spec.Replicas)
+	case clusterVersionBehind(c):
+		reason, msg = "ClusterVersionPending", fmt.Sprintf("every member runs %s and etcd's cluster version is still %s", c.Spec.Version, st.ClusterVersion)
 	default:
 		conditions.Delete(c, meta.StalledCondition)
 		conditions.MarkTrue(c, meta.ReadyCondition, meta.SucceededReason, "%d members healthy on %s", st.ReadyReplicas, st.Version)
@@ -135,9 +141,22 @@ func markConverged(c *v1alpha1.EtcdCluster, o *observation, now time.Time) {
 		conditions.MarkStalled(c, reason, "%s", msg)
 	} else {
 		conditions.Delete(c, meta.StalledCondition)
-		msg += "; waiting for members to become healthy"
+		if reason == "ClusterVersionPending" {
+			msg += "; etcd raises it within seconds once every member answers on the new minor"
+		} else {
+			msg += "; waiting for members to become healthy"
+		}
 	}
 	conditions.MarkFalse(c, meta.ReadyCondition, reason, "%s", msg)
+}
+
+// clusterVersionBehind: etcd's cluster version is known and of another minor than
+// spec.version. After an upgrade's last member, etcd's leader raises it on its own clock
+// (every few seconds); until then the cluster runs the old minor's protocol.
+func clusterVersionBehind(c *v1alpha1.EtcdCluster) bool {
+	cv, err := planner.ParseVersion(c.Status.ClusterVersion)
+	want, err2 := planner.ParseVersion(c.Spec.Version)
+	return err == nil && err2 == nil && !cv.SameMinor(want)
 }
 
 // hint tells the user what to look at when a step passes its deadline.

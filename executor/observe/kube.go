@@ -44,6 +44,7 @@ func Members(pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim) []planner.M
 			Bound:    c.Status.Phase == corev1.ClaimBound,
 			Deleting: c.DeletionTimestamp != nil,
 			MemberID: c.Annotations[resources.AnnotationMemberID],
+			Version:  c.Annotations[resources.AnnotationRanVersion],
 		}
 	}
 	out := make([]planner.Member, 0, len(byName))

@@ -24,6 +24,9 @@ const (
 	// AnnotationMemberID on a volume claim records the etcd member ID once the member
 	// has joined: a later Pod on an empty volume then knows its data was lost.
 	AnnotationMemberID = "etcdplan.io/member-id"
+	// AnnotationRanVersion on a volume claim records the etcd version the member last
+	// answered with: the version its data was last served by.
+	AnnotationRanVersion = "etcdplan.io/ran-version"
 	// AnnotationApplied, on a Service or PodDisruptionBudget, is the hash of its rendering
 	// as the operator last applied it: a restarted operator skips what is already so.
 	AnnotationApplied = "etcdplan.io/applied"

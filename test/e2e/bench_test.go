@@ -192,7 +192,6 @@ func (b *bench) restart(n int) benchResult {
 	r.Start = time.Now()
 	stop = b.manager(ns)
 	r.Operator = b.until(r.Start, allSettled)
-	t.Logf("bench: %s: the operator created the last Pod %v after it started", name, lastApplied(t, ns, clusters).Sub(r.Start).Round(time.Millisecond))
 	stop()
 	loseOne()
 	start := time.Now()
@@ -206,21 +205,6 @@ func (b *bench) restart(n int) benchResult {
 	r.Floor = b.until(start, allSettled)
 	t.Logf("bench: %s: operator %v, floor %v", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond))
 	return r
-}
-
-// lastApplied is when the last of the clusters' current plans applied its last step.
-func lastApplied(t *testing.T, ns string, clusters []*v1alpha1.EtcdCluster) time.Time {
-	var last time.Time
-	for _, c := range clusters {
-		if p := get(t, ns, c.Name).Status.Plan; p != nil {
-			for _, pr := range p.Progress {
-				if pr.AppliedAt != nil && pr.AppliedAt.After(last) {
-					last = pr.AppliedAt.Time
-				}
-			}
-		}
-	}
-	return last
 }
 
 // clear deletes namespaces and waits until none of their Pods runs.

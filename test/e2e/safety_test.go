@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 // A NOSPACE alarm is not a member down: members stay ready, and raising the quota rolls
@@ -66,6 +67,16 @@ func TestUpgradeFollowersFirstLeaderLast(t *testing.T) {
 	c = rollOneAtATime(t, ns, plan.UpgradeMember, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.16" })
 	require.Equal(t, "3.6.16", c.Status.Version)
 	w.stopAndVerify()
+
+	// Once every member ran 3.6, etcd's cluster version moves, and there is no way back.
+	waitFor(t, ns, "demo", time.Minute, "etcd's cluster version 3.6", func(c *v1alpha1.EtcdCluster) bool { return c.Status.ClusterVersion == "3.6.0" })
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
+	c = waitFor(t, ns, "demo", time.Minute, "the downgrade refused", func(c *v1alpha1.EtcdCluster) bool {
+		s := condition(c, "Stalled")
+		return c.Status.ObservedGeneration == c.Generation && s != nil && s.Reason == string(plan.BlockDowngrade)
+	})
+	require.Contains(t, condition(c, "Stalled").Message, "etcd's cluster version is 3.6")
+	require.Equal(t, "3.6.16", c.Status.Version, "nothing restarted")
 }
 
 // rollOneAtATime changes the spec of the running cluster "demo" of three members and checks
@@ -347,4 +358,60 @@ func TestHungMemberIsSilent(t *testing.T) {
 	require.True(t, strings.HasPrefix(c.Status.History[0].Actions, "RestartMember "+follower), "the hung member restarted first: %s", c.Status.History[0].Actions)
 	w.stopAndVerify()
 	checkMembership(t, ns, "demo")
+}
+
+// A failed upgrade is rolled back by setting spec.version back: the member whose new version
+// never answered still counts at the version its data last served, so this is no downgrade,
+// and it restarts on its old version first. Versions etcd cannot reach are refused.
+func TestFailedUpgradeRollsBack(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	c := newCluster(ns, "demo", 3)
+	c.Spec.Version = "3.5.35"
+	require.NoError(t, env.client.Create(context.Background(), c))
+	waitReady(t, ns, "demo")
+	w := startWriter(t, ns, "demo")
+
+	// No binary serves 3.6.99 on the stack: its container never starts, as with an image
+	// that cannot be pulled.
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.99" })
+	var failed string
+	require.Eventually(t, func() bool {
+		var pods corev1.PodList
+		require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns)))
+		for _, p := range pods.Items {
+			if p.Annotations[resources.AnnotationVersion] == "3.6.99" && !podReady(&p) {
+				failed = p.Name
+			}
+		}
+		return failed != ""
+	}, time.Minute, 100*time.Millisecond, "a member Pod on 3.6.99")
+	c = waitFor(t, ns, "demo", time.Minute, "the member on 3.6.99 counted at its last version", func(c *v1alpha1.EtcdCluster) bool {
+		for _, m := range c.Status.Members {
+			if m.Name == failed {
+				return !m.Healthy && m.Version == "3.5.35"
+			}
+		}
+		return false
+	})
+
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
+	c = waitReady(t, ns, "demo")
+	require.Equal(t, "3.5.35", c.Status.Version)
+	require.Equal(t, "3.5.0", c.Status.ClusterVersion)
+	require.Contains(t, c.Status.History[0].Actions, "UpgradeMember "+failed, "the failed member went back first")
+	for _, m := range c.Status.Members {
+		var pvc corev1.PersistentVolumeClaim
+		require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.PVC}, &pvc))
+		require.Equal(t, "3.5.35", pvc.Annotations[resources.AnnotationRanVersion], "claim %s", m.PVC)
+	}
+	w.stopAndVerify()
+
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" })
+	c = waitFor(t, ns, "demo", time.Minute, "a skipped minor refused", func(c *v1alpha1.EtcdCluster) bool {
+		s := condition(c, "Stalled")
+		return c.Status.ObservedGeneration == c.Generation && s != nil && s.Reason == string(plan.BlockSkippedMinor)
+	})
+	require.Contains(t, condition(c, "Stalled").Message, "set spec.version to a 3.6.x release first")
 }

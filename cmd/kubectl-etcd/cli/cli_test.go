@@ -50,7 +50,7 @@ func TestExitCodes(t *testing.T) {
 		{"changes, not detailed", []string{"plan", "-k", examples + "scale-out", "--observed", healthy}, ExitOK, "PromoteLearner  demo-4", "", true},
 		{"long flag names", []string{"plan", "--filename", basic, "--observed", healthy, "--output", "markdown"}, ExitOK, "No changes.", "", true},
 		{"blocked plan", []string{"plan", "-f", "testdata/downgrade.yaml", "--observed", healthy, "--detailed-exitcode"}, ExitError,
-			"blocked (DowngradeRefused)", "error: EtcdCluster demo: blocked (DowngradeRefused): member demo-0 runs 3.6.16", false},
+			"blocked (DowngradeRefused)", "error: EtcdCluster demo: blocked (DowngradeRefused): member demo-0 ran 3.6.16 and etcd's cluster version is 3.6", false},
 		{"bad YAML", []string{"plan", "-f", "testdata/bad.yaml", "--observed", healthy}, ExitError, "", "error: testdata/bad.yaml (document 1): ", false},
 		{"unknown field", []string{"plan", "-f", "testdata/unknown-field.yaml", "--observed", healthy}, ExitError, "",
 			`error: testdata/unknown-field.yaml (document 1): EtcdCluster demo: unknown field "spec.replica"`, false},
