@@ -25,17 +25,18 @@ type member struct {
 	silent    bool // accepts connections but did not answer: it may be up
 	hasLeader bool // knows a leader
 
-	pod         bool // a Pod that has not ended
-	running     bool // its etcd container runs (a Pod just created or restarted does not yet)
-	podDeleting bool
-	seed        bool
-	dataLost    bool
-	pvc         bool
-	pvcDeleting bool
-	version     string // the version the member runs (or will run once its Pod starts)
-	ran         string // the version it last answered with: its data's, for the version rules
-	configHash  string
-	raftIndex   uint64
+	pod          bool // a Pod that has not ended
+	running      bool // its etcd container runs (a Pod just created or restarted does not yet)
+	podDeleting  bool
+	seed         bool
+	dataLost     bool
+	pvc          bool
+	pvcDeleting  bool
+	version      string // the version the member runs (or will run once its Pod starts)
+	ran          string // the version it last answered with: its data's, for the version rules
+	configHash   string
+	configFields string
+	raftIndex    uint64
 }
 
 func (mm *member) voter() bool { return mm.inEtcd && !mm.learner }
@@ -100,7 +101,7 @@ func newModel(d Desired, o Observed) *model {
 			mm.dataLost = k.Pod.DataLost
 			if !k.Pod.Failed { // an ended Pod is replaced, as if it were gone
 				mm.pod, mm.running, mm.podDeleting, mm.seed = true, k.Pod.Running, k.Pod.Deleting, k.Pod.Seed
-				mm.configHash = k.Pod.ConfigHash
+				mm.configHash, mm.configFields = k.Pod.ConfigHash, k.Pod.ConfigFields
 				if k.Pod.Version != "" {
 					mm.version = k.Pod.Version
 				}
@@ -313,14 +314,15 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			m.members = append(m.members, mm)
 		}
 		*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, up: true, hasLeader: true,
-			pod: true, running: true, seed: true, pvc: true, version: s.Version, configHash: desired.ConfigHash}
+			pod: true, running: true, seed: true, pvc: true, version: s.Version,
+			configHash: desired.ConfigHash, configFields: desired.ConfigFields}
 		m.leader, m.bootstrapped, m.reachable, m.linearizable = mm.name, true, true, true
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
 		mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
-		mm.version, mm.configHash = s.Version, desired.ConfigHash
+		mm.version, mm.configHash, mm.configFields = s.Version, desired.ConfigHash, desired.ConfigFields
 	case plan.PromoteLearner:
 		mm.learner = false
 	case plan.TransferLeadership:
@@ -343,6 +345,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			m.leader = ""
 		}
 	case plan.UpgradeMember, plan.RestartMember:
+		mm.configFields = desired.ConfigFields
 		mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false
 	}
 	m.settle()

@@ -70,6 +70,9 @@ type Pod struct {
 	Version string `json:"version,omitempty"`
 	// ConfigHash is the configuration the Pod was rendered from (see ConfigHash).
 	ConfigHash string `json:"configHash,omitempty"`
+	// ConfigFields is the same per field (see Desired.ConfigFields); empty on Pods of
+	// earlier versions.
+	ConfigFields string `json:"configFields,omitempty"`
 	// IP is the Pod's address.
 	IP string `json:"ip,omitempty"`
 }

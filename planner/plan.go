@@ -29,6 +29,9 @@ type Desired struct {
 	Version    string `json:"version"`
 	// ConfigHash is the hash of the spec fields member Pods are rendered from.
 	ConfigHash string `json:"configHash"`
+	// ConfigFields hashes each of those fields on its own ("field=hash,..."), to say which
+	// changed.
+	ConfigFields string `json:"configFields,omitempty"`
 	// Memory: member data lives in memory, so it is gone with the Pod.
 	Memory bool `json:"memory,omitempty"`
 }

@@ -322,6 +322,25 @@ func TestVersionsGoBackWhereEtcdAllows(t *testing.T) {
 	})
 }
 
+// A rolling restart says which spec fields it is for, when the Pods record them.
+func TestRestartSaysWhichFieldsChanged(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	o := running(c, 3, "3.6.16").observe()
+	for i := range o.Members {
+		o.Members[i].Pod.ConfigFields = "image=1,options=2,resources=3"
+	}
+	c.ConfigHash, c.ConfigFields = "cfg-2", "image=1,options=9,resources=8"
+	p := Plan(c, o)
+	require.Equal(t, []string{"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}, summary(p))
+	for _, s := range p.Steps {
+		if s.Action == plan.RestartMember {
+			require.Equal(t, "spec.options, spec.resources changed", s.Reason)
+		}
+	}
+	o.Members[1].Pod.ConfigFields = "" // a Pod of an earlier version
+	require.Equal(t, "the Pod of demo-1 differs from the spec", Plan(c, o).Steps[0].Reason)
+}
+
 func TestPlanIsDeterministicAndSerialisable(t *testing.T) {
 	c := cluster(5, "3.6.16")
 	o := running(c, 3, "3.6.16").observe()

@@ -2,6 +2,9 @@ package planner
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 )
@@ -216,7 +219,7 @@ func upgrade(m *model, d Desired) (plan.Step, bool) {
 // reconfigure re-creates, one at a time, the Pods whose configuration differs from the spec.
 func reconfigure(m *model, d Desired) (plan.Step, bool) {
 	return rollOne(m, d, func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member, pre plan.PreconditionKind) plan.Step {
-		s := step(plan.RestartMember, mm, pre, "the Pod of %s differs from the spec", mm.name)
+		s := step(plan.RestartMember, mm, pre, "%s", configReason(mm, d))
 		s.Version = mm.version
 		return s
 	})
@@ -248,13 +251,40 @@ func rollDown(m *model, d Desired) (plan.Step, bool) {
 				return s, true
 			}
 			if mm.configHash != d.ConfigHash {
-				s := step(plan.RestartMember, mm, plan.PreNone, "the Pod of %s differs from the spec; "+why, mm.name, mm.name)
+				s := step(plan.RestartMember, mm, plan.PreNone, "%s; "+why, configReason(mm, d), mm.name)
 				s.Version = mm.version
 				return s, true
 			}
 		}
 	}
 	return plan.Step{}, false
+}
+
+// configReason says which spec fields a member's Pod differs in, when its Pod records
+// them (Pods of earlier versions do not).
+func configReason(mm *member, d Desired) string {
+	have, want := fieldHashes(mm.configFields), fieldHashes(d.ConfigFields)
+	var changed []string
+	for _, f := range slices.Sorted(maps.Keys(want)) {
+		if have[f] != want[f] {
+			changed = append(changed, "spec."+f)
+		}
+	}
+	if len(have) == 0 || len(changed) == 0 {
+		return fmt.Sprintf("the Pod of %s differs from the spec", mm.name)
+	}
+	return fmt.Sprintf("%s changed", strings.Join(changed, ", "))
+}
+
+// fieldHashes reads "field=hash,..." (EtcdClusterSpec.ConfigFields).
+func fieldHashes(s string) map[string]string {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		if f, h, ok := strings.Cut(pair, "="); ok {
+			out[f] = h
+		}
+	}
+	return out
 }
 
 // rollOne returns the step for the first voter that is up and needs it, while the whole

@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
 )
 
 // ConfigHash hashes the spec fields a member Pod is rendered from, apart from the version
@@ -35,4 +38,31 @@ func (spec *EtcdClusterSpec) ConfigHash() string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16]
+}
+
+// ConfigFields hashes each of the fields ConfigHash covers on its own, as "field=hash"
+// pairs sorted by field and joined by commas. The executor stamps it on each Pod beside
+// ConfigHash, so a plan can say which fields a restart is for.
+func (spec *EtcdClusterSpec) ConfigFields() string {
+	tls := TLSSpec{Mode: TLSDisabled}
+	if spec.TLS != nil {
+		tls = *spec.TLS
+	}
+	fields := map[string]any{
+		"image": spec.Image, "resources": spec.Resources, "affinity": spec.Affinity,
+		"topologySpreadConstraints": spec.TopologySpreadConstraints, "nodeSelector": spec.NodeSelector,
+		"tolerations": spec.Tolerations, "priorityClassName": spec.PriorityClassName,
+		"imagePullSecrets": spec.ImagePullSecrets, "podMetadata": spec.PodMetadata, "options": spec.Options,
+		"tls": tls, "auth": spec.Auth != nil && spec.Auth.Enabled,
+	}
+	var pairs []string
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		b, err := json.Marshal(fields[name])
+		if err != nil {
+			panic(err) // plain data always marshals
+		}
+		sum := sha256.Sum256(b)
+		pairs = append(pairs, name+"="+hex.EncodeToString(sum[:])[:8])
+	}
+	return strings.Join(pairs, ",")
 }

@@ -10,12 +10,13 @@ import (
 // Desired is what the cluster's spec asks of the planner.
 func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 	return planner.Desired{
-		Name:       c.Name,
-		Namespace:  c.Namespace,
-		Generation: c.Generation,
-		Replicas:   int(c.Spec.Replicas),
-		Version:    c.Spec.Version,
-		ConfigHash: c.Spec.ConfigHash(),
-		Memory:     c.Spec.Storage.Medium == v1alpha1.StorageMediumMemory,
+		Name:         c.Name,
+		Namespace:    c.Namespace,
+		Generation:   c.Generation,
+		Replicas:     int(c.Spec.Replicas),
+		Version:      c.Spec.Version,
+		ConfigHash:   c.Spec.ConfigHash(),
+		ConfigFields: c.Spec.ConfigFields(),
+		Memory:       c.Spec.Storage.Medium == v1alpha1.StorageMediumMemory,
 	}
 }

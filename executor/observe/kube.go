@@ -57,12 +57,13 @@ func Members(pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim) []planner.M
 
 func pod(p *corev1.Pod) *planner.Pod {
 	out := &planner.Pod{
-		Failed:     p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
-		Deleting:   p.DeletionTimestamp != nil,
-		Seed:       p.Annotations[resources.AnnotationSeed] == "true",
-		Version:    p.Annotations[resources.AnnotationVersion],
-		ConfigHash: p.Annotations[resources.AnnotationConfigHash],
-		IP:         p.Status.PodIP,
+		Failed:       p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
+		Deleting:     p.DeletionTimestamp != nil,
+		Seed:         p.Annotations[resources.AnnotationSeed] == "true",
+		Version:      p.Annotations[resources.AnnotationVersion],
+		ConfigHash:   p.Annotations[resources.AnnotationConfigHash],
+		ConfigFields: p.Annotations[resources.AnnotationConfigFields],
+		IP:           p.Status.PodIP,
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

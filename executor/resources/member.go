@@ -48,8 +48,9 @@ const nonRootUID = 65532
 func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	labels := ClusterLabels(c)
 	annotations := map[string]string{
-		AnnotationConfigHash: c.Spec.ConfigHash(),
-		AnnotationVersion:    m.Version,
+		AnnotationConfigHash:   c.Spec.ConfigHash(),
+		AnnotationConfigFields: c.Spec.ConfigFields(),
+		AnnotationVersion:      m.Version,
 	}
 	if pm := c.Spec.PodMetadata; pm != nil {
 		labels = merge(pm.Labels, labels)

@@ -44,6 +44,7 @@ func TestMemberPodIsSafeAndRestricted(t *testing.T) {
 	require.Equal(t, "demo-3", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
 	require.Equal(t, "learner", p.Labels[LabelRole])
 	require.Equal(t, c.Spec.ConfigHash(), p.Annotations[AnnotationConfigHash])
+	require.Equal(t, c.Spec.ConfigFields(), p.Annotations[AnnotationConfigFields])
 	require.Equal(t, []string{"/manager", "preflight", "--data-dir=" + DataDir, "--expect-data=false"}, p.Spec.InitContainers[0].Command)
 }
 

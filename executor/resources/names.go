@@ -19,8 +19,11 @@ const (
 	LabelInstance  = "app.kubernetes.io/instance"
 
 	AnnotationConfigHash = "etcdplan.io/config-hash"
-	AnnotationVersion    = "etcdplan.io/version"
-	AnnotationSeed       = "etcdplan.io/seed"
+	// AnnotationConfigFields on a member Pod hashes each field of its configuration on its
+	// own (EtcdClusterSpec.ConfigFields): what a restart is for.
+	AnnotationConfigFields = "etcdplan.io/config-fields"
+	AnnotationVersion      = "etcdplan.io/version"
+	AnnotationSeed         = "etcdplan.io/seed"
 	// AnnotationMemberID on a volume claim records the etcd member ID once the member
 	// has joined: a later Pod on an empty volume then knows its data was lost.
 	AnnotationMemberID = "etcdplan.io/member-id"
