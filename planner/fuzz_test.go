@@ -150,8 +150,8 @@ func (w *world) fault(r *bytesReader) {
 // FuzzPlan checks etcd's rules over random observed states and faults while plans run: at
 // most one membership change in flight, no step takes voters that are up below quorum, never
 // two disruptions at once, the leader is never taken down without a transfer, no member's
-// data is deleted while it is in the membership, no voter starts on lost data, upgrades go
-// one minor at a time and never down, the same input gives the same plan, foreign and
+// data is deleted while it is in the membership, no voter starts on lost data, versions move
+// only as etcd allows, the same input gives the same plan, foreign and
 // duplicate members block, and a plan that can run to its end leaves nothing more to do.
 func FuzzPlan(f *testing.F) {
 	for _, seed := range []string{"", "\x03\x04\x03", "\x05\x02\x01\x03\x00\x00\x01\x00", "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09",

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strconv"
@@ -177,6 +178,24 @@ func (w *world) raiseClusterVersion() {
 	}
 }
 
+// versionAllowed is etcd's rule for a member moving to version: from the version its data
+// last served, patch releases of the minor either way, the next minor from a recent enough
+// patch, and back a minor only while the cluster version has not moved past it.
+func (w *world) versionAllowed(m *wmember, version string) error {
+	from, _ := ParseVersion(cmp.Or(m.ran, m.version))
+	to, _ := ParseVersion(version)
+	cv, err := ParseVersion(w.clusterVersion)
+	switch {
+	case to.Major != from.Major || to.Minor > from.Minor+1:
+		return fmt.Errorf("%s -> %s skips a minor", from, to)
+	case to.Minor == from.Minor+1 && from.Patch < minPatch[[2]int{from.Major, from.Minor}]:
+		return fmt.Errorf("%s -> %s from a patch etcd's upgrade guide does not allow", from, to)
+	case to.Minor < from.Minor && (err != nil || cv.Minor > to.Minor):
+		return fmt.Errorf("%s -> %s with cluster version %q", from, to, w.clusterVersion)
+	}
+	return nil
+}
+
 func (w *world) leaderID() string {
 	if l := w.members[w.leader]; l != nil && l.live() && !l.learner && w.hasQuorum() {
 		return l.id
@@ -344,10 +363,8 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			return false, fmt.Errorf("%s %s loses quorum while it restarts (%d of %d up)", s.Action, s.Member, left, all)
 		}
 		if s.Action == plan.UpgradeMember {
-			from, _ := ParseVersion(m.version)
-			to, _ := ParseVersion(s.Version)
-			if to.Compare(from) < 0 || to.Minor > from.Minor+1 {
-				return false, fmt.Errorf("UpgradeMember %s %s -> %s", s.Member, from, to)
+			if err := w.versionAllowed(m, s.Version); err != nil {
+				return false, fmt.Errorf("UpgradeMember %s: %w", s.Member, err)
 			}
 		}
 		m.version, m.hash, m.up, m.silent, m.starting = s.Version, d.ConfigHash, false, false, true // it takes time to start again
