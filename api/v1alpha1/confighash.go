@@ -12,7 +12,11 @@ import (
 // ConfigHash hashes the spec fields a member Pod is rendered from, apart from the version
 // (upgrades are planned on their own). The executor stamps it on each Pod; a Pod whose hash
 // differs is re-created by a RestartMember step.
-func (spec *EtcdClusterSpec) ConfigHash() string {
+func (spec *EtcdClusterSpec) ConfigHash() string { return shortHash(spec.configInput(), 16) }
+
+// configInput is the JSON of the fields ConfigHash covers. Its form is fixed: a change
+// would give every running Pod another hash, and restart it, on an operator upgrade.
+func (spec *EtcdClusterSpec) configInput() []byte {
 	tls := TLSSpec{Mode: TLSDisabled}
 	if spec.TLS != nil {
 		tls = *spec.TLS
@@ -36,33 +40,38 @@ func (spec *EtcdClusterSpec) ConfigHash() string {
 	if err != nil {
 		panic(err) // plain data always marshals
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])[:16]
+	return b
 }
 
 // ConfigFields hashes each of the fields ConfigHash covers on its own, as "field=hash"
 // pairs sorted by field and joined by commas. The executor stamps it on each Pod beside
 // ConfigHash, so a plan can say which fields a restart is for.
 func (spec *EtcdClusterSpec) ConfigFields() string {
-	tls := TLSSpec{Mode: TLSDisabled}
-	if spec.TLS != nil {
-		tls = *spec.TLS
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(spec.configInput(), &fields); err != nil {
+		panic(err) // it was just marshalled
 	}
-	fields := map[string]any{
-		"image": spec.Image, "resources": spec.Resources, "affinity": spec.Affinity,
-		"topologySpreadConstraints": spec.TopologySpreadConstraints, "nodeSelector": spec.NodeSelector,
-		"tolerations": spec.Tolerations, "priorityClassName": spec.PriorityClassName,
-		"imagePullSecrets": spec.ImagePullSecrets, "podMetadata": spec.PodMetadata, "options": spec.Options,
-		"tls": tls, "auth": spec.Auth != nil && spec.Auth.Enabled,
+	byName := map[string]string{}
+	for goName, raw := range fields {
+		byName[specName(goName)] = shortHash(raw, 8)
 	}
 	var pairs []string
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		b, err := json.Marshal(fields[name])
-		if err != nil {
-			panic(err) // plain data always marshals
-		}
-		sum := sha256.Sum256(b)
-		pairs = append(pairs, name+"="+hex.EncodeToString(sum[:])[:8])
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		pairs = append(pairs, name+"="+byName[name])
 	}
 	return strings.Join(pairs, ",")
+}
+
+// specName is a spec field's name from its Go name: TopologySpreadConstraints ->
+// topologySpreadConstraints, TLS -> tls.
+func specName(goName string) string {
+	if strings.ToUpper(goName) == goName {
+		return strings.ToLower(goName)
+	}
+	return strings.ToLower(goName[:1]) + goName[1:]
+}
+
+func shortHash(b []byte, n int) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:n]
 }

@@ -24,6 +24,7 @@ func TestConfigFieldsNameWhatChanged(t *testing.T) {
 		}
 	}
 	require.NotEqual(t, a.ConfigHash(), b.ConfigHash())
+	require.Equal(t, "211fc85be2aa80b5", (&EtcdClusterSpec{}).ConfigHash(), "running Pods carry it: another form restarts them all")
 	b.Version = "3.6.17"
 	require.Equal(t, fields(b.ConfigFields()), fb, "the version is planned on its own")
 }
