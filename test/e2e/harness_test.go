@@ -128,11 +128,25 @@ func newCluster(ns, name string, replicas int32) *v1alpha1.EtcdCluster {
 	return c
 }
 
-// createReady creates the cluster "demo" of n members in ns and waits until it is Ready.
-func createReady(t *testing.T, ns string, n int32) *v1alpha1.EtcdCluster {
+// createReady creates the cluster "demo" of n members in ns, its spec edited, and waits
+// until it is Ready.
+func createReady(t *testing.T, ns string, n int32, edits ...func(c *v1alpha1.EtcdCluster)) *v1alpha1.EtcdCluster {
 	t.Helper()
-	require.NoError(t, env.client.Create(context.Background(), newCluster(ns, "demo", n)))
+	c := newCluster(ns, "demo", n)
+	for _, edit := range edits {
+		edit(c)
+	}
+	require.NoError(t, env.client.Create(context.Background(), c))
 	return waitReady(t, ns, "demo")
+}
+
+// refused waits until the cluster's spec is observed and it is Stalled with reason.
+func refused(t *testing.T, ns, name string, timeout time.Duration, reason string) *v1alpha1.EtcdCluster {
+	t.Helper()
+	return waitFor(t, ns, name, timeout, "Stalled with "+reason, func(c *v1alpha1.EtcdCluster) bool {
+		s := condition(c, "Stalled")
+		return c.Status.ObservedGeneration == c.Generation && s != nil && s.Status == metav1.ConditionTrue && s.Reason == reason
+	})
 }
 
 func get(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {

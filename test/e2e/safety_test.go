@@ -59,10 +59,7 @@ func TestUpgradeFollowersFirstLeaderLast(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
-	c := newCluster(ns, "demo", 3)
-	c.Spec.Version = "3.5.35"
-	require.NoError(t, env.client.Create(context.Background(), c))
-	waitReady(t, ns, "demo")
+	c := createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
 	w := startWriter(t, ns, "demo")
 	c = rollOneAtATime(t, ns, plan.UpgradeMember, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.16" })
 	require.Equal(t, "3.6.16", c.Status.Version)
@@ -71,10 +68,7 @@ func TestUpgradeFollowersFirstLeaderLast(t *testing.T) {
 	// Once every member ran 3.6, etcd's cluster version moves, and there is no way back.
 	waitFor(t, ns, "demo", time.Minute, "etcd's cluster version 3.6", func(c *v1alpha1.EtcdCluster) bool { return c.Status.ClusterVersion == "3.6.0" })
 	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
-	c = waitFor(t, ns, "demo", time.Minute, "the downgrade refused", func(c *v1alpha1.EtcdCluster) bool {
-		s := condition(c, "Stalled")
-		return c.Status.ObservedGeneration == c.Generation && s != nil && s.Reason == string(plan.BlockDowngrade)
-	})
+	c = refused(t, ns, "demo", time.Minute, string(plan.BlockDowngrade))
 	require.Contains(t, condition(c, "Stalled").Message, "etcd's cluster version is 3.6")
 	require.Equal(t, "3.6.16", c.Status.Version, "nothing restarted")
 }
@@ -284,10 +278,7 @@ func TestForeignPodNameStalls(t *testing.T) {
 	c := newCluster(ns, "demo", 1)
 	c.Spec.UpdateStrategy.ProgressDeadlineSeconds = 10
 	require.NoError(t, env.client.Create(context.Background(), c))
-	c = waitFor(t, ns, "demo", 2*time.Minute, "Stalled with NameTaken", func(c *v1alpha1.EtcdCluster) bool {
-		s := condition(c, "Stalled")
-		return s != nil && s.Status == "True" && s.Reason == "NameTaken"
-	})
+	c = refused(t, ns, "demo", 2*time.Minute, "NameTaken")
 	require.Contains(t, condition(c, "Stalled").Message, "Pod demo-0 exists and is not this cluster's")
 	p := &corev1.Pod{}
 	require.NoError(t, env.client.Get(context.Background(), client.ObjectKeyFromObject(foreign), p))
@@ -367,10 +358,7 @@ func TestFailedUpgradeRollsBack(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
-	c := newCluster(ns, "demo", 3)
-	c.Spec.Version = "3.5.35"
-	require.NoError(t, env.client.Create(context.Background(), c))
-	waitReady(t, ns, "demo")
+	c := createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
 	w := startWriter(t, ns, "demo")
 
 	// No binary serves 3.6.99 on the stack: its container never starts, as with an image
@@ -409,9 +397,6 @@ func TestFailedUpgradeRollsBack(t *testing.T) {
 	w.stopAndVerify()
 
 	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" })
-	c = waitFor(t, ns, "demo", time.Minute, "a skipped minor refused", func(c *v1alpha1.EtcdCluster) bool {
-		s := condition(c, "Stalled")
-		return c.Status.ObservedGeneration == c.Generation && s != nil && s.Reason == string(plan.BlockSkippedMinor)
-	})
+	c = refused(t, ns, "demo", time.Minute, string(plan.BlockSkippedMinor))
 	require.Contains(t, condition(c, "Stalled").Message, "set spec.version to a 3.6.x release first")
 }
