@@ -44,6 +44,10 @@ const (
 	maxBackoff = 30 * time.Second
 	// pollUnhealthy re-reads a cluster with no plan that is not ready yet.
 	pollUnhealthy = 2 * time.Second
+	// maxChained bounds the steps one reconcile takes after the first, settleGap is the
+	// time between its looks for a step's effect (see settleLooks).
+	maxChained = 8
+	settleGap  = 20 * time.Millisecond
 )
 
 // Reconciler reconciles EtcdClusters.
@@ -96,11 +100,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		return reconcile.Result{}, nil // owner references take Pods and Services along
 	}
 	patcher := patch.NewSerialPatcher(c, r.Client)
-	defer func() {
+	write := func() error {
 		err := patcher.Patch(ctx, c,
 			patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
 			patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName))
-		if err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		if err := write(); err != nil {
 			retErr = err
 		}
 	}()
@@ -119,17 +129,109 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		conditions.MarkFalse(c, meta.ReadyCondition, "Unsupported", "%s", why)
 		return reconcile.Result{}, nil
 	}
-	o, err := r.observe(ctx, c)
+	o, fresh, err := r.look(ctx, c)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	result, err = r.advance(ctx, c, o, fresh)
+	// A step whose effect shows within moments (etcd's answer to a membership call, a
+	// deletion once the cache has its event) is taken in a fresh look right away, and the
+	// next step goes on in this reconcile instead of after a requeue. Status is written
+	// first, so each step is on record before the next one starts.
+	for n := 0; err == nil && n < maxChained && settleLooks(o.applied) > 0; n++ {
+		if err := write(); err != nil {
+			return reconcile.Result{}, err
+		}
+		next, fresh, done := r.lookUntilDone(ctx, c, settleLooks(o.applied))
+		if !done {
+			break // the requeue looks again
+		}
+		o = next
+		result, err = r.advance(ctx, c, o, fresh)
+	}
+	return result, err
+}
+
+// settleLooks is how many looks an applied step's effect gets to show in before the
+// reconcile ends: etcd answers with a membership change or a moved leader as soon as its
+// call returns; a deletion shows once the cache has the watch event, a few ms later.
+func settleLooks(a plan.Action) int {
+	switch a {
+	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership:
+		return 1
+	case plan.DeleteMember:
+		return 4
+	}
+	return 0
+}
+
+// lookUntilDone looks up to n times, settleGap apart, until a look shows the recorded
+// plan's current step done (the plan as recorded goes on, or is finished). A step is never
+// applied again in the reconcile that applied it.
+func (r *Reconciler) lookUntilDone(ctx context.Context, c *v1alpha1.EtcdCluster, n int) (*observation, plan.Plan, bool) {
+	rec := c.Status.Plan
+	for i := 0; i < n && rec != nil && rec.Blocked == nil; i++ {
+		if i > 0 && sleep(ctx, settleGap) != nil {
+			break
+		}
+		o, fresh, err := r.look(ctx, c)
+		if err != nil {
+			break
+		}
+		k, ok := planner.DoneUpTo(rec.Steps, int(rec.Current), fresh)
+		if ok && k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
+			return o, fresh, true
+		}
+	}
+	return nil, plan.Plan{}, false
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// look observes the cluster, keeps its objects in order, records what it saw and plans.
+func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, plan.Plan, error) {
+	o, err := r.observe(ctx, c)
+	if err != nil {
+		return nil, plan.Plan{}, err
+	}
 	if err := r.housekeep(ctx, c, o); err != nil {
-		return reconcile.Result{}, err
+		return nil, plan.Plan{}, err
 	}
 	recordObserved(c, o)
 	fresh := planner.Plan(observe.Desired(c), o.Observed)
 	c.Status.Warnings = fresh.Warnings
-	return r.advance(ctx, c, o, fresh)
+	return o, fresh, nil
+}
+
+// settlesAtOnce: the action's effect is in etcd when its call returns, so a linearizable
+// look right after shows it. Kubernetes objects show through the cache, and their watch
+// events start the next reconcile.
+func settlesAtOnce(a plan.Action) bool {
+	switch a {
+	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership:
+		return true
+	}
+	return false
+}
+
+// shownDone: the look shows the recorded plan's current step done (the plan as recorded
+// goes on, or is finished). Anything else waits for the next reconcile, which never runs
+// a step again before its effect had time to show.
+func shownDone(rec *v1alpha1.PlanStatus, o *observation, fresh plan.Plan) bool {
+	if rec == nil || rec.Blocked != nil {
+		return false
+	}
+	k, ok := planner.DoneUpTo(rec.Steps, int(rec.Current), fresh)
+	return ok && k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k])
 }
 
 func (r *Reconciler) now() time.Time {
@@ -258,6 +360,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		var se *stepError
 		switch {
 		case err == nil:
+			o.applied = s.Action
 			why, pr.Errors = "applied; waiting for the cluster to show it", 0
 			if pr.AppliedAt == nil {
 				pr.AppliedAt = v1alpha1.At(now)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
@@ -23,6 +24,8 @@ type observation struct {
 	pods map[string]*corev1.Pod
 	pvcs map[string]*corev1.PersistentVolumeClaim
 	etcd etcd.Cluster // nil when no member has an address
+	// applied is the action applied on this look, if any.
+	applied plan.Action
 }
 
 // clients keeps one etcd connection per cluster, re-pointed as member Pods move.

@@ -186,6 +186,7 @@ func TestRemoveActsByIDOnALinearizableList(t *testing.T) {
 	require.Nil(t, c.Status.Plan.Progress[0].AppliedAt, "not applied yet")
 
 	f.setView(func(v *planner.EtcdView) { v.Linearizable = true })
+	f.etcd.Lag = true // the plan stays to be read
 	f.now = f.now.Add(1500 * time.Millisecond)
 	c, _ = f.reconcile()
 	require.Equal(t, []string{"Remove 3"}, f.etcd.Calls())
@@ -334,17 +335,65 @@ func TestEtcdRefusalForNowIsPolled(t *testing.T) {
 func TestAppliedStepThatNeverShowsStalls(t *testing.T) {
 	f := newFixture(t, 3, nil)
 	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
-	f.etcd.Err = nil
-	c, res := f.reconcile()
+	f.etcd.Lag = true // etcd drops the member but the view still lists it
+	_, res := f.reconcile()
 	require.Equal(t, pollApplied, res.RequeueAfter)
-	// etcd drops the member but the fake view still lists it: the effect never shows.
-	f.setView(func(v *planner.EtcdView) {
-		v.Members = append(v.Members, planner.EtcdMember{ID: "3", Name: "demo-2", PeerURLs: []string{resources.PeerURL(c, "demo-2")},
-			Answering: true, Leader: "1", Version: "3.6.16"})
-	})
+	require.Equal(t, []string{"Remove 3"}, f.etcd.Calls(), "not applied again in the same reconcile")
 	f.now = f.now.Add(2 * time.Minute)
-	c, _ = f.reconcile()
+	c, _ := f.reconcile()
 	require.True(t, conditions.IsStalled(c), "%+v", c.Status.Conditions)
+}
+
+// Steps whose effect shows at once follow each other in one reconcile, each on record
+// before the next starts: the leader moves, the member goes, its Pod and claim are deleted.
+func TestStepsThatShowAtOnceRunInOneReconcile(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	writes := &statusWrites{Client: f.kube}
+	f.r.Client = writes
+	f.setView(func(v *planner.EtcdView) { v.LeaderID = "3" })
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	c, _ := f.reconcile()
+	require.Equal(t, []string{"MoveLeader 3 1", "Remove 3"}, f.etcd.Calls())
+	require.Nil(t, c.Status.Plan)
+	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase)
+	require.Equal(t, "3/3", c.Status.History[0].Steps)
+	require.Equal(t, []string{"none", "0 applied", "1 applied", "2 applied", "none"}, writes.plans, "each step on record before the next")
+	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-2"}, &corev1.Pod{})))
+}
+
+// statusWrites records the plan's current step as the server holds it after each status
+// write (a write patches status, then conditions), leaving out repeats.
+type statusWrites struct {
+	client.Client
+	plans []string
+}
+
+func (s *statusWrites) Status() client.SubResourceWriter { return &statusWriter{s.Client.Status(), s} }
+
+type statusWriter struct {
+	client.SubResourceWriter
+	s *statusWrites
+}
+
+func (w *statusWriter) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	if err := w.SubResourceWriter.Patch(ctx, obj, p, opts...); err != nil {
+		return err
+	}
+	c := &v1alpha1.EtcdCluster{}
+	if err := w.s.Get(ctx, client.ObjectKeyFromObject(obj), c); err != nil {
+		return err
+	}
+	state := "none"
+	if rec := c.Status.Plan; rec != nil {
+		state = fmt.Sprintf("%d", rec.Current)
+		if progress(rec, int(rec.Current)).AppliedAt != nil {
+			state += " applied"
+		}
+	}
+	if n := len(w.s.plans); n == 0 || w.s.plans[n-1] != state {
+		w.s.plans = append(w.s.plans, state)
+	}
+	return nil
 }
 
 // A Pod the cluster does not own holds a member's name: the step stalls with NameTaken.
@@ -392,6 +441,7 @@ func TestRecordedStepThatDiffersIsSuperseded(t *testing.T) {
 	c.Status.Plan = newRecord(p, f.now)
 	require.NoError(t, f.kube.Status().Update(context.Background(), c))
 
+	f.etcd.Lag = true // the new plan stays to be read
 	c, _ = f.reconcile()
 	require.Equal(t, v1alpha1.PlanSuperseded, c.Status.History[0].Phase)
 	require.Equal(t, plan.PreQuorumWithout, c.Status.Plan.Steps[0].Precondition.Kind)
@@ -437,7 +487,7 @@ func TestStalledLearnerIsRemovedByID(t *testing.T) {
 	require.Equal(t, []string{"4"}, c.Status.StalledLearners)
 	c, _ = f.reconcile()
 	require.Equal(t, plan.RemoveMember, c.Status.Plan.Steps[0].Action)
-	require.Equal(t, []string{"Promote 4", "Promote 4", "Remove 4"}, f.etcd.Calls(), "etcd refused the promotions")
+	require.Equal(t, []string{"Promote 4", "Promote 4", "Remove 4"}, f.etcd.Calls()[:3], "etcd refused the promotions")
 	c, _ = f.reconcile()
 	require.Empty(t, c.Status.StalledLearners, "forgotten once it left")
 }

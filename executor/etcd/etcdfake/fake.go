@@ -19,7 +19,10 @@ type Cluster struct {
 	// View is what View returns (a copy); nil fails View as if no member answered.
 	view *planner.EtcdView
 	// Err, when set, fails every membership call.
-	Err       error
+	Err error
+	// Lag, when set, lets membership calls succeed without showing in the view: etcd
+	// applied them, and every look so far came before.
+	Lag       bool
 	calls     []string
 	nextID    uint64
 	clusterID string // set by SetCluster: a view of another cluster is refused, as Client does
@@ -73,7 +76,7 @@ func (c *Cluster) AddLearner(_ context.Context, peerURL string) (uint64, error) 
 		return 0, err
 	}
 	c.nextID++
-	if c.view != nil {
+	if c.shows() {
 		c.view.Members = append(c.view.Members, planner.EtcdMember{ID: etcd.ID(c.nextID), PeerURLs: []string{peerURL}, Learner: true})
 	}
 	return c.nextID, nil
@@ -87,6 +90,9 @@ func (c *Cluster) Promote(_ context.Context, id uint64) error {
 	}
 	if c.behind(id) {
 		return fmt.Errorf("%w: etcdserver: can only promote a learner member which is in sync with leader", etcd.ErrNotYet)
+	}
+	if !c.shows() {
+		return nil
 	}
 	return c.member(id, func(m *planner.EtcdMember) { m.Learner = false })
 }
@@ -115,7 +121,7 @@ func (c *Cluster) Remove(_ context.Context, id uint64) error {
 	if err := c.call("Remove %s", etcd.ID(id)); err != nil {
 		return err
 	}
-	if c.view != nil {
+	if c.shows() {
 		for i, m := range c.view.Members {
 			if m.ID == etcd.ID(id) {
 				c.view.Members = append(c.view.Members[:i], c.view.Members[i+1:]...)
@@ -132,11 +138,14 @@ func (c *Cluster) MoveLeader(_ context.Context, leader, target uint64) error {
 	if err := c.call("MoveLeader %s %s", etcd.ID(leader), etcd.ID(target)); err != nil {
 		return err
 	}
-	if c.view != nil {
+	if c.shows() {
 		c.view.LeaderID = etcd.ID(target)
 	}
 	return nil
 }
+
+// shows: a call's effect shows in the view.
+func (c *Cluster) shows() bool { return c.view != nil && !c.Lag }
 
 func (c *Cluster) member(id uint64, f func(*planner.EtcdMember)) error {
 	if c.view == nil {
