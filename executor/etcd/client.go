@@ -31,6 +31,9 @@ import (
 // sick member.
 const requestTimeout = 3 * time.Second
 
+// promoteFor and promoteEvery bound Promote's short poll while etcd finds a learner behind.
+const promoteFor, promoteEvery = 500 * time.Millisecond, 25 * time.Millisecond
+
 // statusTimeout bounds a member's status answer in a view. A member that does not answer
 // in time but accepts connections is silent, not down: nothing counts on it being down.
 const statusTimeout = time.Second
@@ -306,14 +309,26 @@ func notYet(err error) error {
 }
 
 // Promote makes a learner a voter; promoting a voter is a no-op. etcd itself decides
-// whether the learner caught up: a refusal is ErrNotYet.
+// whether the learner caught up: it is asked again every promoteEvery for up to promoteFor
+// (a started learner catches up within moments, and is promoted the moment etcd allows),
+// then a refusal is ErrNotYet.
 func (c *Client) Promote(ctx context.Context, id uint64) error {
 	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.MemberPromote(ctx, id)
-		if errors.Is(err, rpctypes.ErrMemberNotLearner) {
-			return nil
+		until := time.Now().Add(promoteFor)
+		for {
+			_, err := cli.MemberPromote(ctx, id)
+			switch {
+			case errors.Is(err, rpctypes.ErrMemberNotLearner):
+				return nil
+			case !errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || time.Now().After(until):
+				return notYet(err)
+			}
+			select {
+			case <-ctx.Done():
+				return notYet(err)
+			case <-time.After(promoteEvery):
+			}
 		}
-		return notYet(err)
 	})
 }
 
