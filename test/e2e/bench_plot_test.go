@@ -123,7 +123,10 @@ figures of both swing by up to twice between runs; compare the ratios within one
   the step's precondition held, as seen by an independent sampler every 20 ms that runs the
   operator's own planner on its own look at the cluster) to the moment the operator applied
   it, by the operator's clock (the step records in status, to the microsecond). The
-  sampler's period bounds its resolution.
+  sampler's period bounds its resolution. A learner's promotion is etcd's to allow: it
+  could run once the learner answered with a log within a tenth of the leader's (etcd's
+  rule); while the learner does not answer (its publish wait) the step is timed from the
+  last look that saw it pending.
 - **Noticed**: from the moment a step's effect showed (same sampler) to the moment the
   operator recorded it done.
 - **Waiting on Pods / etcd**: the operator's step records, summed: waits for members to

@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/etcd/etcdfake"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -229,6 +231,16 @@ type stepTiming struct {
 	Ready, Visible             time.Time
 }
 
+// etcdAllows: etcd's own rule for the step holds, as far as the members' answers show. A
+// learner's promotion is etcd's to allow, once the learner's log nears the leader's: the
+// planner's precondition (its Pod runs) only says the operator may start asking.
+func etcdAllows(o planner.Observed, s plan.Step) bool {
+	if s.Action != plan.PromoteLearner {
+		return true
+	}
+	return o.Etcd != nil && etcdfake.InSync(o.Etcd, s.MemberID)
+}
+
 // Reaction is how long the operator took to apply a step once it could.
 func (st stepTiming) Reaction() (time.Duration, bool) {
 	if st.Applied.IsZero() || st.Ready.IsZero() {
@@ -305,7 +317,7 @@ func (s *sampler) planTimings(rec *v1alpha1.PlanStatus) []stepTiming {
 			}
 		}
 		if k < len(steps) && steps[k].Ready.IsZero() && (k == 0 || !steps[k-1].Visible.IsZero()) {
-			if ok, _ := planner.Check(smp.Desired, fresh.Steps[0], smp.Observed); ok {
+			if ok, _ := planner.Check(smp.Desired, fresh.Steps[0], smp.Observed); ok && etcdAllows(smp.Observed, fresh.Steps[0]) {
 				steps[k].Ready = smp.At
 			}
 		}

@@ -97,22 +97,24 @@ func (c *Cluster) Promote(_ context.Context, id uint64) error {
 	return c.member(id, func(m *planner.EtcdMember) { m.Learner = false })
 }
 
-// behind follows etcd's rule for promotion: a learner whose log is not within a tenth of
-// the leader's stays a learner.
+// behind: etcd would refuse to promote the learner.
 func (c *Cluster) behind(id uint64) bool {
-	if c.view == nil {
-		return false
-	}
+	return c.view != nil && !InSync(c.view, etcd.ID(id))
+}
+
+// InSync follows etcd's rule for promotion as far as a view shows it: a learner whose log
+// is within a tenth of the leader's may become a voter.
+func InSync(v *planner.EtcdView, id string) bool {
 	var learner, leader uint64
-	for _, m := range c.view.Members {
+	for _, m := range v.Members {
 		switch m.ID {
-		case etcd.ID(id):
+		case id:
 			learner = m.RaftIndex
-		case c.view.LeaderID:
+		case v.LeaderID:
 			leader = m.RaftIndex
 		}
 	}
-	return learner*10 < leader*9
+	return learner*10 >= leader*9
 }
 
 func (c *Cluster) Remove(_ context.Context, id uint64) error {
