@@ -25,7 +25,8 @@ func Check(d Desired, s plan.Step, o Observed) (bool, string) {
 	if s.Action == plan.AddLearner && target != nil {
 		return false, fmt.Sprintf("the name %s is taken: etcd or Kubernetes has a member by that name", s.Member)
 	}
-	if s.MemberID != "" && s.Action != plan.DeleteMember && (target == nil || target.id != s.MemberID) {
+	// DeleteMember and DisarmAlarm act on IDs etcd may no longer list.
+	if s.MemberID != "" && s.Action != plan.DeleteMember && s.Action != plan.DisarmAlarm && (target == nil || target.id != s.MemberID) {
 		return false, fmt.Sprintf("member %s is no longer etcd member %s", s.Member, s.MemberID)
 	}
 	if t := m.get(s.Target); s.TargetID != "" && (t == nil || t.id != s.TargetID) {
@@ -134,7 +135,7 @@ func learnerCaughtUp(m *model, name string) (bool, string) {
 // takesDown reports whether the action stops or removes its member while the cluster runs.
 func takesDown(a plan.Action) bool {
 	switch a {
-	case plan.RemoveMember, plan.UpgradeMember, plan.RestartMember:
+	case plan.RemoveMember, plan.UpgradeMember, plan.RestartMember, plan.Defragment:
 		return true
 	}
 	return false

@@ -35,6 +35,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	if r.flag(5) {
 		c.ConfigHash = "cfg-2"
 	}
+	c.DefragPercent = 50 // fragments come with faults, and with compaction
 	w := &world{cluster: name, members: map[string]*wmember{}}
 	n := r.n(7)
 	inFlight := false
@@ -127,8 +128,21 @@ func (w *world) fault(r *bytesReader) {
 		w.election = true
 	case 2:
 		w.staleBelow = 1 + r.n(max(w.nextID, 1))
-	case 3:
-		w.alarms = []Alarm{{MemberID: "1", Type: "NOSPACE"}}
+	case 3: // the database reaches its quota: with earlier revisions, or with live data
+		w.alarms, w.compacted = []Alarm{{MemberID: "1", Type: AlarmNoSpace}}, false
+		for _, m := range w.members {
+			m.data, m.history = 100<<20, defaultQuota
+			if r.flag(4) {
+				m.data, m.history = defaultQuota, 0
+			}
+		}
+	case 6: // a member's database fragments
+		for _, m := range w.sorted() {
+			if r.flag(2) {
+				m.free += 64 << 20
+				break
+			}
+		}
 	case 4: // a Pod fails to start and ends: its member needs another
 		for _, m := range w.sorted() {
 			if m.starting {

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,6 +38,8 @@ type member struct {
 	configHash   string
 	configFields string
 	raftIndex    uint64
+	// The member's database file, the part of it in use, and its quota (0: not known).
+	dbSize, dbInUse, quota int64
 }
 
 func (mm *member) voter() bool { return mm.inEtcd && !mm.learner }
@@ -56,6 +59,9 @@ type model struct {
 	clusterVersion string
 	leader         string
 	members        []*member // by ordinal
+	alarms         []Alarm
+	// historyCompacted: etcd's revisions before the current one are compacted.
+	historyCompacted bool
 	nextOrdinal    int
 	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
 	// member); nothing is planned then.
@@ -76,6 +82,7 @@ func newModel(d Desired, o Observed) *model {
 	}
 	if o.Etcd != nil {
 		m.linearizable, m.clusterVersion = o.Etcd.Linearizable, o.Etcd.ClusterVersion
+		m.alarms, m.historyCompacted = o.Etcd.Alarms, o.Etcd.HistoryCompacted
 		for _, em := range o.Etcd.Members {
 			name, problem := m.identify(d, em, byName)
 			if problem != nil {
@@ -87,6 +94,7 @@ func newModel(d Desired, o Observed) *model {
 			mm.up, mm.hasLeader = em.Answering && em.Started(), em.Leader != ""
 			mm.silent = em.Silent && !mm.up && em.Started()
 			mm.version, mm.raftIndex = em.Version, em.RaftIndex
+			mm.dbSize, mm.dbInUse, mm.quota = em.DBSize, em.DBInUse, em.Quota
 			if em.Answering && em.Leader != "" {
 				mm.ran = em.Version
 			}
@@ -344,8 +352,14 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		if m.leader == mm.name {
 			m.leader = ""
 		}
+	case plan.Compact:
+		m.historyCompacted = true
+	case plan.Defragment:
+		mm.dbSize = mm.dbInUse
+	case plan.DisarmAlarm:
+		m.alarms = slices.DeleteFunc(slices.Clone(m.alarms), func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
 	case plan.UpgradeMember, plan.RestartMember:
-		mm.configFields = desired.ConfigFields
+		mm.configFields, mm.quota = desired.ConfigFields, 0 // it runs with the spec's quota
 		mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false
 	}
 	m.settle()

@@ -100,6 +100,9 @@ type EtcdView struct {
 	ClusterVersion string       `json:"clusterVersion,omitempty"`
 	Members        []EtcdMember `json:"members,omitempty"`
 	Alarms         []Alarm      `json:"alarms,omitempty"`
+	// HistoryCompacted: the revisions before the current one are compacted. Read only
+	// while a NOSPACE alarm is raised.
+	HistoryCompacted bool `json:"historyCompacted,omitempty"`
 }
 
 // EtcdMember is one entry of etcd's member list, with its status when it answered.
@@ -125,6 +128,8 @@ type EtcdMember struct {
 	RaftIndex uint64 `json:"raftIndex,omitempty"`
 	DBSize    int64  `json:"dbSize,omitempty"`
 	DBInUse   int64  `json:"dbSizeInUse,omitempty"`
+	// Quota is the backend quota the member runs with (etcd 3.6 says; 0 when unknown).
+	Quota int64 `json:"quota,omitempty"`
 }
 
 // Alarm is an active etcd alarm.

@@ -34,6 +34,11 @@ type Desired struct {
 	ConfigFields string `json:"configFields,omitempty"`
 	// Memory: member data lives in memory, so it is gone with the Pod.
 	Memory bool `json:"memory,omitempty"`
+	// QuotaBytes is spec.options.quotaBackendBytes (0: etcd's default).
+	QuotaBytes int64 `json:"quotaBytes,omitempty"`
+	// DefragPercent: members whose database is at least this share free space are
+	// defragmented (spec.maintenance.defrag; 0: never for that reason alone).
+	DefragPercent int `json:"defragPercent,omitempty"`
 }
 
 // Plan returns the ordered steps that take the observed cluster to the desired state.
@@ -56,6 +61,9 @@ func Plan(d Desired, observed Observed) plan.Plan {
 			p.Steps = append(p.Steps, s)
 			m.satisfy(s.Precondition)
 			m.apply(s, d)
+		}
+		if len(p.Steps) == 0 {
+			p.Blocked = noSpaceLeft(m, d)
 		}
 	}
 	p.ID = PlanID(p)
@@ -91,6 +99,9 @@ func refuse(m *model, d Desired) *plan.Blocker {
 		return m.blocked
 	}
 	if b := refuseVersion(m, d); b != nil {
+		return b
+	}
+	if b := refuseCorrupt(m); b != nil {
 		return b
 	}
 	return refuseQuorum(m, d)
@@ -196,12 +207,12 @@ func warnings(d Desired, o Observed) []string {
 
 // next returns the first step towards the desired state, in a fixed order of concerns:
 // bootstrap, repairs that restore quorum (start voters' Pods), finish a membership change in
-// flight, replace lost members, delete leftovers, park, scale down, scale up, upgrade, then
-// configuration.
+// flight, replace lost members, delete leftovers, park, scale down, scale up, upgrade,
+// configuration, then space: a NOSPACE alarm, then fragmented members.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
 		bootstrap, startVoters, rollDown, finishMembershipChange, replaceLostMember, deleteLeftovers, stopMembers,
-		scaleDown, scaleUp, upgrade, reconfigure,
+		scaleDown, scaleUp, upgrade, reconfigure, recoverSpace, defragFragmented,
 	} {
 		if s, ok := rule(m, d); ok {
 			return s, true

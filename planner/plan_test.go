@@ -166,7 +166,8 @@ func TestPlanScenarios(t *testing.T) {
 			w := running(cluster(3, "3.6.16"), 3, "3.6.16")
 			w.alarms = []Alarm{{MemberID: "1", Type: "NOSPACE"}, {MemberID: "2", Type: "NOSPACE"}}
 			return w
-		}, []string{"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0"}},
+		}, []string{"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0",
+			"Compact ", "DisarmAlarm demo-0", "DisarmAlarm demo-1"}},
 		{"a voter's Pod is started before a learner stuck without one is promoted", cluster(4, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.members["demo-2"].pod, w.members["demo-2"].up = false, false

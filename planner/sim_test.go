@@ -3,6 +3,7 @@ package planner
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -35,6 +36,8 @@ type world struct {
 	// clusterVersion is etcd's: the lowest minor of its started members once all answer,
 	// raised only.
 	clusterVersion string
+	// compacted: the history before the current revision is compacted.
+	compacted bool
 }
 
 type wmember struct {
@@ -48,7 +51,12 @@ type wmember struct {
 	ran                      string // the version it last answered with, recorded on its claim
 	// peerName overrides the name in the member's peer URL (a duplicate name).
 	peerName string
+	// The member's database: live data, earlier revisions (until compacted) and free pages
+	// (until defragmented), in bytes.
+	data, history, free int64
 }
+
+func (m *wmember) dbSize() int64 { return m.data + m.history + m.free }
 
 func (w *world) sorted() []*wmember {
 	out := make([]*wmember, 0, len(w.members))
@@ -99,7 +107,7 @@ func (w *world) observe() Observed {
 	if w.clusterID != "" && anyUp {
 		w.raiseClusterVersion()
 		o.Etcd = &EtcdView{ClusterID: w.clusterID, Linearizable: w.hasQuorum() && w.staleBelow == 0, Alarms: w.alarms,
-			ClusterVersion: w.clusterVersion}
+			ClusterVersion: w.clusterVersion, HistoryCompacted: w.compacted}
 	}
 	for _, m := range w.sorted() {
 		if m.inEtcd {
@@ -137,7 +145,7 @@ func (w *world) observe() Observed {
 		}
 		em.Silent = m.live() && m.silent
 		if m.live() && !m.silent {
-			em.Answering = true
+			em.Answering, em.DBSize, em.DBInUse = true, m.dbSize(), m.data+m.history
 			if !w.election && w.leaderID() != "" {
 				em.Leader = w.leaderID()
 			}
@@ -368,6 +376,33 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			}
 		}
 		m.version, m.hash, m.up, m.silent, m.starting = s.Version, d.ConfigHash, false, false, true // it takes time to start again
+	case plan.Compact:
+		if !w.hasQuorum() {
+			return false, fmt.Errorf("Compact without quorum")
+		}
+		for _, x := range w.members {
+			x.free, x.history = x.free+x.history, 0
+		}
+		w.compacted = true
+	case plan.Defragment:
+		if !isVoter || !m.live() {
+			return false, fmt.Errorf("Defragment %s, which is not a voter that runs", s.Member)
+		}
+		if w.leader == s.Member && all > 1 {
+			return false, fmt.Errorf("Defragment %s while it leads: every write stalls", s.Member)
+		}
+		if all > 1 && hadQuorum && up-1 < quorum(all) {
+			return false, fmt.Errorf("Defragment %s loses quorum while it runs (%d of %d up)", s.Member, up-1, all)
+		}
+		m.free = 0
+	case plan.DisarmAlarm:
+		quota := cmp.Or(d.QuotaBytes, defaultQuota)
+		for _, x := range w.members {
+			if x.inEtcd && !x.learner && x.dbSize() >= quota {
+				return false, fmt.Errorf("DisarmAlarm while %s holds %d bytes against a quota of %d", x.name, x.dbSize(), quota)
+			}
+		}
+		w.alarms = slices.DeleteFunc(w.alarms, func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}

@@ -33,6 +33,14 @@ const (
 	RestartMember Action = "RestartMember"
 	// UpgradeMember re-creates a member's Pod on a new etcd version, keeping its data.
 	UpgradeMember Action = "UpgradeMember"
+	// Compact compacts etcd's history up to the current revision: the earlier revisions of
+	// keys go, never a key's current value.
+	Compact Action = "Compact"
+	// Defragment rewrites a member's database without its free pages; the member serves
+	// nothing while it runs.
+	Defragment Action = "Defragment"
+	// DisarmAlarm clears a member's NOSPACE alarm.
+	DisarmAlarm Action = "DisarmAlarm"
 )
 
 // PreconditionKind names what must hold before a step starts.
@@ -107,6 +115,10 @@ const (
 	BlockForeignMember BlockReason = "ForeignMember"
 	// BlockInvalidSpec: the spec cannot be planned (a version that does not parse).
 	BlockInvalidSpec BlockReason = "InvalidSpec"
+	// BlockCorrupt: etcd raised a CORRUPT alarm; nothing changes until a person clears it.
+	BlockCorrupt BlockReason = "DataCorrupted"
+	// BlockQuotaTooSmall: a NOSPACE alarm stays after compaction and defragmentation.
+	BlockQuotaTooSmall BlockReason = "QuotaTooSmall"
 )
 
 // Blocker says why the planner refuses to plan, and what the user can do.

@@ -284,12 +284,15 @@ type MaintenanceSpec struct {
 	Defrag *DefragSpec `json:"defrag,omitempty"`
 }
 
-// DefragSpec schedules defragmentation.
+// DefragSpec says when members are defragmented: one at a time, followers first and the
+// leader last after leadership moved, each only while every voter is healthy.
 type DefragSpec struct {
-	// Schedule is a cron expression ("0 3 * * *") for when defragmentation may run.
-	// +kubebuilder:validation:MinLength=1
-	Schedule string `json:"schedule"`
-	// ThresholdPercent: a member is defragmented when this share of its database is free space.
+	// Schedule is a cron expression ("0 3 * * *") for when defragmentation may run. Not
+	// supported yet: without it, members are defragmented whenever they reach the threshold.
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+	// ThresholdPercent: a member is defragmented once this share of its database (and at
+	// least 1 MiB) is free space.
 	// +kubebuilder:default=50
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
@@ -414,8 +417,8 @@ func (s *EtcdClusterSpec) Unsupported() string {
 		return "spec.auth is not supported yet: remove it"
 	case s.Bootstrap != nil && s.Bootstrap.Restore != nil:
 		return "spec.bootstrap.restore is not supported yet: remove it"
-	case s.Maintenance != nil && s.Maintenance.Defrag != nil:
-		return "spec.maintenance.defrag is not supported yet: remove it"
+	case s.Maintenance != nil && s.Maintenance.Defrag != nil && s.Maintenance.Defrag.Schedule != "":
+		return "spec.maintenance.defrag.schedule is not supported yet: remove it (thresholdPercent alone defragments members as they reach it)"
 	case s.Recovery != nil && s.Recovery.QuorumLoss == "RestoreFromBackup":
 		return "spec.recovery.quorumLoss RestoreFromBackup is not supported yet: remove it or set Manual"
 	}

@@ -157,7 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 // call returns; a deletion shows once the cache has the watch event, a few ms later.
 func settleLooks(a plan.Action) int {
 	switch a {
-	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership:
+	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership, plan.Compact, plan.Defragment, plan.DisarmAlarm:
 		return 1
 	case plan.DeleteMember:
 		return 4
@@ -178,8 +178,7 @@ func (r *Reconciler) lookUntilDone(ctx context.Context, c *v1alpha1.EtcdCluster,
 		if err != nil {
 			break
 		}
-		k, ok := planner.DoneUpTo(rec.Steps, int(rec.Current), fresh)
-		if ok && k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
+		if k, ok := shownUpTo(c, rec, o, fresh); ok && k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
 			return o, fresh, true
 		}
 	}
@@ -212,28 +211,6 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 	return o, fresh, nil
 }
 
-// settlesAtOnce: the action's effect is in etcd when its call returns, so a linearizable
-// look right after shows it. Kubernetes objects show through the cache, and their watch
-// events start the next reconcile.
-func settlesAtOnce(a plan.Action) bool {
-	switch a {
-	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership:
-		return true
-	}
-	return false
-}
-
-// shownDone: the look shows the recorded plan's current step done (the plan as recorded
-// goes on, or is finished). Anything else waits for the next reconcile, which never runs
-// a step again before its effect had time to show.
-func shownDone(rec *v1alpha1.PlanStatus, o *observation, fresh plan.Plan) bool {
-	if rec == nil || rec.Blocked != nil {
-		return false
-	}
-	k, ok := planner.DoneUpTo(rec.Steps, int(rec.Current), fresh)
-	return ok && k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k])
-}
-
 func (r *Reconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
@@ -247,7 +224,7 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	now := r.now()
 	st := &c.Status
 	if rec := st.Plan; rec != nil && rec.Blocked == nil {
-		k, ok := doneUpTo(rec, fresh)
+		k, ok := shownUpTo(c, rec, o, fresh)
 		switch {
 		case ok && staleMembership(o, rec.Steps[rec.Current:k]):
 			// A member list not read through a quorum proves no membership change done: the

@@ -129,14 +129,29 @@ func (f *fixture) warnings() []string {
 	}
 }
 
-func TestConvergedClusterIsReadyAndAnAlarmIsNotDown(t *testing.T) {
+func TestConvergedClusterIsReady(t *testing.T) {
 	f := newFixture(t, 3, nil)
-	f.setView(func(v *planner.EtcdView) { v.Alarms = []planner.Alarm{{MemberID: "2", Type: "NOSPACE"}} })
 	c, _ := f.reconcile()
 	require.True(t, conditions.IsReady(c), "%+v", c.Status.Conditions)
 	require.Nil(t, c.Status.Plan)
+	require.Equal(t, int32(3), c.Status.ReadyReplicas)
+	require.Empty(t, f.etcd.Calls())
+}
+
+// An alarm is not a member down: members with a NOSPACE alarm whose data does not fit
+// under the quota still answer and count as ready, and the cluster stalls saying so.
+func TestAlarmIsNotDown(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) {
+		v.Alarms, v.HistoryCompacted = []planner.Alarm{{MemberID: "2", Type: planner.AlarmNoSpace}}, true
+		for i := range v.Members {
+			v.Members[i].DBSize, v.Members[i].DBInUse, v.Members[i].Quota = 16<<20, 16<<20, 16<<20
+		}
+	})
+	c, _ := f.reconcile()
 	require.Equal(t, []string{"NOSPACE on member 2"}, c.Status.Alarms)
 	require.Equal(t, int32(3), c.Status.ReadyReplicas, "members with an alarm still answer")
+	require.Equal(t, string(plan.BlockQuotaTooSmall), conditions.GetReason(c, meta.StalledCondition))
 	require.Empty(t, f.etcd.Calls())
 }
 
@@ -359,6 +374,35 @@ func TestStepsThatShowAtOnceRunInOneReconcile(t *testing.T) {
 	require.Equal(t, "3/3", c.Status.History[0].Steps)
 	require.Equal(t, []string{"none", "0 applied", "1 applied", "2 applied", "none"}, writes.plans, "each step on record before the next")
 	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-2"}, &corev1.Pod{})))
+}
+
+// A NOSPACE alarm: the first plan compacts, and is done once the history shows compacted
+// though the plan that follows (what to defragment) is one it could not foresee; the next
+// defragments the followers, moves leadership, defragments the old leader and disarms.
+func TestNospaceCompactsDefragmentsAndDisarms(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) {
+		v.Alarms = []planner.Alarm{{MemberID: "2", Type: planner.AlarmNoSpace}}
+		for i := range v.Members {
+			v.Members[i].DBSize, v.Members[i].DBInUse, v.Members[i].Quota = 120<<20, 120<<20, 128<<20
+		}
+	})
+	f.etcd.Compacted = func(v *planner.EtcdView) {
+		for i := range v.Members {
+			v.Members[i].DBInUse = 10 << 20 // the earlier revisions went
+		}
+	}
+	c, _ := f.reconcile()
+	require.Equal(t, []string{"Compact", "Defragment 2", "Defragment 3", "MoveLeader 1 2", "Defragment 1", "DisarmNoSpace 2"}, f.etcd.Calls())
+	require.Nil(t, c.Status.Plan)
+	require.Len(t, c.Status.History, 2)
+	for _, h := range c.Status.History {
+		require.Equal(t, v1alpha1.PlanSucceeded, h.Phase, "%+v", h)
+	}
+	require.Equal(t, "Compact", c.Status.History[1].Actions)
+	require.Equal(t, "Defragment demo-1, Defragment demo-2, TransferLeadership demo-0, Defragment demo-0, DisarmAlarm demo-1", c.Status.History[0].Actions)
+	require.Empty(t, c.Status.Alarms)
+	require.True(t, conditions.IsReady(c), "%+v", c.Status.Conditions)
 }
 
 // statusWrites records the plan's current step as the server holds it after each status

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/planner"
 	"github.com/etcdplan/etcdplan/planner/render"
 )
@@ -24,6 +25,19 @@ func doneUpTo(rec *v1alpha1.PlanStatus, fresh plan.Plan) (int, bool) {
 		copy(rec.Steps[k:], fresh.Steps)
 	}
 	return k, ok
+}
+
+// shownUpTo returns k when the look shows the recorded steps before k done: the fresh plan
+// is exactly the recorded steps from k on (doneUpTo), or the recorded steps left are space
+// steps whose effects show on their own (planner.SpaceStepsShown).
+func shownUpTo(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus, o *observation, fresh plan.Plan) (int, bool) {
+	if k, ok := doneUpTo(rec, fresh); ok {
+		return k, true
+	}
+	if planner.SpaceStepsShown(observe.Desired(c), rec.Steps[rec.Current:], o.Observed) {
+		return len(rec.Steps), true
+	}
+	return 0, false
 }
 
 // newRecord turns a fresh plan into the plan recorded in status.
@@ -57,7 +71,7 @@ func progress(rec *v1alpha1.PlanStatus, i int) *v1alpha1.StepProgress {
 func finish(st *v1alpha1.EtcdClusterStatus, rec *v1alpha1.PlanStatus, phase v1alpha1.PlanPhase, msg string, now time.Time) {
 	actions := make([]string, 0, len(rec.Steps))
 	for _, s := range rec.Steps {
-		actions = append(actions, string(s.Action)+" "+s.Member)
+		actions = append(actions, strings.TrimSpace(string(s.Action)+" "+s.Member))
 	}
 	r := v1alpha1.PlanRecord{
 		ID: rec.ID, Phase: phase, Steps: fmt.Sprintf("%d/%d", rec.Current, len(rec.Steps)),

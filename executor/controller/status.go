@@ -174,6 +174,8 @@ func hint(s plan.Step, reason string) string {
 		return fmt.Sprintf("Check that %s is healthy and reachable from the leader", s.Target)
 	case plan.RemoveMember, plan.AddLearner, plan.DeleteMember:
 		return "Check that a quorum of members is healthy: membership changes and deletions need one"
+	case plan.Compact, plan.Defragment, plan.DisarmAlarm:
+		return "Check that every voter is healthy and the members' disks: a defragmentation rewrites the whole database (docs/operations.md, out of space)"
 	}
 	return "Check the operator's logs and the cluster's events"
 }

@@ -62,6 +62,15 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.MoveLeader(ctx, ids[0], ids[1]) }, s.MemberID, s.TargetID)
 	case plan.RemoveMember:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.Remove(ctx, ids[0]) }, s.MemberID)
+	case plan.Compact:
+		if o.etcd == nil {
+			return errors.New("no member answers")
+		}
+		return o.etcd.Compact(ctx)
+	case plan.Defragment:
+		return withIDs(o, func(ids ...uint64) error { return o.etcd.Defragment(ctx, s.Member, ids[0]) }, s.MemberID)
+	case plan.DisarmAlarm:
+		return withIDs(o, func(ids ...uint64) error { return o.etcd.DisarmNoSpace(ctx, ids[0]) }, s.MemberID)
 	case plan.DeleteMember:
 		if err := r.deletePod(ctx, c, o, s.Member); err != nil {
 			return err

@@ -51,6 +51,12 @@ type Cluster interface {
 	Remove(ctx context.Context, id uint64) error
 	// MoveLeader asks the leader to hand leadership to the target.
 	MoveLeader(ctx context.Context, leader, target uint64) error
+	// Compact compacts the history up to the current revision.
+	Compact(ctx context.Context) error
+	// Defragment defragments the database of the member of that name and ID.
+	Defragment(ctx context.Context, name string, id uint64) error
+	// DisarmNoSpace clears a member's NOSPACE alarm.
+	DisarmNoSpace(ctx context.Context, id uint64) error
 	// SetCluster points the connection at the members' current endpoints (name -> URL), and
 	// sets the cluster ID every answer must carry ("" until the cluster first answered).
 	SetCluster(clusterID string, endpoints map[string]string)
@@ -227,8 +233,97 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 				v.Alarms = append(v.Alarms, planner.Alarm{MemberID: ID(a.MemberID), Type: a.Alarm.String()})
 			}
 		}
+		if slices.ContainsFunc(v.Alarms, func(a planner.Alarm) bool { return a.Type == planner.AlarmNoSpace }) {
+			v.HistoryCompacted = c.historyCompacted(actx, statuses)
+		}
 	}
 	return v, nil
+}
+
+// historyCompacted: the revision before the current one can no longer be read. Only a
+// read through a quorum says so.
+func (c *Client) historyCompacted(ctx context.Context, statuses []*clientv3.StatusResponse) bool {
+	var rev int64
+	for _, st := range statuses {
+		if st != nil && st.Header.Revision > rev {
+			rev = st.Header.Revision
+		}
+	}
+	if rev <= 1 {
+		return true
+	}
+	_, err := c.cli.Get(ctx, "\x00", clientv3.WithRev(rev-1), clientv3.WithCountOnly())
+	return errors.Is(err, rpctypes.ErrCompacted)
+}
+
+// Compact compacts the history up to the current revision and waits until the member it
+// asked removed it from its database, so that its size shows what defragmentation gains.
+func (c *Client) Compact(ctx context.Context) error {
+	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		st, err := cli.Status(ctx, cli.Endpoints()[0])
+		if err != nil {
+			return err
+		}
+		_, err = cli.Compact(ctx, st.Header.Revision, clientv3.WithCompactPhysical())
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return nil // compacted at this revision or later already
+		}
+		return err
+	})
+}
+
+// defragTimeout bounds a defragmentation: it rewrites the whole database file.
+const defragTimeout = 5 * time.Minute
+
+// Defragment defragments one member, at its own endpoint, once it answers as the member
+// the step names and does not lead a cluster of several voters (a leader that defragments
+// stalls every write).
+func (c *Client) Defragment(ctx context.Context, name string, id uint64) error {
+	ep, ok := c.endpoint(name)
+	if !ok {
+		return fmt.Errorf("member %s has no address", name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, defragTimeout)
+	defer cancel()
+	return through(ctx, ep, func(ctx context.Context, cli *clientv3.Client) error {
+		sctx, scancel := context.WithTimeout(ctx, statusTimeout)
+		st, err := cli.Status(sctx, ep)
+		scancel()
+		switch {
+		case err != nil:
+			return err
+		case st.Header.MemberId != id:
+			return fmt.Errorf("the member at %s is %s, not %s", ep, ID(st.Header.MemberId), ID(id))
+		case st.Leader == id:
+			list, err := cli.MemberList(ctx)
+			if err != nil {
+				return err
+			}
+			if voters(list.Members) > 1 {
+				return fmt.Errorf("%w: member %s leads the cluster", ErrNotYet, name)
+			}
+		}
+		_, err = cli.Defragment(ctx, ep)
+		return err
+	})
+}
+
+func voters(members []*etcdserverpb.Member) int {
+	n := 0
+	for _, m := range members {
+		if !m.IsLearner {
+			n++
+		}
+	}
+	return n
+}
+
+// DisarmNoSpace clears a member's NOSPACE alarm.
+func (c *Client) DisarmNoSpace(ctx context.Context, id uint64) error {
+	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: id, Alarm: etcdserverpb.AlarmType_NOSPACE})
+		return err
+	})
 }
 
 // alarmed: a member's status lists an error other than having no leader, which etcd does
@@ -261,7 +356,7 @@ func setStatus(em *planner.EtcdMember, st *clientv3.StatusResponse, v *planner.E
 	if st.Leader != 0 {
 		em.Leader = ID(st.Leader)
 	}
-	em.Version, em.RaftIndex, em.DBSize, em.DBInUse = st.Version, st.RaftIndex, st.DbSize, st.DbSizeInUse
+	em.Version, em.RaftIndex, em.DBSize, em.DBInUse, em.Quota = st.Version, st.RaftIndex, st.DbSize, st.DbSizeInUse, st.DbSizeQuota
 	// The leader's own word wins: a follower may not have heard of a new leader yet.
 	if st.Leader != 0 && (v.LeaderID == "" || st.Header.MemberId == st.Leader) {
 		v.LeaderID = ID(st.Leader)

@@ -3,6 +3,8 @@
 package observe
 
 import (
+	"k8s.io/utils/ptr"
+
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -10,13 +12,22 @@ import (
 // Desired is what the cluster's spec asks of the planner.
 func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 	return planner.Desired{
-		Name:         c.Name,
-		Namespace:    c.Namespace,
-		Generation:   c.Generation,
-		Replicas:     int(c.Spec.Replicas),
-		Version:      c.Spec.Version,
-		ConfigHash:   c.Spec.ConfigHash(),
-		ConfigFields: c.Spec.ConfigFields(),
-		Memory:       c.Spec.Storage.Medium == v1alpha1.StorageMediumMemory,
+		Name:          c.Name,
+		Namespace:     c.Namespace,
+		Generation:    c.Generation,
+		Replicas:      int(c.Spec.Replicas),
+		Version:       c.Spec.Version,
+		ConfigHash:    c.Spec.ConfigHash(),
+		ConfigFields:  c.Spec.ConfigFields(),
+		Memory:        c.Spec.Storage.Medium == v1alpha1.StorageMediumMemory,
+		QuotaBytes:    ptr.Deref(c.Spec.Options.QuotaBackendBytes, 0),
+		DefragPercent: defragPercent(c.Spec.Maintenance),
 	}
+}
+
+func defragPercent(m *v1alpha1.MaintenanceSpec) int {
+	if m == nil || m.Defrag == nil {
+		return 0
+	}
+	return int(m.Defrag.ThresholdPercent)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -22,7 +23,9 @@ type Cluster struct {
 	Err error
 	// Lag, when set, lets membership calls succeed without showing in the view: etcd
 	// applied them, and every look so far came before.
-	Lag       bool
+	Lag bool
+	// Compacted, when set, changes the view as a compaction does (what it frees).
+	Compacted func(v *planner.EtcdView)
 	calls     []string
 	nextID    uint64
 	clusterID string // set by SetCluster: a view of another cluster is refused, as Client does
@@ -142,6 +145,47 @@ func (c *Cluster) MoveLeader(_ context.Context, leader, target uint64) error {
 	}
 	if c.shows() {
 		c.view.LeaderID = etcd.ID(target)
+	}
+	return nil
+}
+
+func (c *Cluster) Compact(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("Compact"); err != nil {
+		return err
+	}
+	if c.shows() {
+		c.view.HistoryCompacted = true
+		if c.Compacted != nil {
+			c.Compacted(c.view)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) Defragment(_ context.Context, _ string, id uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("Defragment %s", etcd.ID(id)); err != nil {
+		return err
+	}
+	if !c.shows() {
+		return nil
+	}
+	return c.member(id, func(m *planner.EtcdMember) { m.DBSize = m.DBInUse })
+}
+
+func (c *Cluster) DisarmNoSpace(_ context.Context, id uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("DisarmNoSpace %s", etcd.ID(id)); err != nil {
+		return err
+	}
+	if c.shows() {
+		c.view.Alarms = slices.DeleteFunc(c.view.Alarms, func(a planner.Alarm) bool {
+			return a.MemberID == etcd.ID(id) && a.Type == planner.AlarmNoSpace
+		})
 	}
 	return nil
 }

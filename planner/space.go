@@ -1,0 +1,156 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+)
+
+// The alarms etcd raises, as Alarm.Type names them.
+const (
+	AlarmNoSpace = "NOSPACE"
+	AlarmCorrupt = "CORRUPT"
+)
+
+// defaultQuota is etcd's backend quota when spec.options.quotaBackendBytes is not set.
+const defaultQuota = 2 << 30
+
+// nospacePercent is the free share of a member's database that a NOSPACE alarm has it
+// defragmented for, and minReclaim the least free space worth a defragmentation: a member
+// serves nothing while it runs.
+const (
+	nospacePercent = 10
+	minReclaim     = 1 << 20
+)
+
+// alarmed lists the members (IDs) with an alarm of the type.
+func (m *model) alarmed(kind string) []string {
+	var ids []string
+	for _, a := range m.alarms {
+		if a.Type == kind {
+			ids = append(ids, a.MemberID)
+		}
+	}
+	return ids
+}
+
+// fragmented: at least pct percent of the member's database, and at least minReclaim, is
+// free space that defragmentation gives back.
+func fragmented(mm *member, pct int) bool {
+	free := mm.dbSize - mm.dbInUse
+	return pct > 0 && free >= minReclaim && free*100 >= int64(pct)*mm.dbSize
+}
+
+// quotaOf is the backend quota a member runs with.
+func quotaOf(mm *member, d Desired) int64 {
+	switch {
+	case mm.quota > 0:
+		return mm.quota
+	case d.QuotaBytes > 0:
+		return d.QuotaBytes
+	}
+	return defaultQuota
+}
+
+// recoverSpace answers a NOSPACE alarm as etcd's maintenance guide does: compact the
+// history, defragment the members that then hold free space (followers first, the leader
+// last after leadership moved, one at a time), and disarm the alarm once every voter's
+// database is under its quota.
+func recoverSpace(m *model, d Desired) (plan.Step, bool) {
+	ids := m.alarmed(AlarmNoSpace)
+	if len(ids) == 0 || !m.bootstrapped {
+		return plan.Step{}, false
+	}
+	if !m.historyCompacted {
+		return plan.Step{Action: plan.Compact, Precondition: plan.Precondition{Kind: plan.PreClusterHealthy},
+			Reason: "NOSPACE alarm: compact the history so that its space can be reclaimed"}, true
+	}
+	if s, ok := rollOne(m, d, func(mm *member) bool { return fragmented(mm, nospacePercent) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		return step(plan.Defragment, mm, pre, "NOSPACE alarm: %s of the database of %s is free space", mib(mm.dbSize-mm.dbInUse), mm.name)
+	}); ok {
+		return s, true
+	}
+	if overQuota(m, d) != nil {
+		return plan.Step{}, false // noSpaceLeft says what to do
+	}
+	s := plan.Step{Action: plan.DisarmAlarm, MemberID: ids[0], Precondition: plan.Precondition{Kind: plan.PreClusterHealthy},
+		Reason: "NOSPACE alarm: every member's database is under its quota again"}
+	for _, mm := range m.members {
+		if mm.id == ids[0] {
+			s.Member = mm.name
+		}
+	}
+	return s, true
+}
+
+// overQuota returns a voter whose database leaves less than a tenth of its quota free, or
+// nil: etcd raises NOSPACE before a write would pass the quota, so a database just under it
+// would raise the alarm again with the next writes.
+func overQuota(m *model, d Desired) *member {
+	for _, mm := range m.members {
+		if mm.voter() && mm.dbSize*10 > quotaOf(mm, d)*9 {
+			return mm
+		}
+	}
+	return nil
+}
+
+// noSpaceLeft blocks a plan with nothing left to do while a NOSPACE alarm stays: the data
+// itself does not fit under the quota.
+func noSpaceLeft(m *model, d Desired) *plan.Blocker {
+	mm := overQuota(m, d)
+	if len(m.alarmed(AlarmNoSpace)) == 0 || mm == nil || !m.historyCompacted {
+		return nil
+	}
+	return &plan.Blocker{Reason: plan.BlockQuotaTooSmall, Message: fmt.Sprintf(
+		"NOSPACE alarm: the database of %s holds %s in use against a quota of %s after compaction and defragmentation, less than a tenth free; "+
+			"raise spec.options.quotaBackendBytes (members restart one at a time with it) or delete keys, and the alarm is disarmed once the data fits",
+		mm.name, mib(mm.dbInUse), mib(quotaOf(mm, d)))}
+}
+
+// defragFragmented defragments, one at a time and the leader last, the members whose
+// free space reached spec.maintenance.defrag's threshold.
+func defragFragmented(m *model, d Desired) (plan.Step, bool) {
+	return rollOne(m, d, func(mm *member) bool { return mm.up && fragmented(mm, d.DefragPercent) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		return step(plan.Defragment, mm, pre, "%s of the database of %s is free space (spec.maintenance.defrag.thresholdPercent %d)",
+			mib(mm.dbSize-mm.dbInUse), mm.name, d.DefragPercent)
+	})
+}
+
+// refuseCorrupt blocks everything while etcd reports corrupt data: which member holds the
+// right data is for a person to find out.
+func refuseCorrupt(m *model) *plan.Blocker {
+	ids := m.alarmed(AlarmCorrupt)
+	if len(ids) == 0 {
+		return nil
+	}
+	return &plan.Blocker{Reason: plan.BlockCorrupt, Message: fmt.Sprintf(
+		"CORRUPT alarm on member %s: members hold different data, and the operator changes nothing until the alarm is cleared; "+
+			"compare the members (etcdctl endpoint hashkv --cluster), take a snapshot of a member whose data is right, "+
+			"replace the others (delete their volume claims: they rejoin as new members), then etcdctl alarm disarm (docs/operations.md)",
+		strings.Join(ids, ", "))}
+}
+
+// SpaceStepsShown: steps are all space steps whose effects show on their own in the
+// observation, whatever a fresh plan goes on with: the history compacted, the member no
+// longer fragmented, the alarm gone. A plan that compacted makes the next plan (what to
+// defragment) one it could not foresee: the executor records it as done, not superseded.
+func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) bool {
+	m := newModel(d, o)
+	for _, s := range steps {
+		mm := m.get(s.Member)
+		switch {
+		case s.Action == plan.Compact && m.historyCompacted:
+		case s.Action == plan.Defragment && mm != nil && mm.id == s.MemberID && mm.up && !fragmented(mm, nospacePercent):
+		case s.Action == plan.DisarmAlarm && !slices.Contains(m.alarmed(AlarmNoSpace), s.MemberID):
+		default:
+			return false
+		}
+	}
+	return len(steps) > 0
+}
+
+// mib renders a size in MiB.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -1,0 +1,97 @@
+package planner
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+)
+
+// nospace is three voters led by demo-0 whose databases reached the quota with data and
+// earlier revisions, under a NOSPACE alarm raised by demo-1.
+func nospace(c Desired, data, history int64) *world {
+	w := running(c, 3, c.Version)
+	for _, m := range w.members {
+		m.data, m.history = data, history
+	}
+	w.alarms = []Alarm{{MemberID: "2", Type: AlarmNoSpace}}
+	return w
+}
+
+// A NOSPACE alarm is answered as etcd's guide says: compact the history; then a new plan
+// defragments each member, followers first and the leader last after leadership moved,
+// and disarms the alarm once every database is under its quota.
+func TestNospaceIsRecovered(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := nospace(c, 100<<20, defaultQuota)
+	first := Plan(c, w.observe())
+	require.Equal(t, []string{"Compact "}, summary(first), "what compaction frees shows only after it")
+	stuck, err := w.apply(first.Steps[0], c)
+	require.NoError(t, err)
+	require.False(t, stuck)
+
+	second := Plan(c, w.observe())
+	require.Equal(t, []string{"Defragment demo-1", "Defragment demo-2", "TransferLeadership demo-0>demo-1", "Defragment demo-0", "DisarmAlarm demo-1"},
+		summary(second))
+	require.Contains(t, second.Steps[0].Reason, "2048.0 MiB of the database of demo-1 is free space")
+	converge(t, c, w)
+	require.Empty(t, w.alarms)
+	for _, m := range w.members {
+		require.Less(t, m.dbSize(), int64(defaultQuota))
+	}
+}
+
+// Data that does not fit under the quota even compacted and defragmented blocks with what
+// to do; raising the quota rolls the members, and the alarm is disarmed after.
+func TestNospaceOverQuotaSaysRaiseIt(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := nospace(c, defaultQuota+(1<<20), 0)
+	w.compacted = true
+	p := Plan(c, w.observe())
+	require.NotNil(t, p.Blocked)
+	require.Equal(t, plan.BlockQuotaTooSmall, p.Blocked.Reason)
+	require.Contains(t, p.Blocked.Message, "raise spec.options.quotaBackendBytes")
+
+	c.QuotaBytes, c.ConfigHash = 4<<30, "cfg-2"
+	p = Plan(c, w.observe())
+	require.Equal(t, []string{"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0", "DisarmAlarm demo-1"},
+		summary(p))
+	converge(t, c, w)
+	require.Empty(t, w.alarms)
+}
+
+// A CORRUPT alarm stops every change: which member holds the right data is for a person
+// to find out.
+func TestCorruptBlocks(t *testing.T) {
+	c := cluster(5, "3.6.16")
+	w := running(c, 3, c.Version)
+	w.alarms = []Alarm{{MemberID: "3", Type: AlarmCorrupt}}
+	p := Plan(c, w.observe())
+	require.Empty(t, p.Steps, "not even the scale-up")
+	require.Equal(t, plan.BlockCorrupt, p.Blocked.Reason)
+	require.Contains(t, p.Blocked.Message, "etcdctl endpoint hashkv")
+}
+
+// spec.maintenance.defrag's threshold defragments the members that reach it, one at a time
+// and the leader last; a defragmentation takes a member away like a restart does.
+func TestFragmentedMembersAreDefragmented(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := running(c, 3, c.Version)
+	for _, m := range w.members {
+		m.data, m.free = 10<<20, 20<<20
+	}
+	w.members["demo-2"].free = 1 << 20 // under the threshold
+	require.Empty(t, Plan(c, w.observe()).Steps, "no threshold, no defragmentation")
+	c.DefragPercent = 50
+	p := Plan(c, w.observe())
+	require.Equal(t, []string{"Defragment demo-1", "TransferLeadership demo-0>demo-1", "Defragment demo-0"}, summary(p))
+	require.Equal(t, plan.PreClusterHealthy, p.Steps[0].Precondition.Kind)
+	require.Equal(t, "2", p.Steps[0].MemberID)
+	converge(t, c, w)
+
+	w.members["demo-2"].free, w.members["demo-2"].up = 40<<20, false
+	ok, why := Check(c, plan.Step{Action: plan.Defragment, Member: "demo-0", MemberID: "1", Precondition: plan.Precondition{Kind: plan.PreNone}}, w.observe())
+	require.False(t, ok, "one member down already")
+	require.Contains(t, why, "quorum")
+}
