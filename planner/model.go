@@ -62,7 +62,7 @@ type model struct {
 	alarms         []Alarm
 	// historyCompacted: etcd's revisions before the current one are compacted.
 	historyCompacted bool
-	nextOrdinal    int
+	nextOrdinal      int
 	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
 	// member); nothing is planned then.
 	blocked *plan.Blocker
