@@ -209,7 +209,7 @@ func rollNeeded(m *model, d Desired) bool {
 // upgrade moves one member at a time to spec.version: followers first, the leader last
 // after leadership has moved to an upgraded member.
 func upgrade(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, d, func(mm *member) bool { return mm.version != d.Version }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+	return rollOne(m, d, "restarted", func(mm *member) bool { return mm.version != d.Version }, func(mm *member, pre plan.PreconditionKind) plan.Step {
 		s := step(plan.UpgradeMember, mm, pre, "spec.version %s -> %s", mm.version, d.Version)
 		s.Version = d.Version
 		return s
@@ -218,7 +218,7 @@ func upgrade(m *model, d Desired) (plan.Step, bool) {
 
 // reconfigure re-creates, one at a time, the Pods whose configuration differs from the spec.
 func reconfigure(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, d, func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+	return rollOne(m, d, "restarted", func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member, pre plan.PreconditionKind) plan.Step {
 		s := step(plan.RestartMember, mm, pre, "%s", configReason(mm, d))
 		s.Version = mm.version
 		return s
@@ -290,7 +290,7 @@ func fieldHashes(s string) map[string]string {
 // rollOne returns the step for the first voter that is up and needs it, while the whole
 // cluster is healthy, the leader last, after leadership moved. Two voters never restart one
 // of theirs: scaleUp adds a third first.
-func rollOne(m *model, d Desired, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
+func rollOne(m *model, d Desired, last string, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
 	if voters := m.countVoters(); voters == 2 {
 		return plan.Step{}, false
 	}
@@ -298,7 +298,7 @@ func rollOne(m *model, d Desired, needs func(*member) bool, do func(*member, pla
 		if !mm.voter() || !mm.pod || mm.podDeleting || !needs(mm) {
 			continue
 		}
-		if s, ok := transferFrom(m, mm, "%s leads and is restarted last", mm.name); ok {
+		if s, ok := transferFrom(m, mm, "%s leads and is %s last", mm.name, last); ok {
 			return s, true
 		}
 		return do(mm, plan.PreClusterHealthy), true

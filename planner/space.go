@@ -67,8 +67,8 @@ func recoverSpace(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{Action: plan.Compact, Precondition: plan.Precondition{Kind: plan.PreClusterHealthy},
 			Reason: "NOSPACE alarm: compact the history so that its space can be reclaimed"}, true
 	}
-	if s, ok := rollOne(m, d, func(mm *member) bool { return fragmented(mm, nospacePercent) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
-		return step(plan.Defragment, mm, pre, "NOSPACE alarm: %s of the database of %s is free space", mib(mm.dbSize-mm.dbInUse), mm.name)
+	if s, ok := rollOne(m, d, "defragmented", func(mm *member) bool { return fragmented(mm, nospacePercent) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		return step(plan.Defragment, mm, pre, "NOSPACE alarm: the database of %s holds free space to give back", mm.name)
 	}); ok {
 		return s, true
 	}
@@ -113,9 +113,9 @@ func noSpaceLeft(m *model, d Desired) *plan.Blocker {
 // defragFragmented defragments, one at a time and the leader last, the members whose
 // free space reached spec.maintenance.defrag's threshold.
 func defragFragmented(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, d, func(mm *member) bool { return mm.up && fragmented(mm, d.DefragPercent) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
-		return step(plan.Defragment, mm, pre, "%s of the database of %s is free space (spec.maintenance.defrag.thresholdPercent %d)",
-			mib(mm.dbSize-mm.dbInUse), mm.name, d.DefragPercent)
+	return rollOne(m, d, "defragmented", func(mm *member) bool { return mm.up && fragmented(mm, d.DefragPercent) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		return step(plan.Defragment, mm, pre, "free space in the database of %s reached spec.maintenance.defrag.thresholdPercent %d",
+			mm.name, d.DefragPercent)
 	})
 }
 
@@ -133,23 +133,24 @@ func refuseCorrupt(m *model) *plan.Blocker {
 		strings.Join(ids, ", "))}
 }
 
-// SpaceStepsShown: steps are all space steps whose effects show on their own in the
-// observation, whatever a fresh plan goes on with: the history compacted, the member no
-// longer fragmented, the alarm gone. A plan that compacted makes the next plan (what to
-// defragment) one it could not foresee: the executor records it as done, not superseded.
-func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) bool {
+// SpaceStepsShown counts the leading steps that are space steps whose effects show on
+// their own in the observation, whatever a fresh plan goes on with: the history compacted,
+// the member no longer fragmented, the alarm gone. What a compaction frees shows only after
+// it, so the plan that compacted cannot foresee the next steps: the executor records the
+// steps shown as done, though the plan's rest may be superseded.
+func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) int {
 	m := newModel(d, o)
-	for _, s := range steps {
+	for i, s := range steps {
 		mm := m.get(s.Member)
 		switch {
 		case s.Action == plan.Compact && m.historyCompacted:
 		case s.Action == plan.Defragment && mm != nil && mm.id == s.MemberID && mm.up && !fragmented(mm, nospacePercent):
 		case s.Action == plan.DisarmAlarm && !slices.Contains(m.alarmed(AlarmNoSpace), s.MemberID):
 		default:
-			return false
+			return i
 		}
 	}
-	return len(steps) > 0
+	return len(steps)
 }
 
 // mib renders a size in MiB.

@@ -34,7 +34,7 @@ func TestNospaceIsRecovered(t *testing.T) {
 	second := Plan(c, w.observe())
 	require.Equal(t, []string{"Defragment demo-1", "Defragment demo-2", "TransferLeadership demo-0>demo-1", "Defragment demo-0", "DisarmAlarm demo-1"},
 		summary(second))
-	require.Contains(t, second.Steps[0].Reason, "2048.0 MiB of the database of demo-1 is free space")
+	require.Contains(t, second.Steps[0].Reason, "the database of demo-1 holds free space")
 	converge(t, c, w)
 	require.Empty(t, w.alarms)
 	for _, m := range w.members {

@@ -166,8 +166,8 @@ func settleLooks(a plan.Action) int {
 }
 
 // lookUntilDone looks up to n times, settleGap apart, until a look shows the recorded
-// plan's current step done (the plan as recorded goes on, or is finished). A step is never
-// applied again in the reconcile that applied it.
+// plan's current step done (the plan goes on as recorded, is finished, or is superseded
+// after it). A step is never applied again in the reconcile that applied it.
 func (r *Reconciler) lookUntilDone(ctx context.Context, c *v1alpha1.EtcdCluster, n int) (*observation, plan.Plan, bool) {
 	rec := c.Status.Plan
 	for i := 0; i < n && rec != nil && rec.Blocked == nil; i++ {
@@ -178,7 +178,7 @@ func (r *Reconciler) lookUntilDone(ctx context.Context, c *v1alpha1.EtcdCluster,
 		if err != nil {
 			break
 		}
-		if k, ok := shownUpTo(c, rec, o, fresh); ok && k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
+		if k, _ := shownUpTo(c, rec, o, fresh); k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
 			return o, fresh, true
 		}
 	}
@@ -239,6 +239,10 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 				finish(st, rec, v1alpha1.PlanSucceeded, "", now)
 			}
 		default:
+			for i := int(rec.Current); i < k; i++ {
+				r.stepFinished(c, rec, i, now)
+			}
+			rec.Current = int32(max(k, int(rec.Current)))
 			r.event(c, corev1.EventTypeNormal, "PlanSuperseded", "plan %s superseded: the cluster or its spec changed", rec.ID)
 			finish(st, rec, v1alpha1.PlanSuperseded, "the cluster or its spec changed", now)
 		}

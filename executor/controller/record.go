@@ -27,17 +27,16 @@ func doneUpTo(rec *v1alpha1.PlanStatus, fresh plan.Plan) (int, bool) {
 	return k, ok
 }
 
-// shownUpTo returns k when the look shows the recorded steps before k done: the fresh plan
-// is exactly the recorded steps from k on (doneUpTo), or the recorded steps left are space
-// steps whose effects show on their own (planner.SpaceStepsShown).
+// shownUpTo returns k when the look shows the recorded steps before k done, and whether
+// the fresh plan is the recorded steps from k on. Done are the steps before the fresh
+// plan's exact rest (doneUpTo), else the leading space steps whose effects show on their
+// own (planner.SpaceStepsShown): the plan is then superseded after them.
 func shownUpTo(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus, o *observation, fresh plan.Plan) (int, bool) {
 	if k, ok := doneUpTo(rec, fresh); ok {
 		return k, true
 	}
-	if planner.SpaceStepsShown(observe.Desired(c), rec.Steps[rec.Current:], o.Observed) {
-		return len(rec.Steps), true
-	}
-	return 0, false
+	k := int(rec.Current) + planner.SpaceStepsShown(observe.Desired(c), rec.Steps[rec.Current:], o.Observed)
+	return k, k == len(rec.Steps)
 }
 
 // newRecord turns a fresh plan into the plan recorded in status.
