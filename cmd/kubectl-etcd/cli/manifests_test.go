@@ -31,7 +31,7 @@ func TestManifestErrors(t *testing.T) {
 		head + "spec:\n  replicas: 0\n  version: 3.6.16\n  storage: {medium: Memory}":                                   "replicas 0 parks a cluster",
 		head + "spec:\n  replicas: 3\n":                                                                                 "spec.version is required",
 		head + "spec:\n  version: 3.4.30\n":                                                                             "version must be 3.5.0 or newer",
-		head + "spec:\n  version: 3.6.16\n  maintenance: {defrag: {schedule: '0 3 * * *'}}\n":                           "spec.maintenance.defrag is not supported yet",
+		head + "spec:\n  version: 3.6.16\n  maintenance: {defrag: {schedule: '0 3 * * *'}}\n":                           "spec.maintenance.defrag.schedule is not supported yet",
 		"apiVersion: etcdplan.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: demo-client}\nspec: {version: 3.6.16}\n": "cannot end in -client",
 		"apiVersion: etcdplan.io/v1beta1\nkind: EtcdCluster\nmetadata: {name: x}\n":                                     "apiVersion etcdplan.io/v1beta1 is not supported",
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n":                                                        "no EtcdCluster",
