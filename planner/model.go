@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -83,10 +82,7 @@ func newModel(d Desired, o Observed) *model {
 	}
 	if o.Etcd != nil {
 		m.linearizable, m.clusterVersion = o.Etcd.Linearizable, o.Etcd.ClusterVersion
-		// etcd lists alarms in no fixed order.
-		m.alarms, m.historyCompacted = slices.SortedFunc(slices.Values(o.Etcd.Alarms), func(a, b Alarm) int {
-			return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.MemberID, b.MemberID))
-		}), o.Etcd.HistoryCompacted
+		m.alarms, m.historyCompacted = slices.SortedFunc(slices.Values(o.Etcd.Alarms), Alarm.Compare), o.Etcd.HistoryCompacted
 		for _, em := range o.Etcd.Members {
 			name, problem := m.identify(d, em, byName)
 			if problem != nil {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -136,6 +137,11 @@ type EtcdMember struct {
 type Alarm struct {
 	MemberID string `json:"memberID"`
 	Type     string `json:"type"`
+}
+
+// Compare orders alarms by type, then member: etcd lists them in no fixed order.
+func (a Alarm) Compare(b Alarm) int {
+	return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.MemberID, b.MemberID))
 }
 
 // PeerPort is the port members talk to each other on.

@@ -266,6 +266,23 @@ func (w *world) satisfy(p plan.Precondition) {
 	w.elect()
 }
 
+// takeDown checks a step that takes a voter out of service for a while (a restart, a
+// defragmentation): never the leader of several voters, and never below quorum. One voter
+// alone cannot avoid a moment without quorum; every larger cluster can.
+func (w *world) takeDown(s plan.Step, m *wmember, all, up int, hadQuorum bool) error {
+	if w.leader == s.Member && m.live() && all > 1 {
+		return fmt.Errorf("%s %s while it leads", s.Action, s.Member)
+	}
+	left := up
+	if m.live() {
+		left--
+	}
+	if all > 1 && hadQuorum && left < quorum(all) {
+		return fmt.Errorf("%s %s loses quorum while it is out (%d of %d up)", s.Action, s.Member, left, all)
+	}
+	return nil
+}
+
 // apply waits for the step's precondition and then does what the executor does: it runs the
 // step only when it is still the fresh plan's first step and Check allows it; then it checks
 // the safety rules and applies the step. It returns an error when a rule is broken, and
@@ -359,16 +376,8 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			m.dataLost = true
 		}
 	case plan.UpgradeMember, plan.RestartMember:
-		if w.leader == s.Member && m.live() && all > 1 {
-			return false, fmt.Errorf("%s %s while it leads", s.Action, s.Member)
-		}
-		// One voter alone cannot avoid a moment without quorum; every larger cluster can.
-		left := up
-		if m.live() {
-			left--
-		}
-		if all > 1 && hadQuorum && left < quorum(all) {
-			return false, fmt.Errorf("%s %s loses quorum while it restarts (%d of %d up)", s.Action, s.Member, left, all)
+		if err := w.takeDown(s, m, all, up, hadQuorum); err != nil {
+			return false, err
 		}
 		if s.Action == plan.UpgradeMember {
 			if err := w.versionAllowed(m, s.Version); err != nil {
@@ -388,11 +397,8 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if !isVoter || !m.live() {
 			return false, fmt.Errorf("Defragment %s, which is not a voter that runs", s.Member)
 		}
-		if w.leader == s.Member && all > 1 {
-			return false, fmt.Errorf("Defragment %s while it leads: every write stalls", s.Member)
-		}
-		if all > 1 && hadQuorum && up-1 < quorum(all) {
-			return false, fmt.Errorf("Defragment %s loses quorum while it runs (%d of %d up)", s.Member, up-1, all)
+		if err := w.takeDown(s, m, all, up, hadQuorum); err != nil {
+			return false, err
 		}
 		m.free = 0
 	case plan.DisarmAlarm:

@@ -3,7 +3,6 @@
 package etcd
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -233,9 +232,7 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 			for _, a := range alarms.Alarms {
 				v.Alarms = append(v.Alarms, planner.Alarm{MemberID: ID(a.MemberID), Type: a.Alarm.String()})
 			}
-			slices.SortFunc(v.Alarms, func(a, b planner.Alarm) int { // etcd lists them in no fixed order
-				return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.MemberID, b.MemberID))
-			})
+			slices.SortFunc(v.Alarms, planner.Alarm.Compare)
 		}
 		if slices.ContainsFunc(v.Alarms, func(a planner.Alarm) bool { return a.Type == planner.AlarmNoSpace }) {
 			v.HistoryCompacted = c.historyCompacted(actx, statuses)

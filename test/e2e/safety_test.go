@@ -29,13 +29,7 @@ import (
 // the quota stalls with QuotaTooSmall; raising the quota rolls the members one at a time,
 // the leader last, with never more than one member down, and the alarm is disarmed after.
 func TestNospaceRollsOneAtATime(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	quota := int64(16 << 20)
-	createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
-	w := startWriter(t, ns, "demo")
-	time.Sleep(time.Second)
+	ns, w := smallQuota(t)
 	// Keys of their own leave no history. While defragmentation gives back enough room, the
 	// alarm is disarmed and the writes go on, until the data itself fills the quota.
 	var c *v1alpha1.EtcdCluster
@@ -54,8 +48,7 @@ func TestNospaceRollsOneAtATime(t *testing.T) {
 	w.stopAndVerify()
 	require.Equal(t, int32(3), c.Status.ReadyReplicas, "members with an alarm still answer")
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "raise spec.options.quotaBackendBytes")
-	quota = 64 << 20
-	c = rollOneAtATime(t, ns, plan.RestartMember, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
+	c = rollOneAtATime(t, ns, plan.RestartMember, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = ptr.To[int64](64 << 20) })
 	require.Contains(t, c.Status.History[0].Actions, "DisarmAlarm", "the alarm is disarmed once the data fits")
 	require.Empty(t, c.Status.Alarms)
 	writable(t, ns)
@@ -65,13 +58,7 @@ func TestNospaceRollsOneAtATime(t *testing.T) {
 // writer running: the history is compacted, each member defragmented (the leader last,
 // after leadership moved), the alarm disarmed, and no acknowledged write is lost.
 func TestNospaceIsRecovered(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	quota := int64(16 << 20)
-	createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
-	w := startWriter(t, ns, "demo")
-	time.Sleep(time.Second)
+	ns, w := smallQuota(t)
 	fill(t, ns, func(i int) string { return fmt.Sprintf("/over/%d", i%4) }, 1<<20) // four keys, written over and over
 	c := waitFor(t, ns, "demo", 3*time.Minute, "the alarm disarmed", func(c *v1alpha1.EtcdCluster) bool {
 		return len(c.Status.Alarms) == 0 && len(c.Status.History) > 0 && strings.Contains(c.Status.History[0].Actions, "DisarmAlarm")
@@ -97,6 +84,18 @@ func TestNospaceIsRecovered(t *testing.T) {
 	require.Regexp(t, `TransferLeadership (demo-\d), Defragment (demo-\d), DisarmAlarm`, all, "the leader last, after leadership moved")
 	writable(t, ns)
 	checkMembership(t, ns, "demo")
+}
+
+// smallQuota is a ready cluster of three with a 16 MiB quota, under its own operator, and a
+// writer running.
+func smallQuota(t *testing.T) (string, *writer) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = ptr.To[int64](16 << 20) })
+	w := startWriter(t, ns, "demo")
+	time.Sleep(time.Second)
+	return ns, w
 }
 
 // fill writes values of the size under the keys key(i) gives until etcd refuses for want
