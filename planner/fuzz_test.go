@@ -37,6 +37,15 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	}
 	c.DefragPercent = 50 // fragments come with faults, and with compaction
 	w := &world{cluster: name, members: map[string]*wmember{}}
+	// Volumes of two classes and two sizes; the spec may ask for either, or (memory) none.
+	classes := []string{"a", "b", ""}
+	c.StorageClass, c.StorageBytes = classes[r.n(3)], int64(1+r.n(2))<<30
+	w.expandable = map[string]bool{"a": true, "b": false}
+	if r.flag(4) {
+		delete(w.expandable, "b") // the class cannot be read
+	}
+	w.memory = c.Replicas > 0 && r.flag(8) // admission refuses replicas 0 in memory
+	c.Memory = w.memory
 	n := r.n(7)
 	inFlight := false
 	for i := 0; i < n; i++ {
@@ -53,7 +62,8 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 			m.started = m.inEtcd || r.flag(2)
 		}
 		m.pod = m.started && !r.flag(4)
-		m.pvc = m.pod || !r.flag(4)
+		m.pvc = !w.memory && (m.pod || !r.flag(4))
+		m.class, m.bytes = classes[r.n(2)], int64(1+r.n(2))<<30
 		m.up = m.pod && !r.flag(4)
 		m.dataLost = m.pod && r.flag(8)
 		if m.dataLost {
@@ -239,6 +249,10 @@ func isConverged(w *world, d Desired) bool {
 			continue
 		}
 		if !m.inEtcd || m.learner || m.dataLost || !m.pod || m.version != d.Version || m.hash != d.ConfigHash {
+			return false
+		}
+		_, known := w.expandable[m.class]
+		if !w.memory && (!m.pvc || (d.StorageClass != "" && m.class != "" && m.class != d.StorageClass) || (known && m.bytes > 0 && m.bytes < d.StorageBytes)) {
 			return false
 		}
 		voters++

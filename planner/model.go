@@ -40,6 +40,11 @@ type member struct {
 	raftIndex    uint64
 	// The member's database file, the part of it in use, and its quota (0: not known).
 	dbSize, dbInUse, quota int64
+	// Its volume claim's class and requested size (0: not known), and whether the class
+	// can grow it (nil: not known).
+	class      string
+	bytes      int64
+	expandable *bool
 }
 
 func (mm *member) voter() bool { return mm.inEtcd && !mm.learner }
@@ -117,6 +122,7 @@ func newModel(d Desired, o Observed) *model {
 		}
 		if k.PVC != nil {
 			mm.pvc, mm.pvcDeleting, mm.pvcID = true, k.PVC.Deleting, k.PVC.MemberID
+			mm.class, mm.bytes, mm.expandable = k.PVC.StorageClass, k.PVC.Bytes, k.PVC.Expandable
 			if mm.ran == "" {
 				mm.ran = k.PVC.Version
 			}
@@ -321,14 +327,21 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			mm = &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member)}
 			m.members = append(m.members, mm)
 		}
+		class, bytes, expandable := desired.StorageClass, desired.StorageBytes, (*bool)(nil)
+		if mm.pvc { // the seed re-uses its volume
+			class, bytes, expandable = mm.class, mm.bytes, mm.expandable
+		}
 		*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, up: true, hasLeader: true,
-			pod: true, running: true, seed: true, pvc: true, version: s.Version,
+			pod: true, running: true, seed: true, pvc: true, version: s.Version, class: class, bytes: bytes, expandable: expandable,
 			configHash: desired.ConfigHash, configFields: desired.ConfigFields}
 		m.leader, m.bootstrapped, m.reachable, m.linearizable = mm.name, true, true, true
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
+		if !mm.pvc { // a new claim, of the spec's class and size
+			mm.class, mm.bytes = desired.StorageClass, desired.StorageBytes
+		}
 		mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
 		mm.version, mm.configHash, mm.configFields = s.Version, desired.ConfigHash, desired.ConfigFields
 	case plan.PromoteLearner:
@@ -356,6 +369,8 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.historyCompacted = true
 	case plan.Defragment:
 		mm.dbSize = mm.dbInUse
+	case plan.ExpandVolume:
+		mm.bytes = desired.StorageBytes
 	case plan.DisarmAlarm:
 		m.alarms = slices.DeleteFunc(slices.Clone(m.alarms), func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
 	case plan.UpgradeMember, plan.RestartMember:

@@ -87,6 +87,11 @@ type PVC struct {
 	// Version is the etcd version the member last answered with, recorded on the claim:
 	// the version its data was last served by, known even while no Pod runs.
 	Version string `json:"version,omitempty"`
+	// StorageClass is the claim's class, and Bytes the size it requests (0: not known).
+	StorageClass string `json:"storageClass,omitempty"`
+	Bytes        int64  `json:"bytes,omitempty"`
+	// Expandable: the class allows volume expansion; nil when the class could not be read.
+	Expandable *bool `json:"expandable,omitempty"`
 }
 
 // EtcdView is etcd's own view of its membership and health.

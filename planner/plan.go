@@ -34,6 +34,12 @@ type Desired struct {
 	ConfigFields string `json:"configFields,omitempty"`
 	// Memory: member data lives in memory, so it is gone with the Pod.
 	Memory bool `json:"memory,omitempty"`
+	// StorageClass is spec.storage.storageClassName: members whose volume is of another
+	// class are replaced by new members. Empty asks for none in particular.
+	StorageClass string `json:"storageClass,omitempty"`
+	// StorageBytes is spec.storage.size: smaller volumes grow, or are replaced when their
+	// class cannot grow them.
+	StorageBytes int64 `json:"storageBytes,omitempty"`
 	// QuotaBytes is spec.options.quotaBackendBytes (0: etcd's default).
 	QuotaBytes int64 `json:"quotaBytes,omitempty"`
 	// DefragPercent: members whose database is at least this share free space are
@@ -207,11 +213,12 @@ func warnings(d Desired, o Observed) []string {
 
 // next returns the first step towards the desired state, in a fixed order of concerns:
 // bootstrap, repairs that restore quorum (start voters' Pods), finish a membership change in
-// flight, replace lost members, delete leftovers, park, scale down, scale up, upgrade,
-// configuration, then space: a NOSPACE alarm, then fragmented members.
+// flight, replace lost members, delete leftovers, grow volumes, park, scale down (and
+// replace), scale up, upgrade, configuration, then space: a NOSPACE alarm, then fragmented
+// members.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
-		bootstrap, startVoters, rollDown, finishMembershipChange, replaceLostMember, deleteLeftovers, stopMembers,
+		bootstrap, startVoters, rollDown, finishMembershipChange, replaceLostMember, deleteLeftovers, expandVolumes, stopMembers,
 		scaleDown, scaleUp, upgrade, reconfigure, recoverSpace, defragFragmented,
 	} {
 		if s, ok := rule(m, d); ok {

@@ -143,12 +143,18 @@ func stopMembers(m *model, d Desired) (plan.Step, bool) {
 	return plan.Step{}, false
 }
 
-// scaleDown removes one voter: one that is down first, else the newest. A member whose Pod
-// is still starting is not down: it was just started or restarted, and will be up. Leadership
-// moves away first when the victim leads.
+// scaleDown removes one voter: one that is down first, else one to be replaced (its new
+// member has joined), else the newest. A member whose Pod is still starting is not down: it
+// was just started or restarted, and will be up. Leadership moves away first when the victim
+// leads.
 func scaleDown(m *model, d Desired) (plan.Step, bool) {
 	voters := m.countVoters()
-	if d.Replicas == 0 || voters <= d.Replicas+temporaryVoters(m, d) || len(m.learners()) > 0 {
+	old := m.replacing(d)
+	keep := d.Replicas + temporaryVoters(m, d)
+	if old != nil {
+		keep = d.Replicas // the replacement has joined: the old member goes
+	}
+	if d.Replicas == 0 || voters <= keep || len(m.learners()) > 0 {
 		return plan.Step{}, false
 	}
 	var victim, down *member
@@ -160,14 +166,20 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 			}
 		}
 	}
-	if down != nil {
+	why := ""
+	switch {
+	case down != nil:
 		victim = down
+	case old != nil:
+		victim, why = old, fmt.Sprintf("member %s leaves, replaced by a new member: %s", old.name, replacement(old, d))
+	}
+	if why == "" {
+		why = fmt.Sprintf("member %s leaves (spec.replicas %d, %d voters)", victim.name, d.Replicas, voters)
 	}
 	if s, ok := transferFrom(m, victim, "scale down removes the leader %s", victim.name); ok {
 		return s, true
 	}
-	return step(plan.RemoveMember, victim, plan.PreQuorumWithout,
-		"member %s leaves (spec.replicas %d, %d voters)", victim.name, d.Replicas, voters), true
+	return step(plan.RemoveMember, victim, plan.PreQuorumWithout, "%s", why), true
 }
 
 // scaleUp adds a learner; finishMembershipChange starts and promotes it. Two voters cannot
@@ -176,30 +188,38 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	voters := m.countVoters()
 	want := d.Replicas + temporaryVoters(m, d)
+	old := m.replacing(d)
 	if voters == 0 || voters >= want || len(m.learners()) > 0 { // no voter yet: bootstrap seeds first
 		return plan.Step{}, false
 	}
 	mm := &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
-	why := "member %s joins as a learner (spec.replicas %d, %d voters)"
-	if voters >= d.Replicas {
-		why = "member %s joins as a temporary third member, so two voters keep quorum while each restarts (spec.replicas %d, %d voters)"
+	why := fmt.Sprintf("member %s joins as a learner (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters)
+	switch {
+	case voters < d.Replicas:
+	case old != nil:
+		why = fmt.Sprintf("member %s joins to replace %s: %s", mm.name, old.name, replacement(old, d))
+	default:
+		why = fmt.Sprintf("member %s joins as a temporary third member, so two voters keep quorum while each restarts (spec.replicas %d, %d voters)",
+			mm.name, d.Replicas, voters)
 	}
-	return step(plan.AddLearner, mm, plan.PreClusterHealthy, why, mm.name, d.Replicas, voters), true
+	return step(plan.AddLearner, mm, plan.PreClusterHealthy, "%s", why), true
 }
 
-// temporaryVoters is 1 while a two-member cluster has members to restart: the third member
-// that keeps quorum during the roll.
+// temporaryVoters is 1 while a voter is to be replaced (its replacement joins before it
+// leaves), and while a two-member cluster has members to restart (the third member keeps
+// quorum during the roll).
 func temporaryVoters(m *model, d Desired) int {
-	if d.Replicas == 2 && m.countVoters() >= 2 && rollNeeded(m, d) {
+	if m.replacing(d) != nil || (d.Replicas == 2 && m.countVoters() >= 2 && rollNeeded(m, d)) {
 		return 1
 	}
 	return 0
 }
 
-// rollNeeded reports whether a voter must be restarted for the spec.
+// rollNeeded reports whether a voter must be restarted for the spec (in place: a member
+// to be replaced is not restarted).
 func rollNeeded(m *model, d Desired) bool {
 	for _, mm := range m.members {
-		if mm.voter() && mm.pod && (mm.version != d.Version || mm.configHash != d.ConfigHash) {
+		if mm.voter() && mm.pod && (mm.version != d.Version || mm.configHash != d.ConfigHash) && replacement(mm, d) == "" {
 			return true
 		}
 	}
@@ -295,7 +315,7 @@ func rollOne(m *model, d Desired, last string, needs func(*member) bool, do func
 		return plan.Step{}, false
 	}
 	for _, mm := range leaderLast(m) {
-		if !mm.voter() || !mm.pod || mm.podDeleting || !needs(mm) {
+		if !mm.voter() || !mm.pod || mm.podDeleting || !needs(mm) || replacement(mm, d) != "" {
 			continue
 		}
 		if s, ok := transferFrom(m, mm, "%s leads and is %s last", mm.name, last); ok {

@@ -38,6 +38,9 @@ type world struct {
 	clusterVersion string
 	// compacted: the history before the current revision is compacted.
 	compacted bool
+	// expandable: whether each storage class grows volumes in place (a class missing could
+	// not be read).
+	expandable map[string]bool
 }
 
 type wmember struct {
@@ -54,9 +57,19 @@ type wmember struct {
 	// The member's database: live data, earlier revisions (until compacted) and free pages
 	// (until defragmented), in bytes.
 	data, history, free int64
+	// The volume's class and size (0: not known).
+	class string
+	bytes int64
 }
 
 func (m *wmember) dbSize() int64 { return m.data + m.history + m.free }
+
+// claim gives a member starting without a volume a claim of the spec's class and size.
+func (w *world) claim(m *wmember, d Desired) {
+	if !w.memory && !m.pvc {
+		m.pvc, m.class, m.bytes = true, d.StorageClass, d.StorageBytes
+	}
+}
 
 func (w *world) sorted() []*wmember {
 	out := make([]*wmember, 0, len(w.members))
@@ -123,7 +136,10 @@ func (w *world) observe() Observed {
 			m.ran = m.version // the executor records it on the claim
 		}
 		if m.pvc {
-			km.PVC = &PVC{Bound: true, Version: m.ran}
+			km.PVC = &PVC{Bound: true, Version: m.ran, StorageClass: m.class, Bytes: m.bytes}
+			if ok, known := w.expandable[m.class]; known {
+				km.PVC.Expandable = &ok
+			}
 			if m.started {
 				km.PVC.MemberID = m.id
 			}
@@ -309,8 +325,13 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			return false, fmt.Errorf("CreateSeed %s in a formed cluster", s.Member)
 		}
 		w.nextID++
-		w.members[s.Member] = &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
-			pod: true, seed: true, up: true, pvc: !w.memory, version: s.Version, hash: d.ConfigHash}
+		seed := &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
+			pod: true, seed: true, up: true, version: s.Version, hash: d.ConfigHash}
+		if m != nil {
+			seed.pvc, seed.class, seed.bytes = m.pvc, m.class, m.bytes
+		}
+		w.members[s.Member] = seed
+		w.claim(seed, d)
 		w.clusterID, w.leader = "c1", s.Member
 	case plan.AddLearner:
 		if !w.hasQuorum() {
@@ -333,7 +354,8 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if m.dataLost || (m.started && !m.pvc) {
 			return false, fmt.Errorf("StartMember %s on lost data: a voter that forgot its log", s.Member)
 		}
-		m.pod, m.pvc, m.up, m.starting = true, !w.memory, false, true // it takes time to start
+		w.claim(m, d)
+		m.pod, m.up, m.starting = true, false, true // it takes time to start
 		m.version, m.hash = s.Version, d.ConfigHash
 	case plan.PromoteLearner:
 		if !m.live() {
@@ -401,6 +423,11 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			return false, err
 		}
 		m.free = 0
+	case plan.ExpandVolume:
+		if m == nil || !m.pvc || !w.expandable[m.class] {
+			return false, fmt.Errorf("ExpandVolume %s, whose volume cannot grow", s.Member)
+		}
+		m.bytes = max(m.bytes, d.StorageBytes)
 	case plan.DisarmAlarm:
 		quota := cmp.Or(d.QuotaBytes, defaultQuota)
 		for _, x := range w.members {

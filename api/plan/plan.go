@@ -41,6 +41,9 @@ const (
 	Defragment Action = "Defragment"
 	// DisarmAlarm clears a member's NOSPACE alarm.
 	DisarmAlarm Action = "DisarmAlarm"
+	// ExpandVolume asks a member's volume claim for spec.storage.size; its StorageClass
+	// grows the volume in place.
+	ExpandVolume Action = "ExpandVolume"
 )
 
 // PreconditionKind names what must hold before a step starts.

@@ -107,17 +107,20 @@ const (
 )
 
 // StorageSpec describes each member's data volume.
-// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable: members keep the volumes they were created with"
 // +kubebuilder:validation:XValidation:rule="(has(self.medium) && self.medium == 'Memory') == (has(oldSelf.medium) && oldSelf.medium == 'Memory')",message="storage.medium is immutable: members keep the volumes they were created with"
 type StorageSpec struct {
-	// Size of each member's volume. It may grow (when the StorageClass allows expansion) but never shrink.
+	// Size of each member's volume. It may grow but never shrink: claims of a StorageClass
+	// that allows expansion grow in place; on others, members are replaced one at a time by
+	// new members on volumes of the new size.
 	// +kubebuilder:default="1Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="storage.size cannot shrink: a volume can only grow"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be larger than zero, such as 1Gi"
 	// +optional
 	Size resource.Quantity `json:"size,omitempty"`
 
-	// StorageClassName of member volumes; empty uses the default class.
+	// StorageClassName of member volumes; empty uses the default class. Changing it moves
+	// the members one at a time onto volumes of the new class: a new member joins, then one
+	// on the old class leaves. Emptying it moves nothing.
 	// +optional
 	StorageClassName string `json:"storageClassName,omitempty"`
 

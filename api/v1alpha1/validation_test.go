@@ -126,7 +126,6 @@ func TestAdmission(t *testing.T) {
 		mutate     func(e *v1alpha1.EtcdCluster)
 	}{
 		{"storage shrinks", "storage.size cannot shrink", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Size = resource.MustParse("512Mi") }},
-		{"storage class changes", "storageClassName is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.StorageClassName = "fast" }},
 		{"medium changes", "storage.medium is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Medium = v1alpha1.StorageMediumMemory }},
 		{"tls mode changes", "tls.mode is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} }},
 	}
@@ -141,10 +140,12 @@ func TestAdmission(t *testing.T) {
 		})
 	}
 
-	t.Run("storage grows", func(t *testing.T) {
+	t.Run("storage grows and moves", func(t *testing.T) {
 		e := valid("grows")
 		require.NoError(t, c.Create(ctx, e))
 		e.Spec.Storage.Size = resource.MustParse("2Gi")
+		require.NoError(t, c.Update(ctx, e))
+		e.Spec.Storage.StorageClassName = "fast"
 		require.NoError(t, c.Update(ctx, e))
 	})
 

@@ -154,12 +154,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 
 // settleLooks is how many looks an applied step's effect gets to show in before the
 // reconcile ends: etcd answers with a membership change or a moved leader as soon as its
-// call returns; a deletion shows once the cache has the watch event, a few ms later.
+// call returns; a deletion or a grown claim shows once the cache has the watch event, a few
+// ms later.
 func settleLooks(a plan.Action) int {
 	switch a {
 	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership, plan.Compact, plan.Defragment, plan.DisarmAlarm:
 		return 1
-	case plan.DeleteMember:
+	case plan.DeleteMember, plan.ExpandVolume:
 		return 4
 	}
 	return 0

@@ -609,3 +609,47 @@ func TestStaleViewFinishesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, v.Members[3].Learner)
 }
+
+// A larger spec.storage.size grows the claims whose class allows expansion, in one reconcile
+// (each grown claim shows at once), acting only on the claim that records the step's member
+// ID; nothing restarts and etcd is not called.
+func TestClaimsGrowInPlace(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = "grows" })
+	ctx := context.Background()
+	require.NoError(t, f.kube.Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "grows"},
+		Provisioner: "example.com/grows", AllowVolumeExpansion: ptr.To(true)}))
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("2Gi") })
+	c, _ := f.reconcile()
+	require.Nil(t, c.Status.Plan, "done in one reconcile")
+	require.Equal(t, "ExpandVolume demo-0, ExpandVolume demo-1, ExpandVolume demo-2", c.Status.History[0].Actions)
+	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
+		pvc := &corev1.PersistentVolumeClaim{}
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, pvc))
+		require.Equal(t, "2Gi", pvc.Spec.Resources.Requests.Storage().String(), name)
+	}
+	require.Empty(t, f.etcd.Calls())
+
+	s := plan.Step{Action: plan.ExpandVolume, Member: "demo-1", MemberID: "7"}
+	o, err := f.r.observe(ctx, c)
+	require.NoError(t, err)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("3Gi") })
+	require.ErrorContains(t, f.r.apply(ctx, f.cluster(), o, s), "records member 2, not 7")
+}
+
+// A new member's claim is not created of a storage class that does not exist: the step waits
+// saying so, and stalls with its own reason past the deadline.
+func TestMissingStorageClassHoldsTheNewMember(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas, c.Spec.Storage.StorageClassName = 4, "missing" })
+	c := f.cluster()
+	f.setView(func(v *planner.EtcdView) {
+		v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true})
+	})
+	c, _ = f.reconcile()
+	require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "storage class missing (spec.storage.storageClassName) does not exist")
+	err := f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-3"}, &corev1.PersistentVolumeClaim{})
+	require.True(t, apierrors.IsNotFound(err), "no claim of a class that does not exist")
+	f.now = f.now.Add(2 * time.Minute)
+	c, _ = f.reconcile()
+	require.Equal(t, "StorageClassNotFound", conditions.GetReason(c, meta.StalledCondition))
+}

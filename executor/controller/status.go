@@ -162,7 +162,7 @@ func clusterVersionBehind(c *v1alpha1.EtcdCluster) bool {
 // hint tells the user what to look at when a step passes its deadline.
 func hint(s plan.Step, reason string) string {
 	switch reason {
-	case "NameTaken", "PodStuckTerminating":
+	case "NameTaken", "PodStuckTerminating", "StorageClassNotFound":
 		return "See docs/operations.md, " + reason
 	}
 	switch s.Action {
@@ -172,6 +172,8 @@ func hint(s plan.Step, reason string) string {
 		return fmt.Sprintf("Check that learner %s runs and catches up with the leader (its logs, network, disk speed)", s.Member)
 	case plan.TransferLeadership:
 		return fmt.Sprintf("Check that %s is healthy and reachable from the leader", s.Target)
+	case plan.ExpandVolume:
+		return fmt.Sprintf("Check volume claim %s: its events and conditions, and that its StorageClass can expand volumes", s.Member)
 	case plan.RemoveMember, plan.AddLearner, plan.DeleteMember:
 		return "Check that a quorum of members is healthy: membership changes and deletions need one"
 	case plan.Compact, plan.Defragment, plan.DisarmAlarm:

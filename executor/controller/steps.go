@@ -78,6 +78,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.deletePVC(ctx, c, o, s)
 	case plan.StopMember:
 		return r.deletePod(ctx, c, o, s.Member)
+	case plan.ExpandVolume:
+		return r.expandPVC(ctx, c, o, s)
 	case plan.UpgradeMember, plan.RestartMember:
 		return r.recreatePod(ctx, c, o, s)
 	}
@@ -161,6 +163,9 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		return nil
 	}
 	if c.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
+		if err := r.classExists(ctx, c, o, s.Member); err != nil {
+			return err
+		}
 		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
 			return err
 		}
@@ -233,6 +238,22 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 	return ms
 }
 
+// classExists refuses to create a member's claim of a storage class that does not exist:
+// it would never bind.
+func (r *Reconciler) classExists(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
+	name := c.Spec.Storage.StorageClassName
+	if _, ok := o.pvcs[member]; ok || name == "" {
+		return nil
+	}
+	err := r.Get(ctx, client.ObjectKey{Name: name}, &storagev1.StorageClass{})
+	if apierrors.IsNotFound(err) {
+		return &stepError{reason: "StorageClassNotFound", msg: fmt.Sprintf(
+			"storage class %s (spec.storage.storageClassName) does not exist, so the volume claim of %s cannot be created: "+
+				"create the class, or set spec.storage.storageClassName to one that exists", name, member)}
+	}
+	return nil
+}
+
 // binding reports whether a member's claim is still being bound by a storage class that
 // binds at once: a Pod created before that would be found unschedulable, and the scheduler
 // retries it only after a backoff of up to 10 s. The claim's binding wakes the next
@@ -282,6 +303,27 @@ func (r *Reconciler) deletePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 		return nil
 	}
 	return err
+}
+
+// expandPVC asks a member's claim for spec.storage.size; the claim's class grows the
+// volume. A claim that records another member ID than the step's is not touched.
+func (r *Reconciler) expandPVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	pvc := o.pvcs[s.Member]
+	switch {
+	case pvc == nil || pvc.DeletionTimestamp != nil:
+		return fmt.Errorf("member %s has no volume claim to expand", s.Member)
+	case !owned(c, pvc, true):
+		return nameTaken("PersistentVolumeClaim", s.Member)
+	case pvc.Annotations[resources.AnnotationMemberID] != s.MemberID:
+		return fmt.Errorf("volume claim %s records member %s, not %s: it is kept as it is", s.Member, pvc.Annotations[resources.AnnotationMemberID], s.MemberID)
+	}
+	want := c.Spec.Storage.Size
+	if have := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; have.Cmp(want) >= 0 {
+		return nil
+	}
+	grown := pvc.DeepCopy()
+	grown.Spec.Resources.Requests[corev1.ResourceStorage] = want
+	return r.Patch(ctx, grown, client.MergeFromWithOptions(pvc, client.MergeFromWithOptimisticLock{}))
 }
 
 // deletePVC deletes the volume claim of a member that left. A claim that records a member

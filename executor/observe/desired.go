@@ -20,6 +20,8 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 		ConfigHash:    c.Spec.ConfigHash(),
 		ConfigFields:  c.Spec.ConfigFields(),
 		Memory:        c.Spec.Storage.Medium == v1alpha1.StorageMediumMemory,
+		StorageClass:  c.Spec.Storage.StorageClassName,
+		StorageBytes:  c.Spec.Storage.Size.Value(),
 		QuotaBytes:    ptr.Deref(c.Spec.Options.QuotaBackendBytes, 0),
 		DefragPercent: defragPercent(c.Spec.Maintenance),
 	}

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -14,7 +15,8 @@ import (
 // Members joins a cluster's member Pods and volume claims by member name. A Pod that
 // ended (member Pods never restart in place) is marked Failed: StartMember replaces it,
 // unless its preflight check found the member's data gone.
-func Members(pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim) []planner.Member {
+func Members(objs Objects) []planner.Member {
+	pods, pvcs := objs.Pods, objs.PVCs
 	byName := map[string]*planner.Member{}
 	get := func(name string) *planner.Member {
 		if m, ok := byName[name]; ok {
@@ -40,11 +42,18 @@ func Members(pods []corev1.Pod, pvcs []corev1.PersistentVolumeClaim) []planner.M
 		if name == "" {
 			continue
 		}
+		class := ptr.Deref(c.Spec.StorageClassName, "")
+		req := c.Spec.Resources.Requests[corev1.ResourceStorage]
 		get(name).PVC = &planner.PVC{
-			Bound:    c.Status.Phase == corev1.ClaimBound,
-			Deleting: c.DeletionTimestamp != nil,
-			MemberID: c.Annotations[resources.AnnotationMemberID],
-			Version:  c.Annotations[resources.AnnotationRanVersion],
+			Bound:        c.Status.Phase == corev1.ClaimBound,
+			Deleting:     c.DeletionTimestamp != nil,
+			MemberID:     c.Annotations[resources.AnnotationMemberID],
+			Version:      c.Annotations[resources.AnnotationRanVersion],
+			StorageClass: class,
+			Bytes:        req.Value(),
+		}
+		if ok, known := objs.Expandable[class]; known {
+			get(name).PVC.Expandable = &ok
 		}
 	}
 	out := make([]planner.Member, 0, len(byName))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -12,10 +14,12 @@ import (
 	"github.com/etcdplan/etcdplan/planner"
 )
 
-// Objects are a cluster's member Pods and volume claims.
+// Objects are a cluster's member Pods and volume claims, and whether the claims' storage
+// classes allow volume expansion (a class that could not be read is missing).
 type Objects struct {
-	Pods []corev1.Pod
-	PVCs []corev1.PersistentVolumeClaim
+	Pods       []corev1.Pod
+	PVCs       []corev1.PersistentVolumeClaim
+	Expandable map[string]bool
 }
 
 // List reads a cluster's member Pods and volume claims. They are found by label, so the
@@ -31,7 +35,24 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 	if err := r.List(ctx, &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
 		return o, fmt.Errorf("listing member volume claims: %w", err)
 	}
-	return Objects{Pods: pods.Items, PVCs: pvcs.Items}, nil
+	return Objects{Pods: pods.Items, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items)}, nil
+}
+
+// expandable reads the storage classes of the claims. One that cannot be read (gone, or
+// not readable with the caller's rights) is left out: nothing is planned on a guess.
+func expandable(ctx context.Context, r client.Reader, pvcs []corev1.PersistentVolumeClaim) map[string]bool {
+	out := map[string]bool{}
+	for _, pvc := range pvcs {
+		name := ptr.Deref(pvc.Spec.StorageClassName, "")
+		if _, ok := out[name]; ok || name == "" {
+			continue
+		}
+		sc := &storagev1.StorageClass{}
+		if r.Get(ctx, client.ObjectKey{Name: name}, sc) == nil {
+			out[name] = ptr.Deref(sc.AllowVolumeExpansion, false)
+		}
+	}
+	return out
 }
 
 // Observed is what Kubernetes alone shows of the cluster: everything but etcd's view,
@@ -43,6 +64,6 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		NextOrdinal:     int(c.Status.NextOrdinal),
 		StalledLearners: c.Status.StalledLearners,
 		Recorded:        Recorded(c),
-		Members:         Members(o.Pods, o.PVCs),
+		Members:         Members(o),
 	}
 }

@@ -130,7 +130,7 @@ func writeMembers(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects) e
 	for i := range objs.Pods {
 		pods[objs.Pods[i].Labels[resources.LabelMember]] = &objs.Pods[i]
 	}
-	members := observe.Members(objs.Pods, objs.PVCs)
+	members := observe.Members(objs)
 	kube := map[string]planner.Member{}
 	for _, m := range members {
 		kube[m.Name] = m

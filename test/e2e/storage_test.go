@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/test/stack"
+)
+
+// A larger size grows every member's claim in place (the stack's class allows expansion):
+// no Pod is restarted, and etcd keeps its members.
+func TestStorageGrowsInPlace(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	createReady(t, ns, 3)
+	pods := podUIDs(t, ns)
+	before := checkMembership(t, ns, "demo")
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("128Mi") })
+	c := waitFor(t, ns, "demo", time.Minute, "the claims grown", func(c *v1alpha1.EtcdCluster) bool {
+		return ready(c) && c.Status.ObservedGeneration == c.Generation && len(c.Status.History) > 0
+	})
+	requireHistory(t, c, "ExpandVolume demo-0, ExpandVolume demo-1, ExpandVolume demo-2")
+	for _, pvc := range claims(t, ns) {
+		want := resource.MustParse("128Mi")
+		require.Zero(t, want.Cmp(pvc.Spec.Resources.Requests[corev1.ResourceStorage]), pvc.Name)
+		require.Eventually(t, func() bool {
+			got := &corev1.PersistentVolumeClaim{}
+			require.NoError(t, env.client.Get(context.Background(), client.ObjectKeyFromObject(&pvc), got))
+			have := got.Status.Capacity[corev1.ResourceStorage]
+			return have.Cmp(want) == 0
+		}, time.Minute, 200*time.Millisecond, "the class grows the volume of %s", pvc.Name)
+	}
+	require.Equal(t, pods, podUIDs(t, ns), "no Pod restarted")
+	require.ElementsMatch(t, before.Members, checkMembership(t, ns, "demo").Members)
+}
+
+// A new storage class moves the members one at a time with a writer running: a member joins
+// on the new class before one on the old leaves (the leader last, after leadership moved),
+// so etcd never has fewer than three voters, and no acknowledged write is lost. The new
+// class cannot expand volumes, so a larger size then moves them again.
+func TestStorageMovesToANewClass(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	class := "fixed-" + ns // cluster-scoped: one per test
+	require.NoError(t, env.client.Create(context.Background(), &storagev1.StorageClass{
+		ObjectMeta: metaName("", class), Provisioner: stack.Provisioner,
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate), ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete),
+		AllowVolumeExpansion: ptr.To(false),
+	}))
+	t.Cleanup(func() {
+		_ = env.client.Delete(context.Background(), &storagev1.StorageClass{ObjectMeta: metaName("", class)})
+	})
+	createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = stack.StorageClass })
+	w := startWriter(t, ns, "demo")
+	for _, step := range []struct {
+		what   string
+		change func(c *v1alpha1.EtcdCluster)
+		size   string
+	}{
+		{"a new class", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = class }, "64Mi"},
+		{"a size the class cannot grow to", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("96Mi") }, "96Mi"},
+	} {
+		voters := watchVoters(t, ns, "demo")
+		update(t, ns, "demo", step.change)
+		c := waitFor(t, ns, "demo", 4*time.Minute, "members moved for "+step.what, func(c *v1alpha1.EtcdCluster) bool {
+			if !ready(c) || c.Status.ObservedGeneration != c.Generation {
+				return false
+			}
+			for _, pvc := range claims(t, ns) {
+				if ptr.Deref(pvc.Spec.StorageClassName, "") != class || pvc.Spec.Resources.Requests.Storage().String() != step.size {
+					return false
+				}
+			}
+			return len(claims(t, ns)) == 3
+		})
+		require.GreaterOrEqual(t, voters.stop(), 3, "etcd had three voters throughout (%s)", step.what)
+		require.GreaterOrEqual(t, c.Status.NextOrdinal, int32(6), "three new members joined")
+		checkMembership(t, ns, "demo")
+	}
+	w.stopAndVerify()
+	t.Logf("moving storage twice: %d writes failed (5 s timeout), worst latency %v", w.failed, w.maxLat)
+}
+
+// claims are the member volume claims of the cluster "demo" in ns.
+func claims(t *testing.T, ns string) []corev1.PersistentVolumeClaim {
+	t.Helper()
+	var list corev1.PersistentVolumeClaimList
+	require.NoError(t, env.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "demo"}))
+	return list.Items
+}
+
+// podUIDs are the member Pods of "demo" by name.
+func podUIDs(t *testing.T, ns string) map[string]types.UID {
+	t.Helper()
+	var list corev1.PodList
+	require.NoError(t, env.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "demo"}))
+	out := map[string]types.UID{}
+	for _, p := range list.Items {
+		out[p.Name] = p.UID
+	}
+	return out
+}
+
+// voterWatch records the fewest voters etcd listed while an operation ran.
+type voterWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	least  int
+}
+
+func watchVoters(t *testing.T, ns, name string) *voterWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	v := &voterWatch{cancel: cancel, done: make(chan struct{}), least: 99}
+	id := get(t, ns, name).Status.ClusterID
+	cli := etcdClient(t, endpoints(t, ns, name))
+	go func() {
+		defer close(v.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			if i%10 == 0 {
+				if eps := endpoints(t, ns, name); len(eps) > 0 {
+					cli.SetEndpoints(eps...)
+				}
+			}
+			lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
+			list, err := cli.MemberList(lctx)
+			lcancel()
+			if err == nil && sameCluster(list.Header, id) == nil {
+				n := 0
+				for _, m := range list.Members {
+					if !m.IsLearner {
+						n++
+					}
+				}
+				v.mu.Lock()
+				v.least = min(v.least, n)
+				v.mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return v
+}
+
+func (v *voterWatch) stop() int {
+	v.cancel()
+	<-v.done
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.least
+}
