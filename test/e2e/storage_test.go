@@ -163,3 +163,28 @@ func (v *voterWatch) stop() int {
 	defer v.mu.Unlock()
 	return v.least
 }
+
+// Members in memory lose their data with their Pod: a configuration change replaces them one
+// at a time (a new member joins, then an old one leaves) and restarts none, with a writer
+// running and etcd never below three voters.
+func TestMemoryMembersAreReplaced(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory })
+	w := startWriter(t, ns, "demo")
+	voters := watchVoters(t, ns, "demo")
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Options.SnapshotCount = ptr.To[int64](20000)
+	})
+	c := waitFor(t, ns, "demo", 4*time.Minute, "the members replaced", func(c *v1alpha1.EtcdCluster) bool {
+		return ready(c) && c.Status.ObservedGeneration == c.Generation && c.Status.NextOrdinal >= 6
+	})
+	require.GreaterOrEqual(t, voters.stop(), 3, "etcd had three voters throughout")
+	w.stopAndVerify()
+	for _, h := range c.Status.History {
+		require.NotContains(t, h.Actions, "RestartMember", "no member in memory is restarted: %+v", c.Status.History)
+	}
+	checkMembership(t, ns, "demo")
+	t.Logf("replacing members in memory: %d writes failed (5 s timeout), worst latency %v", w.failed, w.maxLat)
+}
