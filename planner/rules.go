@@ -166,15 +166,15 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 			}
 		}
 	}
-	why := ""
 	switch {
 	case down != nil:
 		victim = down
 	case old != nil:
-		victim, why = old, fmt.Sprintf("member %s leaves, replaced by a new member: %s", old.name, replacement(old, d))
+		victim = old
 	}
-	if why == "" {
-		why = fmt.Sprintf("member %s leaves (spec.replicas %d, %d voters)", victim.name, d.Replicas, voters)
+	why := fmt.Sprintf("member %s leaves (spec.replicas %d, %d voters)", victim.name, d.Replicas, voters)
+	if victim == old {
+		why = fmt.Sprintf("member %s leaves, replaced by a new member: %s", old.name, replacement(old, d))
 	}
 	if s, ok := transferFrom(m, victim, "scale down removes the leader %s", victim.name); ok {
 		return s, true

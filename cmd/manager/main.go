@@ -58,7 +58,9 @@ func run() error {
 	flag.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
 	flag.StringVar(&o.etcdRepository, "etcd-image-repository", "quay.io/coreos/etcd", "etcd image repository; tags are v<version>")
 	flag.StringVar(&o.selfImage, "operator-image", "", "the operator's own image, run by member Pods for their preflight check (default: read from the operator's Pod, named by POD_NAME and POD_NAMESPACE)")
-	flag.IntVar(&o.workers, "workers", 4, "clusters reconciled at once")
+	// A reconcile mostly waits on the API server and etcd, so many run at once: a restarted
+	// operator looks at every cluster within moments instead of a few at a time.
+	flag.IntVar(&o.workers, "workers", 16, "clusters reconciled at once")
 	flag.StringVar(&o.crashAfterEffectMarkersDir, "test-crash-after-effect", "", "testing only: exit right after each step's effect, once per step, leaving markers in this directory")
 	// Milliseconds in log times: steps take a few hundred of them.
 	zapOpts := zap.Options{TimeEncoder: zapcore.ISO8601TimeEncoder}

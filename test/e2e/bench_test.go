@@ -52,8 +52,17 @@ func TestBench(t *testing.T) {
 	}
 	ctrllog.SetLogger(logr.Discard()) // the sampler's informers log through it
 	opNS, floorNS := namespace(t), namespace(t)
-	startOperator(t, opNS)
 	b := &bench{t: t, opNS: opNS, floorNS: floorNS}
+	// BENCH_ONLY=clusters measures only the operator restart and the many clusters, and
+	// writes no docs: for looking into those two alone.
+	if os.Getenv("BENCH_ONLY") == "clusters" {
+		r := b.restart(10)
+		b.clear(b.restartNS)
+		sr := b.scale(benchClusters())
+		t.Logf("bench: restart %s; %d clusters reconciled %v after a restart", span(r.Start, r.Start.Add(r.Operator)), sr.Clusters, sr.ReconciledAfterStart)
+		return
+	}
+	startOperator(t, opNS)
 	// Joins swing most between runs (etcd 3.6 sometimes holds a joining member's client
 	// port for 7 s, see docs/benchmarks.md): the scenarios made of joins run several times.
 	runs := 3
@@ -130,15 +139,17 @@ func TestBench(t *testing.T) {
 	}, nil))
 
 	results = append(results, b.restart(10))
-	// 50 clusters (150 members) created at once overload a 2-core machine: after 10 minutes
-	// only 4 were Ready, with a load average of 125. BENCH_CLUSTERS sets the number; the
-	// other scenarios' clusters go first.
-	clusters := 20
+	b.clear(opNS, floorNS, b.restartNS) // the other scenarios' clusters go first
+	report(t, results, b.scale(benchClusters()))
+}
+
+// benchClusters is how many clusters one operator runs at once: BENCH_CLUSTERS, 20 by
+// default.
+func benchClusters() int {
 	if n, err := strconv.Atoi(os.Getenv("BENCH_CLUSTERS")); err == nil {
-		clusters = n
+		return n
 	}
-	b.clear(opNS, floorNS, b.restartNS)
-	report(t, results, b.scale(clusters))
+	return 20
 }
 
 // bootstrap measures creating a cluster of n members, and returns the floor's for the
