@@ -50,7 +50,10 @@ func summary(p plan.Plan) []string {
 // converge applies the plan to the world step by step, re-planning after each step and
 // checking that the new plan is the rest of the old one, step for step (the executor
 // supersedes a plan whose next step differs from the fresh plan's in any field).
-func converge(t *testing.T, c Desired, w *world) {
+func converge(t *testing.T, c Desired, w *world) { convergeWith(t, c, w, nil) }
+
+// convergeWith is converge calling after (when not nil) with each step once it is applied.
+func convergeWith(t *testing.T, c Desired, w *world, after func(plan.Step)) {
 	t.Helper()
 	p := Plan(c, w.observe())
 	for i := 0; len(p.Steps) > 0; i++ {
@@ -62,6 +65,9 @@ func converge(t *testing.T, c Desired, w *world) {
 			require.NoError(t, err)
 		}
 		require.False(t, stuck, "step %v cannot start", p.Steps[0])
+		if after != nil {
+			after(p.Steps[0])
+		}
 		next := Plan(c, w.observe())
 		require.Equal(t, summary(p)[1:], summary(next), "re-planning after %s %s", p.Steps[0].Action, p.Steps[0].Member)
 		for j, s := range next.Steps {

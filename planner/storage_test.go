@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/api/plan"
 )
 
 // onVolumes is n healthy voters on volumes of a class and size, led by demo-0.
@@ -16,29 +18,16 @@ func onVolumes(c Desired, n int, class string, bytes int64, expandable map[strin
 	return w
 }
 
-// replaceAll applies plans until none is left, and checks the cluster never had fewer
-// voters that answer than it started with.
+// replaceAll converges the world (see converge) and checks the cluster never had fewer
+// voters that answer than it started with, and ends as the spec asks.
 func replaceAll(t *testing.T, c Desired, w *world) {
 	t.Helper()
 	_, least := w.voters()
-	for i := 0; ; i++ {
-		require.Less(t, i, 60, "no convergence")
-		p := Plan(c, w.observe())
-		if len(p.Steps) == 0 {
-			require.Nil(t, p.Blocked)
-			break
-		}
-		stuck, err := w.apply(p.Steps[0], c)
-		require.NoError(t, err)
-		if stuck && w.settle() {
-			stuck, err = w.apply(p.Steps[0], c)
-			require.NoError(t, err)
-		}
-		require.False(t, stuck, "step %v cannot start", p.Steps[0])
+	convergeWith(t, c, w, func(s plan.Step) {
 		w.settle()
 		_, up := w.voters()
-		require.GreaterOrEqual(t, up, least, "after %s %s", p.Steps[0].Action, p.Steps[0].Member)
-	}
+		require.GreaterOrEqual(t, up, least, "after %s %s", s.Action, s.Member)
+	})
 	require.True(t, isConverged(w, c))
 }
 

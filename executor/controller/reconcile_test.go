@@ -115,6 +115,11 @@ func (f *fixture) setView(edit func(v *planner.EtcdView)) {
 	f.etcd.SetView(v)
 }
 
+// learnerAdded adds to etcd's view member demo-3 (ID 4), added as a learner and not started.
+func (f *fixture) learnerAdded(v *planner.EtcdView) {
+	v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{resources.PeerURL(f.cluster(), "demo-3")}, Learner: true})
+}
+
 func (f *fixture) warnings() []string {
 	var out []string
 	for {
@@ -227,11 +232,10 @@ func TestManualApprovalHoldsThePlan(t *testing.T) {
 // Pod starts as a learner.
 func TestNewPodCarriesItsRole(t *testing.T) {
 	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
-	c := f.cluster()
 	require.NoError(t, f.kube.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-1"}}))
 	f.setView(func(v *planner.EtcdView) {
 		v.Members[1].Answering, v.Members[1].Leader = false, ""
-		v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true})
+		f.learnerAdded(v)
 	})
 	for _, want := range []struct {
 		name string
@@ -287,11 +291,8 @@ func TestPodWaitsForItsClaimToBind(t *testing.T) {
 	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas, c.Spec.Storage.StorageClassName = 4, "fast" })
 	require.NoError(t, f.kube.Create(context.Background(), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"},
 		Provisioner: "example.com/fast", VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}))
-	c := f.cluster()
-	f.setView(func(v *planner.EtcdView) {
-		v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true})
-	})
-	c, _ = f.reconcile()
+	f.setView(f.learnerAdded)
+	c, _ := f.reconcile()
 	require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
 	require.Contains(t, c.Status.Plan.Progress[0].Message, "to be bound")
 	pod := &corev1.Pod{}
@@ -640,11 +641,8 @@ func TestClaimsGrowInPlace(t *testing.T) {
 // saying so, and stalls with its own reason past the deadline.
 func TestMissingStorageClassHoldsTheNewMember(t *testing.T) {
 	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas, c.Spec.Storage.StorageClassName = 4, "missing" })
-	c := f.cluster()
-	f.setView(func(v *planner.EtcdView) {
-		v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true})
-	})
-	c, _ = f.reconcile()
+	f.setView(f.learnerAdded)
+	c, _ := f.reconcile()
 	require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
 	require.Contains(t, c.Status.Plan.Progress[0].Message, "storage class missing (spec.storage.storageClassName) does not exist")
 	err := f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-3"}, &corev1.PersistentVolumeClaim{})

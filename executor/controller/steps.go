@@ -267,8 +267,8 @@ func (r *Reconciler) binding(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		(pvc.Status.Phase != corev1.ClaimPending && pvc.Status.Phase != "") || ptr.Deref(pvc.Spec.StorageClassName, "") == "" {
 		return false
 	}
-	sc := &storagev1.StorageClass{}
-	if r.APIReader.Get(ctx, client.ObjectKey{Name: *pvc.Spec.StorageClassName}, sc) != nil {
+	sc := &storagev1.StorageClass{} // from the cache: StorageClasses are watched
+	if r.Get(ctx, client.ObjectKey{Name: *pvc.Spec.StorageClassName}, sc) != nil {
 		return false
 	}
 	return ptr.Deref(sc.VolumeBindingMode, storagev1.VolumeBindingImmediate) == storagev1.VolumeBindingImmediate
@@ -308,14 +308,12 @@ func (r *Reconciler) deletePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 // expandPVC asks a member's claim for spec.storage.size; the claim's class grows the
 // volume. A claim that records another member ID than the step's is not touched.
 func (r *Reconciler) expandPVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc := o.pvcs[s.Member]
-	switch {
-	case pvc == nil || pvc.DeletionTimestamp != nil:
+	pvc, err := stepClaim(c, o, s)
+	if err != nil {
+		return err
+	}
+	if pvc == nil {
 		return fmt.Errorf("member %s has no volume claim to expand", s.Member)
-	case !owned(c, pvc, true):
-		return nameTaken("PersistentVolumeClaim", s.Member)
-	case pvc.Annotations[resources.AnnotationMemberID] != s.MemberID:
-		return fmt.Errorf("volume claim %s records member %s, not %s: it is kept as it is", s.Member, pvc.Annotations[resources.AnnotationMemberID], s.MemberID)
 	}
 	want := c.Spec.Storage.Size
 	if have := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; have.Cmp(want) >= 0 {
@@ -329,21 +327,30 @@ func (r *Reconciler) expandPVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 // deletePVC deletes the volume claim of a member that left. A claim that records a member
 // ID is deleted only as that member's: the step carries the ID the planner saw gone.
 func (r *Reconciler) deletePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc := o.pvcs[s.Member]
-	if pvc == nil || pvc.DeletionTimestamp != nil {
-		return nil
+	pvc, err := stepClaim(c, o, s)
+	if pvc == nil || err != nil {
+		return err
 	}
-	if !owned(c, pvc, true) {
-		return nameTaken("PersistentVolumeClaim", s.Member)
-	}
-	if id := pvc.Annotations[resources.AnnotationMemberID]; id != s.MemberID {
-		return fmt.Errorf("volume claim %s records member %s, not %s: it is kept", s.Member, id, s.MemberID)
-	}
-	err := r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
+	err = r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
 	return err
+}
+
+// stepClaim is the member's volume claim a step may act on: this cluster's, and recording
+// the step's member ID (or none, as the step). nil when there is none or it is going.
+func stepClaim(c *v1alpha1.EtcdCluster, o *observation, s plan.Step) (*corev1.PersistentVolumeClaim, error) {
+	pvc := o.pvcs[s.Member]
+	switch {
+	case pvc == nil || pvc.DeletionTimestamp != nil:
+		return nil, nil
+	case !owned(c, pvc, true):
+		return nil, nameTaken("PersistentVolumeClaim", s.Member)
+	case pvc.Annotations[resources.AnnotationMemberID] != s.MemberID:
+		return nil, fmt.Errorf("volume claim %s records member %s, not %s: it is kept as it is", s.Member, pvc.Annotations[resources.AnnotationMemberID], s.MemberID)
+	}
+	return pvc, nil
 }
 
 // recreatePod replaces a member's Pod with one rendered from the current spec at the

@@ -291,7 +291,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 		p = startProbe(t, b.opNS, cluster)
 	}
 	s := startSampler(t, b.opNS, cluster)
-	opBefore, floorBefore := b.podUIDs(b.opNS, cluster), b.podUIDs(b.floorNS, cluster)
+	opBefore, floorBefore := podUIDs(t, b.opNS, cluster), podUIDs(t, b.floorNS, cluster)
 	r.Start = time.Now()
 	change()
 	r.Operator = b.until(r.Start, done(b.opNS))
@@ -388,9 +388,9 @@ func (b *bench) podExists(ns, name string) bool {
 }
 
 // podUIDs are the UIDs of a cluster's member Pods.
-func (b *bench) podUIDs(ns, cluster string) map[types.UID]bool {
+func podUIDs(t *testing.T, ns, cluster string) map[types.UID]bool {
 	var pods corev1.PodList
-	require.NoError(b.t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
+	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
 	uids := map[types.UID]bool{}
 	for _, p := range pods.Items {
 		uids[p.UID] = true

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,7 +25,7 @@ func TestStorageGrowsInPlace(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	createReady(t, ns, 3)
-	pods := podUIDs(t, ns)
+	pods := podUIDs(t, ns, "demo")
 	before := checkMembership(t, ns, "demo")
 	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("128Mi") })
 	c := waitFor(t, ns, "demo", time.Minute, "the claims grown", func(c *v1alpha1.EtcdCluster) bool {
@@ -43,7 +42,7 @@ func TestStorageGrowsInPlace(t *testing.T) {
 			return have.Cmp(want) == 0
 		}, time.Minute, 200*time.Millisecond, "the class grows the volume of %s", pvc.Name)
 	}
-	require.Equal(t, pods, podUIDs(t, ns), "no Pod restarted")
+	require.Equal(t, pods, podUIDs(t, ns, "demo"), "no Pod restarted")
 	require.ElementsMatch(t, before.Members, checkMembership(t, ns, "demo").Members)
 }
 
@@ -101,18 +100,6 @@ func claims(t *testing.T, ns string) []corev1.PersistentVolumeClaim {
 	var list corev1.PersistentVolumeClaimList
 	require.NoError(t, env.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "demo"}))
 	return list.Items
-}
-
-// podUIDs are the member Pods of "demo" by name.
-func podUIDs(t *testing.T, ns string) map[string]types.UID {
-	t.Helper()
-	var list corev1.PodList
-	require.NoError(t, env.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "demo"}))
-	out := map[string]types.UID{}
-	for _, p := range list.Items {
-		out[p.Name] = p.UID
-	}
-	return out
 }
 
 // voterWatch records the fewest voters etcd listed while an operation ran.
