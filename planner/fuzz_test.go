@@ -153,6 +153,13 @@ func (w *world) fault(r *bytesReader) {
 				break
 			}
 		}
+	case 7: // spec.maintenance.defrag.schedule comes
+		w.defragDue = nil
+		for _, m := range w.sorted() {
+			if m.inEtcd {
+				w.defragDue = append(w.defragDue, m.id)
+			}
+		}
 	case 4: // a Pod fails to start and ends: its member needs another
 		for _, m := range w.sorted() {
 			if m.starting {

@@ -67,14 +67,19 @@ type model struct {
 	alarms         []Alarm
 	// historyCompacted: etcd's revisions before the current one are compacted.
 	historyCompacted bool
-	nextOrdinal      int
+	// defragDue are the member IDs scheduled defragmentation has still to do.
+	defragDue   map[string]bool
+	nextOrdinal int
 	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
 	// member); nothing is planned then.
 	blocked *plan.Blocker
 }
 
 func newModel(d Desired, o Observed) *model {
-	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil}
+	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil, defragDue: map[string]bool{}}
+	for _, id := range o.DefragDue {
+		m.defragDue[id] = true
+	}
 	byName := map[string]*member{}
 	get := func(name string) *member {
 		if mm, ok := byName[name]; ok {
@@ -369,6 +374,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.historyCompacted = true
 	case plan.Defragment:
 		mm.dbSize = mm.dbInUse
+		delete(m.defragDue, mm.id)
 	case plan.ExpandVolume:
 		mm.bytes = desired.StorageBytes
 	case plan.DisarmAlarm:

@@ -32,6 +32,9 @@ type Observed struct {
 	// StalledLearners are the member IDs of learners whose promotion passed its progress
 	// deadline (from status): they are removed, and new members join in their place.
 	StalledLearners []string `json:"stalledLearners,omitempty"`
+	// DefragDue are the member IDs that scheduled defragmentation has still to do (from
+	// status): the schedule came, and they were fragmented then.
+	DefragDue []string `json:"defragDue,omitempty"`
 	// Members are the member Pods and volumes found in Kubernetes, by member name.
 	Members []Member `json:"members,omitempty"`
 	// Etcd is etcd's own view; nil when no member answered.
@@ -251,6 +254,7 @@ func (o Observed) Fingerprint() string {
 		ClusterID   string
 		NextOrdinal int
 		Stalled     []string
+		DefragDue   []string `json:",omitempty"`
 		Recorded    []RecordedMember
 		Members     []member
 		Reachable   bool
@@ -258,7 +262,7 @@ func (o Observed) Fingerprint() string {
 		Leader      string
 		Etcd        []etcdMember
 		Alarms      []Alarm
-	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Stalled: o.StalledLearners, Recorded: o.Recorded}
+	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Stalled: o.StalledLearners, DefragDue: o.DefragDue, Recorded: o.Recorded}
 	for _, m := range o.Members {
 		shape.Members = append(shape.Members, member{m.Name, m.Pod, m.PVC})
 	}

@@ -41,6 +41,9 @@ type world struct {
 	// expandable: whether each storage class grows volumes in place (a class missing could
 	// not be read).
 	expandable map[string]bool
+	// defragDue are the members scheduled defragmentation has still to do; like the
+	// executor, each look keeps only those still fragmented (any free space worth it).
+	defragDue []string
 }
 
 type wmember struct {
@@ -174,6 +177,8 @@ func (w *world) observe() Observed {
 			o.Etcd.LeaderID = w.leaderID()
 		}
 	}
+	w.defragDue = DefragStillDue(o, w.defragDue, 1)
+	o.DefragDue = w.defragDue
 	return o
 }
 

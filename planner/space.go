@@ -38,9 +38,11 @@ func (m *model) alarmed(kind string) []string {
 
 // fragmented: at least pct percent of the member's database, and at least minReclaim, is
 // free space that defragmentation gives back.
-func fragmented(mm *member, pct int) bool {
-	free := mm.dbSize - mm.dbInUse
-	return pct > 0 && free >= minReclaim && free*100 >= int64(pct)*mm.dbSize
+func fragmented(mm *member, pct int) bool { return fragmentedBy(mm.dbSize, mm.dbInUse, pct) }
+
+func fragmentedBy(size, inUse int64, pct int) bool {
+	free := size - inUse
+	return pct > 0 && free >= minReclaim && free*100 >= int64(pct)*size
 }
 
 // quotaOf is the backend quota a member runs with.
@@ -111,12 +113,37 @@ func noSpaceLeft(m *model, d Desired) *plan.Blocker {
 }
 
 // defragFragmented defragments, one at a time and the leader last, the members whose
-// free space reached spec.maintenance.defrag's threshold.
+// free space reached spec.maintenance.defrag's threshold, and those its schedule is due
+// for.
 func defragFragmented(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, d, "defragmented", func(mm *member) bool { return mm.up && fragmented(mm, d.DefragPercent) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+	return rollOne(m, d, "defragmented", func(mm *member) bool { return mm.up && (fragmented(mm, d.DefragPercent) || m.defragDue[mm.id]) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		if m.defragDue[mm.id] {
+			return step(plan.Defragment, mm, pre, "spec.maintenance.defrag.schedule came while the database of %s held %s free", mm.name, mib(mm.dbSize-mm.dbInUse))
+		}
 		return step(plan.Defragment, mm, pre, "free space in the database of %s reached spec.maintenance.defrag.thresholdPercent %d",
 			mm.name, d.DefragPercent)
 	})
+}
+
+// DefragStillDue keeps, of the member IDs a scheduled defragmentation has to do, those
+// still to do: a member gone from a membership read through a quorum is done, and so is
+// one that answers with less than pct percent (or 1 MiB) of its database free, whatever
+// defragmented it. A member that does not answer stays due.
+func DefragStillDue(o Observed, ids []string, pct int) []string {
+	if o.Etcd == nil {
+		return ids
+	}
+	var due []string
+	for _, id := range ids {
+		i := slices.IndexFunc(o.Etcd.Members, func(em EtcdMember) bool { return em.ID == id })
+		switch {
+		case i < 0 && o.Etcd.Linearizable:
+		case i >= 0 && o.Etcd.Members[i].Answering && !fragmentedBy(o.Etcd.Members[i].DBSize, o.Etcd.Members[i].DBInUse, pct):
+		default:
+			due = append(due, id)
+		}
+	}
+	return due
 }
 
 // refuseCorrupt blocks everything while etcd reports corrupt data: which member holds the

@@ -95,3 +95,35 @@ func TestFragmentedMembersAreDefragmented(t *testing.T) {
 	require.False(t, ok, "one member down already")
 	require.Contains(t, why, "quorum")
 }
+
+func TestScheduledDefragmentation(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := running(c, 3, c.Version)
+	for _, m := range w.members {
+		m.data, m.free = 10<<20, 2<<20
+	}
+	w.members["demo-2"].free = 512 << 10 // nothing worth giving back
+	w.defragDue = []string{"1", "2", "3"}
+	p := Plan(c, w.observe())
+	require.Equal(t, []string{"Defragment demo-1", "TransferLeadership demo-0>demo-1", "Defragment demo-0"}, summary(p))
+	require.Contains(t, p.Steps[0].Reason, "spec.maintenance.defrag.schedule came while the database of demo-1 held 2.0 MiB free")
+	require.Equal(t, []string{"1", "2"}, w.defragDue, "demo-2 had nothing to give back")
+	converge(t, c, w)
+	require.Empty(t, w.defragDue, "the round is done")
+
+	w.members["demo-1"].free = 40 << 20
+	require.Empty(t, Plan(c, w.observe()).Steps, "between two times of the schedule, nothing is due")
+}
+
+func TestDefragStillDue(t *testing.T) {
+	o := Observed{Etcd: &EtcdView{Linearizable: true, Members: []EtcdMember{
+		{ID: "1", Answering: true, DBSize: 30 << 20, DBInUse: 10 << 20},
+		{ID: "2", Answering: true, DBSize: 10 << 20, DBInUse: 10 << 20},
+		{ID: "3"}, // does not answer
+	}}}
+	require.Equal(t, []string{"1", "3"}, DefragStillDue(o, []string{"1", "2", "3", "4"}, 1), "4 left the cluster, 2 is done")
+	require.Equal(t, []string{"3"}, DefragStillDue(o, []string{"1", "2", "3"}, 70), "1 holds less than 70% free")
+	o.Etcd.Linearizable = false
+	require.Equal(t, []string{"3", "4"}, DefragStillDue(o, []string{"3", "4"}, 1), "a stale view proves no member gone")
+	require.Equal(t, []string{"4"}, DefragStillDue(Observed{}, []string{"4"}, 1), "no view, nothing known")
+}

@@ -288,15 +288,21 @@ type MaintenanceSpec struct {
 }
 
 // DefragSpec says when members are defragmented: one at a time, followers first and the
-// leader last after leadership moved, each only while every voter is healthy.
+// leader last after leadership moved, each only while every voter is healthy. The schedule
+// says when, the threshold which members: with a threshold alone, a member is defragmented
+// whenever it reaches it; with a schedule, each time it comes, the members then at the
+// threshold (without one, every member with at least 1 MiB to give back).
+// +kubebuilder:validation:XValidation:rule="has(self.schedule) || has(self.thresholdPercent)",message="maintenance.defrag needs a schedule, a thresholdPercent or both"
 type DefragSpec struct {
-	// Schedule is a cron expression ("0 3 * * *") for when defragmentation may run. Not
-	// supported yet: without it, members are defragmented whenever they reach the threshold.
+	// Schedule is a cron expression, such as "0 3 * * *" (five fields, minute first, in UTC
+	// unless it starts with CRON_TZ=<zone>; a sixth field in front counts seconds), or a
+	// descriptor such as "@daily". A time missed while the operator was away is caught up
+	// once it is back.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(@[a-z]+|@every [0-9a-z.]+|(CRON_TZ=[^ ]+ )?[^ ]+( [^ ]+){4,5})$')",message="schedule must be a cron expression of five fields (or six, seconds first) such as \"0 3 * * *\", or a descriptor such as @daily"
 	// +optional
 	Schedule string `json:"schedule,omitempty"`
 	// ThresholdPercent: a member is defragmented once this share of its database (and at
 	// least 1 MiB) is free space.
-	// +kubebuilder:default=50
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +optional
@@ -404,9 +410,22 @@ type EtcdClusterStatus struct {
 	// History holds the last plans with their outcome, newest first.
 	// +optional
 	History []PlanRecord `json:"history,omitempty"`
+	// Defrag is the progress of scheduled defragmentation.
+	// +optional
+	Defrag *DefragStatus `json:"defrag,omitempty"`
 	// LastHandledReconcileAt is the last reconcile.fluxcd.io/requestedAt value handled.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// DefragStatus is the progress of spec.maintenance.defrag.schedule.
+type DefragStatus struct {
+	// LastScheduleTime is the last time the schedule came (or when it was first seen).
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// Pending are the IDs of the members that time's defragmentation has still to do.
+	// +optional
+	Pending []string `json:"pending,omitempty"`
 }
 
 // Unsupported names the spec fields this version of the operator cannot honour yet, so a
@@ -420,8 +439,6 @@ func (s *EtcdClusterSpec) Unsupported() string {
 		return "spec.auth is not supported yet: remove it"
 	case s.Bootstrap != nil && s.Bootstrap.Restore != nil:
 		return "spec.bootstrap.restore is not supported yet: remove it"
-	case s.Maintenance != nil && s.Maintenance.Defrag != nil && s.Maintenance.Defrag.Schedule != "":
-		return "spec.maintenance.defrag.schedule is not supported yet: remove it (thresholdPercent alone defragments members as they reach it)"
 	case s.Recovery != nil && s.Recovery.QuorumLoss == "RestoreFromBackup":
 		return "spec.recovery.quorumLoss RestoreFromBackup is not supported yet: remove it or set Manual"
 	}

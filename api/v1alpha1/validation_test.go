@@ -78,6 +78,12 @@ func TestAdmission(t *testing.T) {
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided}
 		}},
 		{"version older than 3.5", "version must be 3.5.0 or newer", func(e *v1alpha1.EtcdCluster) { e.Spec.Version = "3.4.30" }},
+		{"defrag without schedule or threshold", "maintenance.defrag needs a schedule, a thresholdPercent or both", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Maintenance = &v1alpha1.MaintenanceSpec{Defrag: &v1alpha1.DefragSpec{}}
+		}},
+		{"defrag schedule of three fields", "schedule must be a cron expression", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Maintenance = &v1alpha1.MaintenanceSpec{Defrag: &v1alpha1.DefragSpec{Schedule: "0 3 *"}}
+		}},
 		{"name too long", "metadata.name must be a DNS label of at most 50", func(e *v1alpha1.EtcdCluster) {
 			e.Name = "a" + strings.Repeat("b", 50)
 		}},

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	_ "time/tzdata" // CRON_TZ= schedules name zones, and an image may have no zone files
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"

@@ -33,6 +33,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/schedule"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -135,6 +136,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		conditions.MarkFalse(c, meta.ReadyCondition, "Unsupported", "%s", why)
 		return reconcile.Result{}, nil
 	}
+	if why := schedule.DefragInvalid(&c.Spec); why != "" {
+		conditions.MarkStalled(c, "InvalidSchedule", "%s", why)
+		conditions.MarkFalse(c, meta.ReadyCondition, "InvalidSchedule", "%s", why)
+		return reconcile.Result{}, nil
+	}
 	o, fresh, err := r.look(ctx, c)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -154,6 +160,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 		o = next
 		result, err = r.advance(ctx, c, o, fresh)
+	}
+	if !o.defragNext.IsZero() && err == nil { // be there when the schedule comes
+		if until := o.defragNext.Sub(r.now()) + 10*time.Millisecond; result.RequeueAfter == 0 || until < result.RequeueAfter {
+			result.RequeueAfter = until
+		}
 	}
 	return result, err
 }
@@ -213,6 +224,7 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 		return nil, plan.Plan{}, err
 	}
 	recordObserved(c, o)
+	o.defragNext = r.scheduleDefrag(c, o)
 	fresh := planner.Plan(observe.Desired(c), o.Observed)
 	c.Status.Warnings = fresh.Warnings
 	return o, fresh, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +27,8 @@ type observation struct {
 	etcd etcd.Cluster // nil when no member has an address
 	// applied is the action applied on this look, if any.
 	applied plan.Action
+	// defragNext is when spec.maintenance.defrag.schedule comes next (zero: no schedule).
+	defragNext time.Time
 }
 
 // clients keeps one etcd connection per cluster, re-pointed as member Pods move.

@@ -63,7 +63,16 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		ClusterID:       c.Status.ClusterID,
 		NextOrdinal:     int(c.Status.NextOrdinal),
 		StalledLearners: c.Status.StalledLearners,
+		DefragDue:       defragDue(c),
 		Recorded:        Recorded(c),
 		Members:         Members(o),
 	}
+}
+
+// defragDue are the members scheduled defragmentation has still to do, from status.
+func defragDue(c *v1alpha1.EtcdCluster) []string {
+	if c.Status.Defrag == nil {
+		return nil
+	}
+	return c.Status.Defrag.Pending
 }

@@ -10,6 +10,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/schedule"
 )
 
 // decodeIfCluster decodes the document when it is an EtcdCluster, as the API server would
@@ -106,6 +107,12 @@ func validate(c *v1alpha1.EtcdCluster) error {
 	}
 	if why := s.Unsupported(); why != "" {
 		add("%s", why)
+	}
+	if why := schedule.DefragInvalid(&s); why != "" {
+		add("%s", why)
+	}
+	if d := s.Maintenance; d != nil && d.Defrag != nil && d.Defrag.Schedule == "" && d.Defrag.ThresholdPercent == 0 {
+		add("spec.maintenance.defrag needs a schedule, a thresholdPercent or both")
 	}
 	if s.Replicas < minReplicas || s.Replicas > maxReplicas {
 		add("spec.replicas %d: must be between %d and %d", s.Replicas, minReplicas, maxReplicas)

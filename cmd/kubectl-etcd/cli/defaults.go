@@ -23,7 +23,6 @@ var crdDefaults = []struct {
 	{"spec.updateStrategy.progressDeadlineSeconds", 600},
 	{"spec.clientService.type", "ClusterIP"},
 	{"spec.imagePullSecrets[].name", ""},
-	{"spec.maintenance.defrag.thresholdPercent", 50},
 	{"spec.recovery.quorumLoss", "Manual"},
 	{"spec.tls.mode", "Disabled"},
 }
