@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -240,30 +241,73 @@ func (b *bench) noPods(within time.Duration, what string, opts ...client.ListOpt
 // manager runs an operator for ns with leader election, as deployed, and returns a stop
 // that ends it as a rollout does (SIGTERM: it releases its lease and exits).
 func (b *bench) manager(ns string) (stop func()) {
-	_, stop = b.managerWith(ns, "0")
-	return stop
+	return b.managerWith(ns, "0").stop
+}
+
+// benchOperator is an operator process that is started again when it exits on its own
+// (its leader lease lost while the machine is overloaded), as its Deployment would.
+type benchOperator struct {
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	stopped  bool
+	restarts int
+	done     chan struct{}
 }
 
 // managerWith is manager with the operator's metrics served at metricsAddr ("0": none).
-func (b *bench) managerWith(ns, metricsAddr string) (*exec.Cmd, func()) {
+func (b *bench) managerWith(ns, metricsAddr string) *benchOperator {
 	log, err := os.OpenFile(filepath.Join(env.root, ".stack", "logs", "operator-"+ns+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(b.t, err)
-	cmd := exec.Command(env.manager, "--namespaces="+ns, "--operator-image="+operatorImage, "--metrics-bind-address="+metricsAddr,
-		"--health-probe-bind-address=0", "--leader-elect", "--leader-election-namespace="+ns)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.stack.Kubeconfig())
-	cmd.Stdout, cmd.Stderr = log, log
-	require.NoError(b.t, cmd.Start())
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-			_ = log.Close()
-		}
+	start := func() (*exec.Cmd, error) {
+		cmd := exec.Command(env.manager, "--namespaces="+ns, "--operator-image="+operatorImage, "--metrics-bind-address="+metricsAddr,
+			"--health-probe-bind-address=0", "--leader-elect", "--leader-election-namespace="+ns)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.stack.Kubeconfig())
+		cmd.Stdout, cmd.Stderr = log, log
+		return cmd, cmd.Start()
 	}
-	b.t.Cleanup(stop)
-	return cmd, stop
+	cmd, err := start()
+	require.NoError(b.t, err)
+	op := &benchOperator{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		defer close(op.done)
+		for {
+			err := cmd.Wait()
+			op.mu.Lock()
+			if op.stopped {
+				op.mu.Unlock()
+				return
+			}
+			b.t.Logf("bench: the operator exited (%v): started again", err)
+			op.restarts++
+			if cmd, err = start(); err != nil {
+				op.mu.Unlock()
+				b.t.Errorf("bench: the operator could not start again: %v", err)
+				return
+			}
+			op.cmd = cmd
+			op.mu.Unlock()
+		}
+	}()
+	b.t.Cleanup(op.stop)
+	return op
+}
+
+func (o *benchOperator) pid() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.cmd.Process.Pid
+}
+
+func (o *benchOperator) stop() {
+	o.mu.Lock()
+	if o.stopped {
+		o.mu.Unlock()
+		return
+	}
+	o.stopped = true
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	o.mu.Unlock()
+	<-o.done
 }
 
 type bench struct {

@@ -12,9 +12,10 @@ import (
 )
 
 // A defragmentation schedule (every 20 s here) defragments the members fragmented when it
-// comes, followers first and the leader last after leadership moved, with a writer running
-// and every acknowledged write read back.
-func TestScheduledDefragmentation(t *testing.T) {
+// comes, followers first and the leader last after leadership moved; then a threshold alone
+// defragments them as they reach it. A writer runs throughout and every acknowledged write
+// is read back.
+func TestDefragmentation(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
@@ -23,38 +24,56 @@ func TestScheduledDefragmentation(t *testing.T) {
 	})
 	w := startWriter(t, ns, "demo")
 
-	// Revisions of one key, compacted away: free pages in every member's database.
+	fragment(t, ns)
+	c := waitDefragmented(t, ns, 3, "three members defragmented on schedule")
+	require.NotNil(t, c.Status.Defrag)
+	require.Empty(t, c.Status.Defrag.Pending)
+	require.NotNil(t, c.Status.Defrag.LastScheduleTime)
+
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Maintenance.Defrag = &v1alpha1.DefragSpec{ThresholdPercent: 30}
+	})
+	fragment(t, ns)
+	c = waitDefragmented(t, ns, 6, "three members defragmented at the threshold")
+	require.Nil(t, c.Status.Defrag)
+	w.stopAndVerify()
+	checkMembership(t, ns, "demo")
+}
+
+// fragment writes revisions of one key and compacts them away: free pages in every
+// member's database, most of it.
+func fragment(t *testing.T, ns string) {
+	t.Helper()
 	cli := etcdClient(t, endpoints(t, ns, "demo"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	big := strings.Repeat("x", 256<<10)
 	var rev int64
-	for range 16 {
+	for range 32 {
 		resp, err := cli.Put(ctx, "/fragments", big)
 		require.NoError(t, err)
 		rev = resp.Header.Revision
 	}
 	_, err := cli.Compact(ctx, rev)
 	require.NoError(t, err)
+}
 
-	c := waitFor(t, ns, "demo", 2*time.Minute, "three members defragmented on schedule", func(c *v1alpha1.EtcdCluster) bool {
-		n := 0
-		for _, h := range c.Status.History {
-			n += strings.Count(h.Actions, "Defragment ")
-		}
-		return n == 3 && c.Status.Plan == nil
-	})
-	w.stopAndVerify()
-	require.NotNil(t, c.Status.Defrag)
-	require.Empty(t, c.Status.Defrag.Pending)
+// waitDefragmented waits until the plans on record defragmented n members in all, the
+// last three followers first and the leader last after leadership moved.
+func waitDefragmented(t *testing.T, ns string, n int, what string) *v1alpha1.EtcdCluster {
+	t.Helper()
 	var actions []string
-	for _, h := range c.Status.History {
-		if strings.Contains(h.Actions, "Defragment") {
-			require.Equal(t, v1alpha1.PlanSucceeded, h.Phase, "%+v", h)
-			actions = append([]string{h.Actions}, actions...)
+	c := waitFor(t, ns, "demo", 2*time.Minute, what, func(c *v1alpha1.EtcdCluster) bool {
+		actions = nil
+		for _, h := range c.Status.History {
+			if strings.Contains(h.Actions, "Defragment") {
+				require.Equal(t, v1alpha1.PlanSucceeded, h.Phase, "%+v", h)
+				actions = append([]string{h.Actions}, actions...)
+			}
 		}
-	}
-	require.Regexp(t, `^Defragment (demo-\d), Defragment (demo-\d), TransferLeadership (demo-\d), Defragment (demo-\d)$`, strings.Join(actions, ", "),
+		return strings.Count(strings.Join(actions, ", "), "Defragment ") == n && c.Status.Plan == nil
+	})
+	require.Regexp(t, `Defragment (demo-\d), Defragment (demo-\d), TransferLeadership (demo-\d), Defragment (demo-\d)$`, strings.Join(actions, ", "),
 		"followers first, the leader last after leadership moved")
-	checkMembership(t, ns, "demo")
+	return c
 }

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -148,6 +149,26 @@ func TestUpgradeFollowersFirstLeaderLast(t *testing.T) {
 	c = refused(t, ns, "demo", time.Minute, string(plan.BlockDowngrade))
 	require.Contains(t, condition(c, "Stalled").Message, "etcd's cluster version is 3.6")
 	require.Equal(t, "3.6.16", c.Status.Version, "nothing restarted")
+}
+
+// A resources change restarts each member in turn, the leader last after leadership moved,
+// with a writer running and every acknowledged write read back.
+func TestResourcesChangeRollsOneAtATime(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	createReady(t, ns, 3)
+	w := startWriter(t, ns, "demo")
+	rollOneAtATime(t, ns, plan.RestartMember, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	})
+	w.stopAndVerify()
+	var pods corev1.PodList
+	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "demo"}))
+	require.Len(t, pods.Items, 3)
+	for _, p := range pods.Items {
+		require.Equal(t, "64Mi", p.Spec.Containers[0].Resources.Requests.Memory().String(), p.Name)
+	}
 }
 
 // rollOneAtATime changes the spec of the running cluster "demo" of three members and checks
