@@ -653,11 +653,11 @@ func TestMissingStorageClassHoldsTheNewMember(t *testing.T) {
 }
 
 // A defragmentation schedule seen for the first time waits for its next time; then the
-// members fragmented at that time are defragmented, the leader last, and nothing more until
-// the time after.
+// members at the threshold at that time are defragmented, the leader last, and nothing more
+// until the time after, though they reach the threshold again.
 func TestScheduledDefragmentation(t *testing.T) {
 	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
-		c.Spec.Maintenance = &v1alpha1.MaintenanceSpec{Defrag: &v1alpha1.DefragSpec{Schedule: "0 3 * * *"}}
+		c.Spec.Maintenance = &v1alpha1.MaintenanceSpec{Defrag: &v1alpha1.DefragSpec{Schedule: "0 3 * * *", ThresholdPercent: 50}}
 	})
 	fragment := func() {
 		f.setView(func(v *planner.EtcdView) {

@@ -27,8 +27,10 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 	}
 }
 
+// defragPercent is the threshold that defragments a member whenever it reaches it: none
+// with a schedule, which says when (the executor marks the members due then).
 func defragPercent(m *v1alpha1.MaintenanceSpec) int {
-	if m == nil || m.Defrag == nil {
+	if m == nil || m.Defrag == nil || m.Defrag.Schedule != "" {
 		return 0
 	}
 	return int(m.Defrag.ThresholdPercent)
