@@ -116,8 +116,11 @@ func noSpaceLeft(m *model, d Desired) *plan.Blocker {
 // free space reached spec.maintenance.defrag's threshold, and those its schedule is due
 // for.
 func defragFragmented(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, d, "defragmented", func(mm *member) bool { return mm.up && (fragmented(mm, d.DefragPercent) || m.defragDue[mm.id]) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
-		if m.defragDue[mm.id] {
+	// A due member is defragmented once it shows free space: one that has not answered yet
+	// may hold none.
+	due := func(mm *member) bool { return m.defragDue[mm.id] && fragmented(mm, 1) }
+	return rollOne(m, d, "defragmented", func(mm *member) bool { return mm.up && (fragmented(mm, d.DefragPercent) || due(mm)) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		if due(mm) {
 			return step(plan.Defragment, mm, pre, "spec.maintenance.defrag.schedule came while the database of %s held %s free", mm.name, mib(mm.dbSize-mm.dbInUse))
 		}
 		return step(plan.Defragment, mm, pre, "free space in the database of %s reached spec.maintenance.defrag.thresholdPercent %d",

@@ -113,6 +113,11 @@ func TestScheduledDefragmentation(t *testing.T) {
 
 	w.members["demo-1"].free = 40 << 20
 	require.Empty(t, Plan(c, w.observe()).Steps, "between two times of the schedule, nothing is due")
+
+	w.members["demo-2"].pod, w.members["demo-2"].up, w.members["demo-2"].free = false, false, 0
+	w.defragDue = []string{"3"}
+	require.Equal(t, []string{"StartMember demo-2"}, summary(Plan(c, w.observe())), "a member that did not answer shows no free space to give back yet")
+	require.Equal(t, []string{"3"}, w.defragDue, "it stays due")
 }
 
 func TestDefragStillDue(t *testing.T) {

@@ -25,7 +25,7 @@ func TestDefragmentation(t *testing.T) {
 	w := startWriter(t, ns, "demo")
 
 	fragment(t, ns)
-	c := waitDefragmented(t, ns, 3, "three members defragmented on schedule")
+	c, n := waitDefragmented(t, ns, 3, "three members defragmented on schedule")
 	require.NotNil(t, c.Status.Defrag)
 	require.Empty(t, c.Status.Defrag.Pending)
 	require.NotNil(t, c.Status.Defrag.LastScheduleTime)
@@ -34,7 +34,7 @@ func TestDefragmentation(t *testing.T) {
 		c.Spec.Maintenance.Defrag = &v1alpha1.DefragSpec{ThresholdPercent: 30}
 	})
 	fragment(t, ns)
-	c = waitDefragmented(t, ns, 6, "three members defragmented at the threshold")
+	c, _ = waitDefragmented(t, ns, n+3, "three members defragmented at the threshold")
 	require.Nil(t, c.Status.Defrag)
 	w.stopAndVerify()
 	checkMembership(t, ns, "demo")
@@ -58,22 +58,24 @@ func fragment(t *testing.T, ns string) {
 	require.NoError(t, err)
 }
 
-// waitDefragmented waits until the plans on record defragmented n members in all, the
-// last three followers first and the leader last after leadership moved.
-func waitDefragmented(t *testing.T, ns string, n int, what string) *v1alpha1.EtcdCluster {
+// waitDefragmented waits until the plans that succeeded defragmented at least n members in
+// all, the last three followers first and the leader last after leadership moved, and
+// returns how many. (A time of the schedule may come while the cluster bootstraps: a plan
+// then may be superseded before its defragmentation.)
+func waitDefragmented(t *testing.T, ns string, n int, what string) (*v1alpha1.EtcdCluster, int) {
 	t.Helper()
-	var actions []string
+	var all string
 	c := waitFor(t, ns, "demo", 2*time.Minute, what, func(c *v1alpha1.EtcdCluster) bool {
-		actions = nil
+		var actions []string
 		for _, h := range c.Status.History {
-			if strings.Contains(h.Actions, "Defragment") {
-				require.Equal(t, v1alpha1.PlanSucceeded, h.Phase, "%+v", h)
+			if h.Phase == v1alpha1.PlanSucceeded {
 				actions = append([]string{h.Actions}, actions...)
 			}
 		}
-		return strings.Count(strings.Join(actions, ", "), "Defragment ") == n && c.Status.Plan == nil
+		all = strings.Join(actions, ", ")
+		return strings.Count(all, "Defragment ") >= n && c.Status.Plan == nil
 	})
-	require.Regexp(t, `Defragment (demo-\d), Defragment (demo-\d), TransferLeadership (demo-\d), Defragment (demo-\d)$`, strings.Join(actions, ", "),
+	require.Regexp(t, `Defragment (demo-\d), Defragment (demo-\d), TransferLeadership (demo-\d), Defragment (demo-\d)$`, all,
 		"followers first, the leader last after leadership moved")
-	return c
+	return c, strings.Count(all, "Defragment ")
 }
