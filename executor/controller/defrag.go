@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/schedule"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -33,11 +34,7 @@ func (r *Reconciler) scheduleDefrag(c *v1alpha1.EtcdCluster, o *observation) tim
 	if last := schedule.Last(sched, st.LastScheduleTime.Time, now); !last.IsZero() {
 		st.LastScheduleTime, st.Pending = &metav1.Time{Time: last}, memberIDs(c, o)
 	}
-	pct := int(d.Defrag.ThresholdPercent)
-	if pct == 0 {
-		pct = 1 // a schedule alone: every member with something to give back
-	}
-	st.Pending = planner.DefragStillDue(o.Observed, st.Pending, pct)
+	st.Pending = planner.DefragStillDue(o.Observed, st.Pending, observe.ScheduledDefragPercent(d.Defrag))
 	o.DefragDue = st.Pending
 	return sched.Next(now)
 }

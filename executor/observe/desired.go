@@ -35,3 +35,13 @@ func defragPercent(m *v1alpha1.MaintenanceSpec) int {
 	}
 	return int(m.Defrag.ThresholdPercent)
 }
+
+// ScheduledDefragPercent is the share of free space that makes a member due when
+// spec.maintenance.defrag.schedule comes: the threshold, or without one any free space
+// worth giving back.
+func ScheduledDefragPercent(d *v1alpha1.DefragSpec) int {
+	if d.ThresholdPercent == 0 {
+		return 1
+	}
+	return int(d.ThresholdPercent)
+}

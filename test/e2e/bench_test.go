@@ -433,10 +433,8 @@ func (b *bench) podExists(ns, name string) bool {
 
 // podUIDs are the UIDs of a cluster's member Pods.
 func podUIDs(t *testing.T, ns, cluster string) map[types.UID]bool {
-	var pods corev1.PodList
-	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
 	uids := map[types.UID]bool{}
-	for _, p := range pods.Items {
+	for _, p := range memberPods(t, ns, cluster) {
 		uids[p.UID] = true
 	}
 	return uids
@@ -447,10 +445,8 @@ func podUIDs(t *testing.T, ns, cluster string) map[types.UID]bool {
 // already holds its own publish request never sees that request applied, and publishes
 // again only after the timeout, serving no client until then.
 func (b *bench) publishWaits(ns, cluster string, before map[types.UID]bool) int {
-	var pods corev1.PodList
-	require.NoError(b.t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
 	n := 0
-	for _, p := range pods.Items {
+	for _, p := range memberPods(b.t, ns, cluster) {
 		if before[p.UID] {
 			continue
 		}

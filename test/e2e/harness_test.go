@@ -230,14 +230,18 @@ func waitReady(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
 	return waitFor(t, ns, name, 5*time.Minute, "Ready", ready)
 }
 
+// memberPods are a cluster's member Pods.
+func memberPods(t require.TestingT, ns, cluster string) []corev1.Pod {
+	var pods corev1.PodList
+	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
+	return pods.Items
+}
+
 // endpoints are the client URLs of a cluster's running member Pods, by Pod IP.
 func endpoints(t *testing.T, ns, name string) []string {
 	t.Helper()
-	var pods corev1.PodList
-	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns),
-		client.MatchingLabels{resources.LabelCluster: name}))
 	var out []string
-	for _, p := range pods.Items {
+	for _, p := range memberPods(t, ns, name) {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
 			out = append(out, fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort))
 		}

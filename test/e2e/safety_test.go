@@ -163,10 +163,9 @@ func TestResourcesChangeRollsOneAtATime(t *testing.T) {
 		c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
 	})
 	w.stopAndVerify()
-	var pods corev1.PodList
-	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "demo"}))
-	require.Len(t, pods.Items, 3)
-	for _, p := range pods.Items {
+	pods := memberPods(t, ns, "demo")
+	require.Len(t, pods, 3)
+	for _, p := range pods {
 		require.Equal(t, "64Mi", p.Spec.Containers[0].Resources.Requests.Memory().String(), p.Name)
 	}
 }
