@@ -153,6 +153,18 @@ figures of both swing by up to twice between runs; compare the ratios within one
   so either run loses those 7 s whenever it happens to it: the column *publish waits*
   counts them in each run (etcd logs "failed to publish local member"). A fresh cluster
   with no writes has a full log, and its joins never wait.
+- **Against a naive rollout**: the upgrade and the defragmentation (each member's database
+  holding 64 MiB of keys and 32 MiB free) run a third time on the floor's side, the way a
+  tool that knows nothing of etcd's leader does them: a StatefulSet's rolling update (Pods
+  re-created highest ordinal first, leadership never moved by hand) and
+  ` + "`etcdctl defrag --cluster`" + ` (every member in turn, the leader in place). The last table
+  sets what clients saw beside the operator's run. etcd itself hands leadership over when its
+  leader stops gracefully (SIGTERM), so a rolling restart without a transfer first costs no
+  election either; the operator's transfer is what keeps a leader's restart cheap when its
+  Pod is not stopped gracefully. A defragmentation holds the requests of the member it
+  rewrites, follower or leader: with clients spread over every member, the slowest write of
+  either rollout is about one member's defragmentation. The sampler runs only during the
+  operator's run, and takes a share of the two cores.
 
 %s
 ## Steps

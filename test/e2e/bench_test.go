@@ -42,6 +42,7 @@ type benchResult struct {
 	// Publishes and FloorPublishes count the members that waited etcd's request timeout
 	// to publish themselves (see publishWaits).
 	Publishes, FloorPublishes int
+	Naive                     *naiveRun // the same rollout done naively, if measured
 }
 
 // TestBench runs each scenario twice on the local stack, once by the operator and once by
@@ -64,6 +65,12 @@ func TestBench(t *testing.T) {
 		return
 	}
 	startOperator(t, opNS)
+	// BENCH_ONLY=day2 measures only the upgrade and the defragmentation, each against a
+	// naive rollout, and writes no docs.
+	if os.Getenv("BENCH_ONLY") == "day2" {
+		fmt.Println(naiveReport([]benchResult{b.upgrade(), b.defrag()}))
+		return
+	}
 	// Joins swing most between runs (etcd 3.6 sometimes holds a joining member's client
 	// port for 7 s, see docs/benchmarks.md): the scenarios made of joins run several times.
 	runs := 3
@@ -117,29 +124,7 @@ func TestBench(t *testing.T) {
 		fl.join("demo-0", "demo-5", "3.6.16")
 	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
 
-	up := newCluster(opNS, "up", 3)
-	up.Spec.Version = "3.5.35"
-	require.NoError(t, env.client.Create(context.Background(), up))
-	waitReady(t, opNS, "up")
-	flUp := newFloor(t, floorNS, up)
-	flUp.bootstrap(3, "3.5.35")
-	results = append(results, b.run("upgrade 3 members 3.5 -> 3.6", "up", 3, "3.6.16", func() {
-		update(t, opNS, "up", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.16" })
-	}, func() {
-		leader := flUp.leader()
-		for _, m := range []string{"up-0", "up-1", "up-2"} {
-			if m != leader {
-				flUp.restart(leader, m, "3.6.16")
-			}
-		}
-		other := "up-0"
-		if leader == other {
-			other = "up-1"
-		}
-		flUp.restart(other, leader, "3.6.16")
-	}, nil))
-
-	results = append(results, b.restart(10))
+	results = append(results, b.upgrade(), b.defrag(), b.restart(10))
 	b.clear(opNS, floorNS, b.restartNS) // the other scenarios' clusters go first
 	report(t, results, b.scale(benchClusters()))
 }
@@ -401,6 +386,7 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 		eps = append(eps, fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort))
 	}
 	cli := etcdClient(b.t, eps[:1])
+	defer cli.Close() // polled every 20 ms: not left to the test's end
 	list, err := cli.MemberList(ctx)
 	if err != nil || len(list.Members) != replicas {
 		return false
@@ -535,6 +521,7 @@ func report(t *testing.T, results []benchResult, sr scaleResult) {
 			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
 	}
 	b.WriteString(medians(results))
+	b.WriteString(naiveReport(results))
 	table := b.String() + scaleReport(sr)
 	fmt.Println(table)
 	root := env.root

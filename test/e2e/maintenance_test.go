@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
@@ -24,7 +25,7 @@ func TestDefragmentation(t *testing.T) {
 	})
 	w := startWriter(t, ns, "demo")
 
-	fragment(t, ns)
+	fragment(t, ns, "demo", 8)
 	c, n := waitDefragmented(t, ns, 3, "three members defragmented on schedule")
 	require.NotNil(t, c.Status.Defrag)
 	require.Empty(t, c.Status.Defrag.Pending)
@@ -33,28 +34,28 @@ func TestDefragmentation(t *testing.T) {
 	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Maintenance.Defrag = &v1alpha1.DefragSpec{ThresholdPercent: 30}
 	})
-	fragment(t, ns)
+	fragment(t, ns, "demo", 8)
 	c, _ = waitDefragmented(t, ns, n+3, "three members defragmented at the threshold")
 	require.Nil(t, c.Status.Defrag)
 	w.stopAndVerify()
 	checkMembership(t, ns, "demo")
 }
 
-// fragment writes revisions of one key and compacts them away: free pages in every
-// member's database, most of it.
-func fragment(t *testing.T, ns string) {
+// fragment writes mib MiB of revisions of one key and compacts them away: mib MiB of free
+// pages in every member's database, once their compaction ran.
+func fragment(t *testing.T, ns, cluster string, mib int) {
 	t.Helper()
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	cli := etcdClient(t, endpoints(t, ns, cluster))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	big := strings.Repeat("x", 256<<10)
+	value := strings.Repeat("x", 512<<10)
 	var rev int64
-	for range 32 {
-		resp, err := cli.Put(ctx, "/fragments", big)
+	for range 2 * mib {
+		resp, err := cli.Put(ctx, "/bench/garbage", value)
 		require.NoError(t, err)
 		rev = resp.Header.Revision
 	}
-	_, err := cli.Compact(ctx, rev)
+	_, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical())
 	require.NoError(t, err)
 }
 
