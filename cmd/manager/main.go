@@ -44,6 +44,7 @@ type options struct {
 	metricsAddr, probeAddr     string
 	leaderElect                bool
 	leaderElectionNamespace    string
+	lease, renew, retry        time.Duration
 	namespaces                 string
 	etcdRepository, selfImage  string
 	workers                    int
@@ -56,6 +57,11 @@ func run() error {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so only one replica of the operator acts")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the operator's own)")
+	// client-go's defaults; an API server too slow to renew within them makes the operator
+	// exit and start again (its plan is in status, so nothing is lost but time).
+	flag.DurationVar(&o.lease, "leader-elect-lease-duration", 15*time.Second, "how long a lease holds without renewal before another replica may take it")
+	flag.DurationVar(&o.renew, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew its lease before it gives up and exits")
+	flag.DurationVar(&o.retry, "leader-elect-retry-period", 2*time.Second, "how often a replica tries to take or renew the lease")
 	flag.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
 	flag.StringVar(&o.etcdRepository, "etcd-image-repository", "quay.io/coreos/etcd", "etcd image repository; tags are v<version>")
 	flag.StringVar(&o.selfImage, "operator-image", "", "the operator's own image, run by member Pods for their preflight check (default: read from the operator's Pod, named by POD_NAME and POD_NAMESPACE)")
@@ -91,6 +97,9 @@ func run() error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcdplan.io",
 		LeaderElectionNamespace: o.leaderElectionNamespace,
+		LeaseDuration:           &o.lease,
+		RenewDeadline:           &o.renew,
+		RetryPeriod:             &o.retry,
 		// A stopping operator hands the lease back at once, so its successor (a rollout, a
 		// drained node) acts as soon as it is ready instead of waiting for the lease to expire.
 		// The process exits right after, so nothing acts without the lease.

@@ -239,13 +239,15 @@ type benchOperator struct {
 	done     chan struct{}
 }
 
-// managerWith is manager with the operator's metrics served at metricsAddr ("0": none).
-func (b *bench) managerWith(ns, metricsAddr string) *benchOperator {
+// managerWith is manager with the operator's metrics served at metricsAddr ("0": none)
+// and extra flags.
+func (b *bench) managerWith(ns, metricsAddr string, extra ...string) *benchOperator {
 	log, err := os.OpenFile(filepath.Join(env.root, ".stack", "logs", "operator-"+ns+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(b.t, err)
 	start := func() (*exec.Cmd, error) {
-		cmd := exec.Command(env.manager, "--namespaces="+ns, "--operator-image="+operatorImage, "--metrics-bind-address="+metricsAddr,
-			"--health-probe-bind-address=0", "--leader-elect", "--leader-election-namespace="+ns)
+		args := append([]string{"--namespaces=" + ns, "--operator-image=" + operatorImage, "--metrics-bind-address=" + metricsAddr,
+			"--health-probe-bind-address=0", "--leader-elect", "--leader-election-namespace=" + ns}, extra...)
+		cmd := exec.Command(env.manager, args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.stack.Kubeconfig())
 		cmd.Stdout, cmd.Stderr = log, log
 		return cmd, cmd.Start()
