@@ -83,16 +83,38 @@ type Artifact struct {
 	URI    string `json:"uri"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
-	// Revision is the etcd revision the snapshot holds.
-	Revision    int64       `json:"revision"`
-	EtcdVersion string      `json:"etcdVersion"`
-	TakenAt     metav1.Time `json:"takenAt"`
+	// Revision is the revision the member had applied when the snapshot began: the
+	// snapshot holds it, or a later one when writes came in meanwhile.
+	Revision int64 `json:"revision"`
+	// EtcdVersion is the version of the member the snapshot was taken from.
+	EtcdVersion string `json:"etcdVersion"`
+	// Member is the name of that member.
+	// +optional
+	Member  string      `json:"member,omitempty"`
+	TakenAt metav1.Time `json:"takenAt"`
 }
+
+// BackupPhase is where a backup is.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type BackupPhase string
+
+const (
+	// BackupPending waits for its cluster, credentials or store.
+	BackupPending BackupPhase = "Pending"
+	// BackupRunning streams a snapshot to the store.
+	BackupRunning BackupPhase = "Running"
+	// BackupSucceeded stored a snapshot that matched etcd's integrity hash.
+	BackupSucceeded BackupPhase = "Succeeded"
+	// BackupFailed will not be tried again: the store refused it, or its deadline passed.
+	BackupFailed BackupPhase = "Failed"
+)
 
 // EtcdBackupStatus is the outcome of a backup.
 type EtcdBackupStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase BackupPhase `json:"phase,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -106,6 +128,7 @@ type EtcdBackupStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=etcdplan
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.artifact.size`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.artifact.revision`
@@ -117,6 +140,12 @@ type EtcdBackup struct {
 	Spec   EtcdBackupSpec   `json:"spec"`
 	Status EtcdBackupStatus `json:"status,omitempty"`
 }
+
+// GetConditions returns the status conditions.
+func (b *EtcdBackup) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (b *EtcdBackup) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
 
 // EtcdBackupList is a list of EtcdBackups.
 // +kubebuilder:object:root=true

@@ -28,6 +28,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/controller"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/store"
 )
 
 func main() {
@@ -124,6 +125,10 @@ func run() error {
 		r.AfterEffect = crashOnce(dir)
 	}
 	if err := r.SetupWithManager(mgr, o.workers); err != nil {
+		return err
+	}
+	br := &controller.BackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dial: etcd.Dial, Open: store.Open}
+	if err := br.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

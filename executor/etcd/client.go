@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -57,6 +58,10 @@ type Cluster interface {
 	Defragment(ctx context.Context, name string, id uint64) error
 	// DisarmNoSpace clears a member's NOSPACE alarm.
 	DisarmNoSpace(ctx context.Context, id uint64) error
+	// Snapshot streams the database of the member of that name and ID, ending with the
+	// SHA-256 etcd appends, and returns the revision the member had applied when it began;
+	// the caller closes the stream.
+	Snapshot(ctx context.Context, name string, id uint64) (io.ReadCloser, int64, error)
 	// SetCluster points the connection at the members' current endpoints (name -> URL), and
 	// sets the cluster ID every answer must carry ("" until the cluster first answered).
 	SetCluster(clusterID string, endpoints map[string]string)
@@ -308,6 +313,47 @@ func (c *Client) Defragment(ctx context.Context, name string, id uint64) error {
 		return err
 	})
 }
+
+// Snapshot streams one member's database from its own endpoint, once it answers as the
+// member the caller names. The stream holds its own connection, closed with it.
+func (c *Client) Snapshot(ctx context.Context, name string, id uint64) (io.ReadCloser, int64, error) {
+	ep, ok := c.endpoint(name)
+	if !ok {
+		return nil, 0, fmt.Errorf("member %s has no address", name)
+	}
+	one, err := dial(map[string]string{name: ep})
+	if err != nil {
+		return nil, 0, err
+	}
+	sctx, scancel := context.WithTimeout(ctx, statusTimeout)
+	st, err := one.cli.Status(sctx, ep)
+	scancel()
+	switch {
+	case err != nil:
+	case c.ours(st.Header) != nil:
+		err = c.ours(st.Header)
+	case st.Header.MemberId != id:
+		err = fmt.Errorf("the member at %s is %s, not %s", ep, ID(st.Header.MemberId), ID(id))
+	}
+	if err != nil {
+		_ = one.Close()
+		return nil, 0, err
+	}
+	rc, err := one.cli.Snapshot(ctx)
+	if err != nil {
+		_ = one.Close()
+		return nil, 0, err
+	}
+	return closeBoth{rc, one}, st.Header.Revision, nil
+}
+
+// closeBoth is a stream that closes its connection with it.
+type closeBoth struct {
+	io.ReadCloser
+	conn io.Closer
+}
+
+func (c closeBoth) Close() error { return errors.Join(c.ReadCloser.Close(), c.conn.Close()) }
 
 func voters(members []*etcdserverpb.Member) int {
 	n := 0

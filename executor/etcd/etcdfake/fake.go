@@ -3,9 +3,12 @@
 package etcdfake
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +29,10 @@ type Cluster struct {
 	Lag bool
 	// Compacted, when set, changes the view as a compaction does (what it frees).
 	Compacted func(v *planner.EtcdView)
+	// Database is what Snapshot streams, followed by its SHA-256 as etcd appends it, and
+	// Revision the revision it returns.
+	Database  []byte
+	Revision  int64
 	calls     []string
 	nextID    uint64
 	clusterID string // set by SetCluster: a view of another cluster is refused, as Client does
@@ -188,6 +195,16 @@ func (c *Cluster) DisarmNoSpace(_ context.Context, id uint64) error {
 		})
 	}
 	return nil
+}
+
+func (c *Cluster) Snapshot(_ context.Context, _ string, id uint64) (io.ReadCloser, int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("Snapshot %s", etcd.ID(id)); err != nil {
+		return nil, 0, err
+	}
+	sum := sha256.Sum256(c.Database)
+	return io.NopCloser(bytes.NewReader(append(bytes.Clone(c.Database), sum[:]...))), c.Revision, nil
 }
 
 // shows: a call's effect shows in the view.

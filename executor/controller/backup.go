@@ -1,0 +1,224 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/snapshot"
+	"github.com/etcdplan/etcdplan/executor/store"
+)
+
+// backupDeadline is how long a backup is tried before it fails; backupRetry is the wait
+// between tries.
+const (
+	backupDeadline = 10 * time.Minute
+	backupRetry    = 10 * time.Second
+)
+
+// BackupReconciler takes the one snapshot each EtcdBackup asks for.
+type BackupReconciler struct {
+	client.Client
+	// APIReader reads Secrets around the cache: the operator does not watch every Secret.
+	APIReader client.Reader
+	// Dial connects to etcd members; etcd.Dial outside tests.
+	Dial func(endpoints map[string]string) (etcd.Cluster, error)
+	// Open prepares a destination's store; store.Open outside tests.
+	Open func(ctx context.Context, d v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error)
+	// Now is the clock.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the reconciler.
+func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdBackup{}).Complete(r)
+}
+
+// Reconcile takes the backup unless it ended; a failure that retrying may cure (the
+// cluster not ready yet, the store unreachable, a Secret not there yet) is tried again until
+// the deadline.
+func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	b := &v1alpha1.EtcdBackup{}
+	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.Status.Phase == v1alpha1.BackupSucceeded || b.Status.Phase == v1alpha1.BackupFailed {
+		return reconcile.Result{}, nil
+	}
+	patcher := patch.NewSerialPatcher(b, r.Client)
+	write := func() error {
+		return client.IgnoreNotFound(patcher.Patch(ctx, b,
+			patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
+			patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName)))
+	}
+	defer func() {
+		if err := write(); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	taken, err := r.take(ctx, b, func() error {
+		b.Status.Phase = v1alpha1.BackupRunning
+		conditions.MarkReconciling(b, "Running", "streaming a snapshot to %s", destination(b.Spec.Destination))
+		return write()
+	})
+	switch {
+	case err == nil:
+		b.Status.Phase, b.Status.Artifact = v1alpha1.BackupSucceeded, taken
+		conditions.Delete(b, meta.ReconcilingCondition)
+		conditions.MarkTrue(b, meta.ReadyCondition, "Succeeded", "stored %s (%d bytes, revision %d), matching etcd's integrity hash",
+			taken.URI, taken.Size, taken.Revision)
+		return reconcile.Result{}, nil
+	case errors.Is(err, store.ErrRefused), errors.Is(err, store.ErrUnsupported):
+		fail(b, reason(err), err.Error())
+		return reconcile.Result{}, nil
+	case r.now().Sub(b.CreationTimestamp.Time) > backupDeadline:
+		fail(b, "DeadlineExceeded", fmt.Sprintf("no snapshot stored within %v; last: %v", backupDeadline, err))
+		return reconcile.Result{}, nil
+	}
+	b.Status.Phase = v1alpha1.BackupPending
+	conditions.MarkReconciling(b, reason(err), "%v; trying again", err)
+	conditions.MarkFalse(b, meta.ReadyCondition, reason(err), "%v", err)
+	return reconcile.Result{RequeueAfter: backupRetry}, nil
+}
+
+// take streams the snapshot: from a member chosen on etcd's own view, to the destination.
+// running records that it starts.
+func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, running func() error) (*v1alpha1.Artifact, error) {
+	c := &v1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, pending{"ClusterNotFound", fmt.Errorf("EtcdCluster %s does not exist", b.Spec.ClusterRef.Name)}
+		}
+		return nil, err
+	}
+	st, err := r.store(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	if c.Status.ClusterID == "" {
+		return nil, pending{"ClusterNotReady", fmt.Errorf("EtcdCluster %s has not formed yet", c.Name)}
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+		return nil, err
+	}
+	endpoints := observe.Endpoints(pods.Items)
+	if len(endpoints) == 0 {
+		return nil, pending{"NoMemberAnswers", fmt.Errorf("no member of %s runs", c.Name)}
+	}
+	conn, err := r.Dial(endpoints)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetCluster(c.Status.ClusterID, endpoints)
+	view, err := conn.View(ctx)
+	if err != nil {
+		return nil, pending{"NoMemberAnswers", err}
+	}
+	m, err := backup.Source(view)
+	if err != nil {
+		return nil, pending{"NoMemberAnswers", err}
+	}
+	if err := running(); err != nil {
+		return nil, err
+	}
+	at := r.now()
+	unique := string(b.UID)
+	if len(unique) > 8 {
+		unique = unique[:8]
+	}
+	t, err := backup.Take(ctx, conn, m, st, func(rev int64) string { return backup.Key(c.Namespace, c.Name, at, rev, unique) })
+	if err != nil {
+		if errors.Is(err, snapshot.ErrCorrupt) {
+			return nil, pending{"SnapshotCorrupt", fmt.Errorf("the snapshot of %s did not match etcd's integrity hash and was not kept", m.Name)}
+		}
+		return nil, err
+	}
+	return &v1alpha1.Artifact{URI: st.URI(t.Key), Size: t.Size, SHA256: t.SHA256, Revision: t.Revision, EtcdVersion: m.Version,
+		Member: m.Name, TakenAt: metav1.NewTime(at)}, nil
+}
+
+// store opens the destination with its credentials.
+func (r *BackupReconciler) store(ctx context.Context, b *v1alpha1.EtcdBackup) (store.Store, error) {
+	var creds store.Credentials
+	if name := store.SecretName(b.Spec.Destination); name != "" {
+		var s corev1.Secret
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, pending{"CredentialsNotFound", fmt.Errorf("Secret %s does not exist", name)}
+			}
+			return nil, err
+		}
+		creds = s.Data
+	}
+	return r.Open(ctx, b.Spec.Destination, creds)
+}
+
+// fail ends a backup that will not be tried again.
+func fail(b *v1alpha1.EtcdBackup, why, msg string) {
+	b.Status.Phase = v1alpha1.BackupFailed
+	conditions.Delete(b, meta.ReconcilingCondition)
+	conditions.MarkStalled(b, why, "%s", msg)
+	conditions.MarkFalse(b, meta.ReadyCondition, why, "%s", msg)
+}
+
+func (r *BackupReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// pending is a failure retrying may cure, with the reason its condition gives.
+type pending struct {
+	reason string
+	err    error
+}
+
+func (p pending) Error() string { return p.err.Error() }
+func (p pending) Unwrap() error { return p.err }
+
+// reason is the condition reason for a failure.
+func reason(err error) string {
+	var p pending
+	switch {
+	case errors.As(err, &p):
+		return p.reason
+	case errors.Is(err, backup.ErrSnapshot):
+		return "SnapshotFailed"
+	case errors.Is(err, store.ErrUnsupported):
+		return "Unsupported"
+	case errors.Is(err, store.ErrRefused):
+		return "StoreRefused"
+	}
+	return "StoreUnavailable"
+}
+
+func destination(d v1alpha1.BackupDestination) string {
+	switch {
+	case d.S3 != nil:
+		return "s3://" + d.S3.Bucket
+	case d.GCS != nil:
+		return "gs://" + d.GCS.Bucket
+	case d.PVC != nil:
+		return "PersistentVolumeClaim " + d.PVC.ClaimName
+	}
+	return "nowhere"
+}

@@ -1,0 +1,47 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// ErrUnsupported is a destination this version cannot write to.
+var ErrUnsupported = errors.New("unsupported destination")
+
+// Credentials are the data of the destination's credentials Secret; nil when it names none.
+type Credentials map[string][]byte
+
+// Open prepares the store a destination names. It does not call the store: wrong
+// credentials or a missing bucket show at the first call.
+func Open(ctx context.Context, d v1alpha1.BackupDestination, creds Credentials) (Store, error) {
+	switch {
+	case d.S3 != nil:
+		cfg := S3Config{Bucket: d.S3.Bucket, Prefix: d.S3.Prefix, Region: d.S3.Region, Endpoint: d.S3.Endpoint, ForcePathStyle: d.S3.ForcePathStyle}
+		if creds != nil {
+			cfg.AccessKeyID, cfg.SecretAccessKey = string(creds["accessKeyID"]), string(creds["secretAccessKey"])
+			if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
+				return nil, fmt.Errorf("%w: Secret %s needs the keys accessKeyID and secretAccessKey", ErrRefused, d.S3.CredentialsSecret)
+			}
+		}
+		return NewS3(ctx, cfg)
+	case d.GCS != nil:
+		return nil, fmt.Errorf("%w: gcs destinations are not supported yet", ErrUnsupported)
+	case d.PVC != nil:
+		return nil, fmt.Errorf("%w: pvc destinations are not supported yet", ErrUnsupported)
+	}
+	return nil, fmt.Errorf("%w: the destination names no store", ErrRefused)
+}
+
+// SecretName is the credentials Secret a destination names, "" for none.
+func SecretName(d v1alpha1.BackupDestination) string {
+	switch {
+	case d.S3 != nil:
+		return d.S3.CredentialsSecret
+	case d.GCS != nil:
+		return d.GCS.CredentialsSecret
+	}
+	return ""
+}
