@@ -57,7 +57,7 @@ $(BIN)/stackctl:
 STACK_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS) $(BIN)/kubectl $(BIN)/etcdctl \
 	$(BIN)/localkubelet $(BIN)/stackctl
 
-# --- Backup test servers: MinIO and fake-gcs-server (not needed by `make test` yet) ----------
+# --- Backup test servers: MinIO (make test's S3 tests) and fake-gcs-server -------------------
 MINIO_BIN := $(BIN)/minio-$(MINIO_VERSION)/minio
 FAKE_GCS_BIN := $(BIN)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-gcs-server
 $(MINIO_BIN): test/tools/minio/go.mod test/tools/minio/go.sum
@@ -87,4 +87,4 @@ stack-status: $(BIN)/stackctl
 stack-selftest-exclusive: $(STACK_BINS)
 	ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./test/stack/selftest/
 
-TEST_DEPS += $(STACK_BINS)
+TEST_DEPS += $(STACK_BINS) $(MINIO_BIN)

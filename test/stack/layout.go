@@ -20,6 +20,8 @@ const (
 	KubeVersion     = "v1.36.3"
 	EtcdVersion     = "v3.6.16"
 	EtcdPrevVersion = "v3.5.35"
+	// MinioVersion is the MinIO server backup tests write to (package objstore).
+	MinioVersion = "v0.0.0-20260212201848-7aac2a2c5b7c"
 )
 
 // Network layout.

@@ -19,7 +19,7 @@ func TestVersionsMatchMakefile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{
-		"KUBE_VERSION": KubeVersion, "ETCD_VERSION": EtcdVersion, "ETCD_PREV_VERSION": EtcdPrevVersion,
+		"KUBE_VERSION": KubeVersion, "ETCD_VERSION": EtcdVersion, "ETCD_PREV_VERSION": EtcdPrevVersion, "MINIO_VERSION": MinioVersion,
 	} {
 		m := regexp.MustCompile(`(?m)^` + name + ` := (\S+)$`).FindSubmatch(mk)
 		if m == nil {

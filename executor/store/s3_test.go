@@ -1,0 +1,96 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/executor/store"
+	"github.com/etcdplan/etcdplan/test/objstore"
+)
+
+// The S3 store against a real MinIO server: objects of one part and of several go in and
+// come out whole, a failed upload leaves nothing behind, and what the store refuses says so.
+func TestS3AgainstMinIO(t *testing.T) {
+	t.Parallel()
+	m := objstore.StartMinIO(t, "")
+	m.Bucket(t, "backups")
+	ctx := context.Background()
+	open := func(cfg store.S3Config) store.Store {
+		cfg.Endpoint, cfg.ForcePathStyle = m.Endpoint, true
+		st, err := store.NewS3(ctx, cfg)
+		require.NoError(t, err)
+		return st
+	}
+	st := open(store.S3Config{Bucket: "backups", Prefix: "etcd", AccessKeyID: m.User, SecretAccessKey: m.Password})
+
+	for name, size := range map[string]int{"small.db": 1000, "large.db": 20<<20 + 123} {
+		data := random(size)
+		require.NoError(t, st.Put(ctx, "ns/demo/"+name, bytes.NewReader(data)))
+		rc, err := st.Get(ctx, "ns/demo/"+name)
+		require.NoError(t, err)
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		require.NoError(t, err)
+		require.Equal(t, sha256.Sum256(data), sha256.Sum256(got), "%s comes back whole", name)
+	}
+	objs, err := st.List(ctx, "ns/demo/")
+	require.NoError(t, err)
+	require.Len(t, objs, 2)
+	require.Equal(t, "ns/demo/large.db", objs[0].Key, "keys relative to the prefix")
+	require.Equal(t, int64(20<<20+123), objs[0].Size)
+	require.Equal(t, "s3://backups/etcd/ns/demo/large.db", st.URI("ns/demo/large.db"))
+
+	// A stream that fails after two parts: no object, and no upload left open.
+	broken := io.MultiReader(bytes.NewReader(random(17<<20)), failing{})
+	require.ErrorIs(t, st.Put(ctx, "ns/demo/broken.db", broken), errBroken)
+	objs, err = st.List(ctx, "ns/demo/broken")
+	require.NoError(t, err)
+	require.Empty(t, objs)
+	ups, err := m.Client().ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String("backups")})
+	require.NoError(t, err)
+	require.Empty(t, ups.Uploads, "the failed upload was aborted")
+
+	require.NoError(t, st.Delete(ctx, "ns/demo/small.db"))
+	require.NoError(t, st.Delete(ctx, "ns/demo/small.db"), "deleting what is gone is no error")
+
+	for what, s := range map[string]store.Store{
+		"a missing bucket":  open(store.S3Config{Bucket: "nope", AccessKeyID: m.User, SecretAccessKey: m.Password}),
+		"a wrong secret":    open(store.S3Config{Bucket: "backups", AccessKeyID: m.User, SecretAccessKey: "wrong-secret-value"}),
+		"an unknown key ID": open(store.S3Config{Bucket: "backups", AccessKeyID: "nobody", SecretAccessKey: m.Password}),
+	} {
+		err := s.Put(ctx, "x", bytes.NewReader([]byte("x")))
+		require.ErrorIs(t, err, store.ErrRefused, what)
+		require.NotContains(t, err.Error(), "wrong-secret-value", "no credentials in messages")
+		require.NotContains(t, err.Error(), m.Password, "no credentials in messages")
+	}
+	unreachable, err := store.NewS3(ctx, store.S3Config{Bucket: "backups", Endpoint: "http://127.0.0.1:1", ForcePathStyle: true,
+		AccessKeyID: m.User, SecretAccessKey: m.Password})
+	require.NoError(t, err)
+	err = unreachable.Put(ctx, "x", bytes.NewReader([]byte("x")))
+	require.Error(t, err)
+	require.False(t, errors.Is(err, store.ErrRefused), "an unreachable store may come back: %v", err)
+}
+
+var errBroken = errors.New("the stream broke")
+
+type failing struct{}
+
+func (failing) Read([]byte) (int, error) { return 0, errBroken }
+
+func random(n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(7, uint64(n)))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}

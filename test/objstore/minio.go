@@ -1,0 +1,102 @@
+// Package objstore runs the object stores backup tests write to: a MinIO server for S3,
+// built by test/stack.mk.
+package objstore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/etcdplan/etcdplan/test/stack"
+)
+
+// MinIO is a MinIO server of the test's own, with its data in a temporary directory.
+type MinIO struct {
+	Endpoint, User, Password string
+}
+
+// StartMinIO starts a MinIO server listening on addr ("" for a free local port) and stops
+// it when the test ends. It fails the test when bin/ has no MinIO: make test builds it.
+func StartMinIO(t testing.TB, addr string) *MinIO {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "bin", "minio-"+stack.MinioVersion, "minio")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("no MinIO server at %s: run make backup-bins (make test builds it)", bin)
+	}
+	if addr == "" {
+		addr = FreeAddr(t)
+	}
+	m := &MinIO{Endpoint: "http://" + addr, User: "etcdplan-test", Password: "etcdplan-test-secret"}
+	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", FreeAddr(t), t.TempDir())
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.User, "MINIO_ROOT_PASSWORD="+m.Password, "MINIO_BROWSER=off",
+		"MINIO_UPDATE=off", "HOME="+t.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	log, err := os.Create(filepath.Join(t.TempDir(), "minio.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(m.Endpoint + "/minio/health/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(log.Name())
+			t.Fatalf("MinIO did not get ready at %s: %v\n%s", m.Endpoint, err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Client is an S3 client of the server, as its root user.
+func (m *MinIO) Client() *s3.Client {
+	return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(m.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(m.User, m.Password, "")})
+}
+
+// Bucket creates a bucket.
+func (m *MinIO) Bucket(t testing.TB, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := m.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("creating bucket %s: %v", name, err)
+	}
+}
+
+// FreeAddr is a local address no one listens on.
+func FreeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprint(l.Addr())
+}
