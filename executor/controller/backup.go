@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -47,7 +48,10 @@ type BackupReconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdBackup{}).Complete(r)
+	// A few at once: each holds one part (8 MiB) in memory, and a large database's backup
+	// should not hold up another cluster's.
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdBackup{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
 }
 
 // Reconcile takes the backup unless it ended; a failure that retrying may cure (the
