@@ -118,11 +118,11 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	if c.Status.ClusterID == "" {
 		return nil, pending{"ClusterNotReady", fmt.Errorf("EtcdCluster %s has not formed yet", c.Name)}
 	}
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{resources.LabelCluster: c.Name}); err != nil {
+	pods, err := observe.MemberPods(ctx, r, c)
+	if err != nil {
 		return nil, err
 	}
-	endpoints := observe.Endpoints(pods.Items)
+	endpoints := observe.Endpoints(pods)
 	if len(endpoints) == 0 {
 		return nil, pending{"NoMemberAnswers", fmt.Errorf("no member of %s runs", c.Name)}
 	}

@@ -26,16 +26,28 @@ type Objects struct {
 // volumes a deleted cluster retained are found too.
 func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Objects, error) {
 	var o Objects
-	sel := client.MatchingLabels{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(c.Namespace), sel); err != nil {
-		return o, fmt.Errorf("listing member Pods: %w", err)
+	pods, err := MemberPods(ctx, r, c)
+	if err != nil {
+		return o, err
 	}
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := r.List(ctx, &pvcs, client.InNamespace(c.Namespace), sel); err != nil {
+	if err := r.List(ctx, &pvcs, client.InNamespace(c.Namespace), memberLabels(c)); err != nil {
 		return o, fmt.Errorf("listing member volume claims: %w", err)
 	}
-	return Objects{Pods: pods.Items, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items)}, nil
+	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items)}, nil
+}
+
+// MemberPods reads a cluster's member Pods: those labelled as its members by the operator.
+func MemberPods(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(c.Namespace), memberLabels(c)); err != nil {
+		return nil, fmt.Errorf("listing member Pods: %w", err)
+	}
+	return pods.Items, nil
+}
+
+func memberLabels(c *v1alpha1.EtcdCluster) client.MatchingLabels {
+	return client.MatchingLabels{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}
 }
 
 // expandable reads the storage classes of the claims. One that cannot be read (gone, or
