@@ -91,7 +91,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	case errors.Is(err, store.ErrRefused), errors.Is(err, store.ErrUnsupported):
 		fail(b, reason(err), err.Error())
 		return reconcile.Result{}, nil
-	case r.now().Sub(b.CreationTimestamp.Time) > backupDeadline:
+	case now(r.Now).Sub(b.CreationTimestamp.Time) > backupDeadline:
 		fail(b, "DeadlineExceeded", fmt.Sprintf("no snapshot stored within %v; last: %v", backupDeadline, err))
 		return reconcile.Result{}, nil
 	}
@@ -107,7 +107,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	c := &v1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, c); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, pending{"ClusterNotFound", fmt.Errorf("EtcdCluster %s does not exist", b.Spec.ClusterRef.Name)}
+			return nil, &stepError{reason: "ClusterNotFound", msg: fmt.Sprintf("EtcdCluster %s does not exist", b.Spec.ClusterRef.Name)}
 		}
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		return nil, err
 	}
 	if c.Status.ClusterID == "" {
-		return nil, pending{"ClusterNotReady", fmt.Errorf("EtcdCluster %s has not formed yet", c.Name)}
+		return nil, &stepError{reason: "ClusterNotReady", msg: fmt.Sprintf("EtcdCluster %s has not formed yet", c.Name)}
 	}
 	pods, err := observe.MemberPods(ctx, r, c)
 	if err != nil {
@@ -124,7 +124,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	}
 	endpoints := observe.Endpoints(pods)
 	if len(endpoints) == 0 {
-		return nil, pending{"NoMemberAnswers", fmt.Errorf("no member of %s runs", c.Name)}
+		return nil, &stepError{reason: "NoMemberAnswers", msg: fmt.Sprintf("no member of %s runs", c.Name)}
 	}
 	conn, err := r.Dial(endpoints)
 	if err != nil {
@@ -134,16 +134,16 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	conn.SetCluster(c.Status.ClusterID, endpoints)
 	view, err := conn.View(ctx)
 	if err != nil {
-		return nil, pending{"NoMemberAnswers", err}
+		return nil, &stepError{reason: "NoMemberAnswers", msg: err.Error()}
 	}
 	m, err := backup.Source(view)
 	if err != nil {
-		return nil, pending{"NoMemberAnswers", err}
+		return nil, &stepError{reason: "NoMemberAnswers", msg: err.Error()}
 	}
 	if err := running(); err != nil {
 		return nil, err
 	}
-	at := r.now()
+	at := now(r.Now)
 	unique := string(b.UID)
 	if len(unique) > 8 {
 		unique = unique[:8]
@@ -151,7 +151,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	t, err := backup.Take(ctx, conn, m, st, func(rev int64) string { return backup.Key(c.Namespace, c.Name, at, rev, unique) })
 	if err != nil {
 		if errors.Is(err, snapshot.ErrCorrupt) {
-			return nil, pending{"SnapshotCorrupt", fmt.Errorf("the snapshot of %s did not match etcd's integrity hash and was not kept", m.Name)}
+			return nil, &stepError{reason: "SnapshotCorrupt", msg: fmt.Sprintf("the snapshot of %s did not match etcd's integrity hash and was not kept", m.Name)}
 		}
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (r *BackupReconciler) store(ctx context.Context, b *v1alpha1.EtcdBackup) (s
 		var s corev1.Secret
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, pending{"CredentialsNotFound", fmt.Errorf("Secret %s does not exist", name)}
+				return nil, &stepError{reason: "CredentialsNotFound", msg: fmt.Sprintf("Secret %s does not exist", name)}
 			}
 			return nil, err
 		}
@@ -183,28 +183,12 @@ func fail(b *v1alpha1.EtcdBackup, why, msg string) {
 	conditions.MarkFalse(b, meta.ReadyCondition, why, "%s", msg)
 }
 
-func (r *BackupReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
-// pending is a failure retrying may cure, with the reason its condition gives.
-type pending struct {
-	reason string
-	err    error
-}
-
-func (p pending) Error() string { return p.err.Error() }
-func (p pending) Unwrap() error { return p.err }
-
 // reason is the condition reason for a failure.
 func reason(err error) string {
-	var p pending
+	var se *stepError
 	switch {
-	case errors.As(err, &p):
-		return p.reason
+	case errors.As(err, &se) && se.reason != "":
+		return se.reason
 	case errors.Is(err, backup.ErrSnapshot):
 		return "SnapshotFailed"
 	case errors.Is(err, store.ErrUnsupported):

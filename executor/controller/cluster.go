@@ -230,9 +230,12 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 	return o, fresh, nil
 }
 
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
+func (r *Reconciler) now() time.Time { return now(r.Now) }
+
+// now reads a reconciler's clock, the system's when it has none.
+func now(clock func() time.Time) time.Time {
+	if clock != nil {
+		return clock()
 	}
 	return time.Now()
 }

@@ -22,8 +22,9 @@ import (
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
-// stepError is a step that cannot go on for now, with what it waits for and the Stalled
-// reason it leads to once the step passes its deadline ("" for the general one).
+// stepError is a step (or a backup) that cannot go on for now, with what it waits for and
+// the reason its condition gives ("" for the general one): a step's Stalled reason once it
+// passes its deadline, a backup's reason while it is retried.
 type stepError struct{ reason, msg string }
 
 func (e *stepError) Error() string { return e.msg }
