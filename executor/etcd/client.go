@@ -292,14 +292,10 @@ func (c *Client) Defragment(ctx context.Context, name string, id uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, defragTimeout)
 	defer cancel()
 	return through(ctx, ep, func(ctx context.Context, cli *clientv3.Client) error {
-		sctx, scancel := context.WithTimeout(ctx, statusTimeout)
-		st, err := cli.Status(sctx, ep)
-		scancel()
+		st, err := statusOf(ctx, cli, ep, id)
 		switch {
 		case err != nil:
 			return err
-		case st.Header.MemberId != id:
-			return fmt.Errorf("the member at %s is %s, not %s", ep, ID(st.Header.MemberId), ID(id))
 		case st.Leader == id:
 			list, err := cli.MemberList(ctx)
 			if err != nil {
@@ -325,15 +321,9 @@ func (c *Client) Snapshot(ctx context.Context, name string, id uint64) (io.ReadC
 	if err != nil {
 		return nil, 0, err
 	}
-	sctx, scancel := context.WithTimeout(ctx, statusTimeout)
-	st, err := one.cli.Status(sctx, ep)
-	scancel()
-	switch {
-	case err != nil:
-	case c.ours(st.Header) != nil:
+	st, err := statusOf(ctx, one.cli, ep, id)
+	if err == nil {
 		err = c.ours(st.Header)
-	case st.Header.MemberId != id:
-		err = fmt.Errorf("the member at %s is %s, not %s", ep, ID(st.Header.MemberId), ID(id))
 	}
 	if err != nil {
 		_ = one.Close()
@@ -345,6 +335,21 @@ func (c *Client) Snapshot(ctx context.Context, name string, id uint64) (io.ReadC
 		return nil, 0, err
 	}
 	return closeBoth{rc, one}, st.Header.Revision, nil
+}
+
+// statusOf asks the member at ep for its status, and checks that it is the member of that
+// ID: a Pod IP may belong to another member by now.
+func statusOf(ctx context.Context, cli *clientv3.Client, ep string, id uint64) (*clientv3.StatusResponse, error) {
+	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	st, err := cli.Status(sctx, ep)
+	if err != nil {
+		return nil, err
+	}
+	if st.Header.MemberId != id {
+		return nil, fmt.Errorf("the member at %s is %s, not %s", ep, ID(st.Header.MemberId), ID(id))
+	}
+	return st, nil
 }
 
 // closeBoth is a stream that closes its connection with it.
