@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/objstore"
 	"github.com/etcdplan/etcdplan/test/stack"
 )
@@ -124,7 +123,7 @@ func podEndpoint(t *testing.T, ns, pod string) string {
 	t.Helper()
 	var p corev1.Pod
 	require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pod}, &p))
-	return fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+	return clientURL(&p)
 }
 
 // restoredKeys restores a snapshot file with etcdutl (which checks its integrity hash),

@@ -78,7 +78,7 @@ func (f *floor) endpoint(name string) string {
 		if env.client.Get(ctx, client.ObjectKey{Namespace: f.c.Namespace, Name: name}, &p) != nil || p.Status.PodIP == "" {
 			return false, nil
 		}
-		ep = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+		ep = clientURL(&p)
 		return true, nil
 	}), "Pod %s gets an IP", name)
 	return ep

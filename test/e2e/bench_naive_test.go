@@ -24,12 +24,10 @@ type naiveRun struct {
 
 // naive runs do on the floor's cluster under the probe, after the floor's run.
 func (b *bench) naive(r *benchResult, how, cluster, version string, do func(), extra func(ns string) bool) {
-	time.Sleep(6 * time.Second)
-	p := startProbe(b.t, b.floorNS, cluster)
-	start := time.Now()
-	do()
-	d := b.until(start, func() bool { return b.settled(b.floorNS, cluster, 3, version) && (extra == nil || extra(b.floorNS)) })
-	r.Naive = &naiveRun{How: how, Time: d, Writes: statsOf(p.stop())}
+	d, writes := b.probed(b.floorNS, cluster, do, func() bool {
+		return b.settled(b.floorNS, cluster, 3, version) && (extra == nil || extra(b.floorNS))
+	})
+	r.Naive = &naiveRun{How: how, Time: d, Writes: writes}
 	b.t.Logf("bench: %s, naive (%s): %v, %d of %d writes failed, slowest %v", r.Name, how, d.Round(time.Millisecond),
 		r.Naive.Writes.Failed, r.Naive.Writes.Writes, r.Naive.Writes.Max)
 }

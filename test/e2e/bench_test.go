@@ -336,21 +336,29 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 		r.During = statsOf(r.Samples)
 	}
 	// The floor works under the same client load.
-	var fp *probe
-	if len(endpoints(t, b.floorNS, cluster)) > 0 {
-		time.Sleep(6 * time.Second)
-		fp = startProbe(t, b.floorNS, cluster)
-	}
-	start := time.Now()
-	byFloor()
-	r.Floor = b.until(start, done(b.floorNS))
-	if fp != nil {
-		r.FloorWrites = statsOf(fp.stop())
-	}
+	r.Floor, r.FloorWrites = b.probed(b.floorNS, cluster, byFloor, done(b.floorNS))
 	r.FloorPublishes = b.publishWaits(b.floorNS, cluster, floorBefore)
 	t.Logf("bench: %s: operator %v, floor %v; publish waits %d (%d)", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond),
 		r.Publishes, r.FloorPublishes)
 	return r
+}
+
+// probed runs do on a cluster of ns under the probe (unless it has no member yet) and
+// returns how long until done held, and what the probe saw. It starts 6 s after the
+// cluster's last membership change, as run says.
+func (b *bench) probed(ns, cluster string, do func(), done func() bool) (time.Duration, writeStats) {
+	var p *probe
+	if len(endpoints(b.t, ns, cluster)) > 0 {
+		time.Sleep(6 * time.Second)
+		p = startProbe(b.t, ns, cluster)
+	}
+	start := time.Now()
+	do()
+	d := b.until(start, done)
+	if p == nil {
+		return d, writeStats{}
+	}
+	return d, statsOf(p.stop())
 }
 
 // until polls cond and returns how long after start it first held.
@@ -385,7 +393,7 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 		if p.DeletionTimestamp != nil || !podReady(&p) || p.Annotations[resources.AnnotationVersion] != version {
 			return false
 		}
-		eps = append(eps, fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort))
+		eps = append(eps, clientURL(&p))
 	}
 	cli := etcdClient(b.t, eps[:1])
 	defer cli.Close() // polled every 20 ms: not left to the test's end

@@ -243,11 +243,16 @@ func endpoints(t *testing.T, ns, name string) []string {
 	var out []string
 	for _, p := range memberPods(t, ns, name) {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			out = append(out, fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort))
+			out = append(out, clientURL(&p))
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// clientURL is a member Pod's etcd client URL, at its Pod IP.
+func clientURL(p *corev1.Pod) string {
+	return fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
 }
 
 func etcdClient(t *testing.T, eps []string) *clientv3.Client {

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/etcdplan/etcdplan/executor/store"
 )
@@ -65,7 +64,7 @@ func (s *Store) List(_ context.Context, prefix string) ([]store.Object, error) {
 	var out []store.Object
 	for k, b := range s.objects {
 		if strings.HasPrefix(k, prefix) {
-			out = append(out, store.Object{Key: k, Size: int64(len(b)), Modified: time.Time{}})
+			out = append(out, store.Object{Key: k, Size: int64(len(b))})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
