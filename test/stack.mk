@@ -87,4 +87,4 @@ stack-status: $(BIN)/stackctl
 stack-selftest-exclusive: $(STACK_BINS)
 	ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./test/stack/selftest/
 
-TEST_DEPS += $(STACK_BINS) $(MINIO_BIN)
+TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN)

@@ -28,7 +28,13 @@ func Open(ctx context.Context, d v1alpha1.BackupDestination, creds Credentials) 
 		}
 		return NewS3(ctx, cfg)
 	case d.GCS != nil:
-		return nil, fmt.Errorf("%w: gcs destinations are not supported yet", ErrUnsupported)
+		cfg := GCSConfig{Bucket: d.GCS.Bucket, Prefix: d.GCS.Prefix, Endpoint: d.GCS.Endpoint}
+		if creds != nil {
+			if cfg.ServiceAccountJSON = creds["serviceAccount.json"]; len(cfg.ServiceAccountJSON) == 0 {
+				return nil, fmt.Errorf("%w: Secret %s needs the key serviceAccount.json", ErrRefused, d.GCS.CredentialsSecret)
+			}
+		}
+		return NewGCS(ctx, cfg)
 	case d.PVC != nil:
 		return nil, fmt.Errorf("%w: pvc destinations are not supported yet", ErrUnsupported)
 	}

@@ -26,11 +26,11 @@ import (
 	"github.com/etcdplan/etcdplan/test/stack"
 )
 
-// An EtcdBackup streams a follower's snapshot to MinIO; the object, restored with etcdutl
-// and served by an etcd of its own, holds every key written before, byte for byte. A
-// missing bucket and wrong credentials fail the backup with the store's refusal, and no
-// credential shows in its status.
-func TestBackupToS3(t *testing.T) {
+// An EtcdBackup streams a follower's snapshot to MinIO, another to a fake-gcs-server; each
+// object, restored with etcdutl and served by an etcd of its own, holds every key written
+// before, byte for byte. A missing bucket and wrong credentials fail the backup with the
+// store's refusal, and no credential shows in its status.
+func TestBackupToS3AndGCS(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
@@ -71,14 +71,17 @@ func TestBackupToS3(t *testing.T) {
 
 	obj, err := m.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key)})
 	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "snapshot.db")
-	f, err := os.Create(file)
+	require.Equal(t, written, restoredKeys(t, download(t, obj.Body, a.Size), "/data/"), "every key and value came back from S3")
+
+	g := objstore.StartFakeGCS(t, "")
+	g.Bucket(t, "etcd-backups")
+	b = createBackup(t, ns, "to-gcs", v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "etcd-backups", Endpoint: g.Endpoint}})
+	a = waitBackup(t, ns, b.Name, v1alpha1.BackupSucceeded).Status.Artifact
+	key, ok := strings.CutPrefix(a.URI, "gs://etcd-backups/")
+	require.True(t, ok, a.URI)
+	r, err := g.Client(t).Bucket("etcd-backups").Object(key).NewReader(ctx)
 	require.NoError(t, err)
-	n, err := io.Copy(f, obj.Body)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	require.Equal(t, a.Size, n)
-	require.Equal(t, written, restoredKeys(t, file, "/data/"), "every key and value came back")
+	require.Equal(t, written, restoredKeys(t, download(t, r, a.Size), "/data/"), "every key and value came back from GCS")
 
 	for name, want := range map[string]string{"no-bucket": "NoSuchBucket", "wrong-secret": "SignatureDoesNotMatch"} {
 		dest := s3dest("missing-bucket", "s3")
@@ -94,6 +97,20 @@ func TestBackupToS3(t *testing.T) {
 		require.NotContains(t, fmt.Sprint(b.Status), "not-the-password")
 		require.NotContains(t, fmt.Sprint(b.Status), m.Password)
 	}
+}
+
+// download writes what r yields to a file, checks its size and returns its path.
+func download(t *testing.T, r io.ReadCloser, size int64) string {
+	t.Helper()
+	defer r.Close()
+	file := filepath.Join(t.TempDir(), "snapshot.db")
+	f, err := os.Create(file)
+	require.NoError(t, err)
+	n, err := io.Copy(f, r)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.Equal(t, size, n)
+	return file
 }
 
 func createBackup(t *testing.T, ns, name string, d v1alpha1.BackupDestination) *v1alpha1.EtcdBackup {

@@ -1,12 +1,11 @@
-// Package objstore runs the object stores backup tests write to: a MinIO server for S3,
-// built by test/stack.mk.
+// Package objstore runs the object stores backup tests write to: a MinIO server for S3 and
+// a fake-gcs-server for Google Cloud Storage, built by test/stack.mk.
 package objstore
 
 import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,33 +45,8 @@ func StartMinIO(t testing.TB, addr string) *MinIO {
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.User, "MINIO_ROOT_PASSWORD="+m.Password, "MINIO_BROWSER=off",
 		"MINIO_UPDATE=off", "HOME="+t.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	log, err := os.Create(filepath.Join(t.TempDir(), "minio.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get(m.Endpoint + "/minio/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return m
-			}
-		}
-		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(log.Name())
-			t.Fatalf("MinIO did not get ready at %s: %v\n%s", m.Endpoint, err, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	startServer(t, cmd, "minio", m.Endpoint+"/minio/health/ready")
+	return m
 }
 
 // Client is an S3 client of the server, as its root user.

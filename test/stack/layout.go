@@ -22,6 +22,8 @@ const (
 	EtcdPrevVersion = "v3.5.35"
 	// MinioVersion is the MinIO server backup tests write to (package objstore).
 	MinioVersion = "v0.0.0-20260212201848-7aac2a2c5b7c"
+	// FakeGCSVersion is the fake-gcs-server backup tests write to for GCS (package objstore).
+	FakeGCSVersion = "v1.56.1"
 )
 
 // Network layout.

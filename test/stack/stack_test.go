@@ -19,7 +19,7 @@ func TestVersionsMatchMakefile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{
-		"KUBE_VERSION": KubeVersion, "ETCD_VERSION": EtcdVersion, "ETCD_PREV_VERSION": EtcdPrevVersion, "MINIO_VERSION": MinioVersion,
+		"KUBE_VERSION": KubeVersion, "ETCD_VERSION": EtcdVersion, "ETCD_PREV_VERSION": EtcdPrevVersion, "MINIO_VERSION": MinioVersion, "FAKE_GCS_VERSION": FakeGCSVersion,
 	} {
 		m := regexp.MustCompile(`(?m)^` + name + ` := (\S+)$`).FindSubmatch(mk)
 		if m == nil {
