@@ -155,13 +155,15 @@ type EtcdBackupList struct {
 	Items           []EtcdBackup `json:"items"`
 }
 
-// Retention says which scheduled backups to keep.
+// Retention says which of a schedule's successful backups to keep: a backup goes when either
+// rule says so, its stored object first. The newest successful backup is always kept, and
+// failed backups count for neither rule.
 type Retention struct {
 	// KeepLast keeps this many newest successful backups.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	KeepLast *int32 `json:"keepLast,omitempty"`
-	// MaxAge deletes backups older than this, such as "168h".
+	// MaxAge deletes successful backups taken longer ago than this, such as "168h".
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
@@ -169,12 +171,19 @@ type Retention struct {
 // EtcdBackupScheduleSpec takes backups on a cron schedule.
 type EtcdBackupScheduleSpec struct {
 	ClusterRef ClusterReference `json:"clusterRef"`
-	// Schedule is a cron expression, such as "0 */6 * * *".
+	// Schedule is a cron expression, such as "0 */6 * * *" (five fields, minute first, in UTC
+	// unless it starts with CRON_TZ=<zone>; a sixth field in front counts seconds), or a
+	// descriptor such as "@daily". A time that comes while the previous backup still runs is
+	// taken once it ends, never two at once; times missed while the operator was away are
+	// caught up with one backup.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(@[a-z]+|@every [0-9a-z.]+|(CRON_TZ=[^ ]+ )?[^ ]+( [^ ]+){4,5})$')",message="schedule must be a cron expression of five fields (or six, seconds first) such as \"0 3 * * *\", or a descriptor such as @daily"
 	// +kubebuilder:validation:MinLength=1
-	Schedule    string            `json:"schedule"`
+	Schedule string `json:"schedule"`
+	// Destination is where each backup goes; a change applies to the next backup.
 	Destination BackupDestination `json:"destination"`
 	// +optional
 	Retention Retention `json:"retention,omitempty"`
+	// Suspend stops new backups; retention still applies.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
@@ -187,10 +196,15 @@ type EtcdBackupScheduleStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastScheduleTime is the schedule's time the last backup was taken for.
 	// +optional
 	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// LastSuccessfulBackup names the newest EtcdBackup of this schedule that succeeded.
 	// +optional
 	LastSuccessfulBackup string `json:"lastSuccessfulBackup,omitempty"`
+	// LastSuccessfulTime is when that backup's snapshot was taken.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
 }
 
 // EtcdBackupSchedule takes EtcdBackups of a cluster on a schedule and prunes old ones.
@@ -199,7 +213,10 @@ type EtcdBackupScheduleStatus struct {
 // +kubebuilder:resource:categories=etcdplan
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Last",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdBackupSchedule struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -216,3 +233,9 @@ type EtcdBackupScheduleList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []EtcdBackupSchedule `json:"items"`
 }
+
+// GetConditions returns the status conditions.
+func (s *EtcdBackupSchedule) GetConditions() []metav1.Condition { return s.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (s *EtcdBackupSchedule) SetConditions(c []metav1.Condition) { s.Status.Conditions = c }

@@ -166,6 +166,15 @@ func TestAdmission(t *testing.T) {
 		b.Spec.Destination = v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "bkt"}}
 		require.NoError(t, c.Create(ctx, b))
 	})
+
+	t.Run("backup schedule needs a cron expression", func(t *testing.T) {
+		s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "default"},
+			Spec: v1alpha1.EtcdBackupScheduleSpec{ClusterRef: v1alpha1.ClusterReference{Name: "demo"}, Schedule: "0 3 * *",
+				Destination: v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "bkt"}}}}
+		require.ErrorContains(t, c.Create(ctx, s), "schedule must be a cron expression")
+		s.Spec.Schedule = "@daily"
+		require.NoError(t, c.Create(ctx, s))
+	})
 }
 
 // installCRDs creates the CRDs and waits until they are served: Established first, then

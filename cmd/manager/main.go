@@ -131,6 +131,10 @@ func run() error {
 	if err := br.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	sr := &controller.ScheduleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Open: store.Open}
+	if err := sr.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}

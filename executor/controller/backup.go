@@ -41,7 +41,7 @@ type BackupReconciler struct {
 	// Dial connects to etcd members; etcd.Dial outside tests.
 	Dial func(endpoints map[string]string) (etcd.Cluster, error)
 	// Open prepares a destination's store; store.Open outside tests.
-	Open func(ctx context.Context, d v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error)
+	Open openFunc
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -111,7 +111,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		}
 		return nil, err
 	}
-	st, err := r.store(ctx, b)
+	st, err := openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
 	if err != nil {
 		return nil, err
 	}
@@ -159,12 +159,15 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		Member: m.Name, TakenAt: metav1.NewTime(at)}, nil
 }
 
-// store opens the destination with its credentials.
-func (r *BackupReconciler) store(ctx context.Context, b *v1alpha1.EtcdBackup) (store.Store, error) {
+// openFunc prepares a destination's store; store.Open outside tests.
+type openFunc func(ctx context.Context, d v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error)
+
+// openDestination opens a destination with the credentials its Secret in namespace holds.
+func openDestination(ctx context.Context, secrets client.Reader, open openFunc, namespace string, d v1alpha1.BackupDestination) (store.Store, error) {
 	var creds store.Credentials
-	if name := store.SecretName(b.Spec.Destination); name != "" {
+	if name := store.SecretName(d); name != "" {
 		var s corev1.Secret
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s); err != nil {
+		if err := secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, &stepError{reason: "CredentialsNotFound", msg: fmt.Sprintf("Secret %s does not exist", name)}
 			}
@@ -172,7 +175,7 @@ func (r *BackupReconciler) store(ctx context.Context, b *v1alpha1.EtcdBackup) (s
 		}
 		creds = s.Data
 	}
-	return r.Open(ctx, b.Spec.Destination, creds)
+	return open(ctx, d, creds)
 }
 
 // fail ends a backup that will not be tried again.

@@ -65,7 +65,7 @@ func newFixture(t *testing.T, members int, edit func(c *v1alpha1.EtcdCluster)) *
 		view.Members = append(view.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{resources.PeerURL(c, name)},
 			Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 100})
 	}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdBackup{}).Build()
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdBackup{}, &v1alpha1.EtcdBackupSchedule{}).Build()
 	f := &fixture{t: t, kube: kube, etcd: etcdfake.New(view), events: record.NewFakeRecorder(100), now: time.Unix(1_800_000_000, 0)}
 	f.r = &Reconciler{Client: kube, APIReader: kube, Recorder: f.events, Dial: f.etcd.Dial, Now: func() time.Time { return f.now }}
 	return f

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -173,4 +174,71 @@ func restoredKeys(t *testing.T, file, prefix string) map[string]string {
 		return true
 	}, time.Minute, 200*time.Millisecond, "the restored etcd serves")
 	return got
+}
+
+// An EtcdBackupSchedule every 5 s with keepLast 2: backups come one after another, and the
+// third-oldest goes, EtcdBackup and stored object alike; once suspended, what stays is the
+// two newest, each with its object, and nothing else in the bucket.
+func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	createReady(t, ns, 1)
+	m := objstore.StartMinIO(t, "")
+	m.Bucket(t, "etcd-backups")
+	ctx := context.Background()
+	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
+		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
+	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metaName(ns, "often")}
+	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", "*/5 * * * * *"
+	s.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}
+	s.Spec.Retention.KeepLast = ptr.To[int32](2)
+	require.NoError(t, env.client.Create(ctx, s))
+
+	list := func() []v1alpha1.EtcdBackup {
+		var l v1alpha1.EtcdBackupList
+		require.NoError(t, env.client.List(ctx, &l, client.InNamespace(ns)))
+		return l.Items
+	}
+	first := ""
+	require.Eventually(t, func() bool {
+		bs := list()
+		if first == "" && len(bs) > 0 {
+			first = bs[0].Name
+		}
+		for _, b := range bs {
+			require.NotEqual(t, v1alpha1.BackupFailed, b.Status.Phase, "%s: %+v", b.Name, b.Status.Conditions)
+			if b.Name == first {
+				return false
+			}
+		}
+		return first != ""
+	}, 90*time.Second, 200*time.Millisecond, "the first backup went")
+
+	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+	s.Spec.Suspend = true
+	require.NoError(t, env.client.Update(ctx, s))
+	var uris []string
+	require.Eventually(t, func() bool {
+		bs, done := list(), true
+		uris = nil
+		for _, b := range bs {
+			done = done && b.Status.Phase == v1alpha1.BackupSucceeded
+			if b.Status.Artifact != nil {
+				uris = append(uris, b.Status.Artifact.URI)
+			}
+		}
+		return done && len(bs) == 2
+	}, time.Minute, 200*time.Millisecond, "two succeeded backups stay")
+	out, err := m.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("etcd-backups")})
+	require.NoError(t, err)
+	var stored []string
+	for _, o := range out.Contents {
+		stored = append(stored, "s3://etcd-backups/"+aws.ToString(o.Key))
+	}
+	require.ElementsMatch(t, uris, stored, "the bucket holds the kept backups' snapshots and nothing else")
+
+	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+	require.NotNil(t, s.Status.LastSuccessfulTime)
+	require.Equal(t, "Suspended", meta.FindStatusCondition(s.Status.Conditions, fluxmeta.ReadyCondition).Reason)
 }

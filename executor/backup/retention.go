@@ -1,0 +1,44 @@
+package backup
+
+import (
+	"slices"
+	"time"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// FailedKept is how many of a schedule's failed backups stay to be looked at.
+const FailedKept = 3
+
+// Expired is which of a schedule's backups its retention removes. Successful
+// backups go when keepLast or maxAge says so, except the newest, which always stays; a
+// failed backup counts for neither rule (so it never costs an older good one its place),
+// and only the newest FailedKept failed ones stay. Backups not yet ended are never removed.
+func Expired(bs []v1alpha1.EtcdBackup, r v1alpha1.Retention, now time.Time) []v1alpha1.EtcdBackup {
+	var good, failed []v1alpha1.EtcdBackup
+	for _, b := range bs {
+		switch {
+		case b.Status.Phase == v1alpha1.BackupSucceeded && b.Status.Artifact != nil:
+			good = append(good, b)
+		case b.Status.Phase == v1alpha1.BackupFailed:
+			failed = append(failed, b)
+		}
+	}
+	newestFirst := func(at func(v1alpha1.EtcdBackup) time.Time) func(a, b v1alpha1.EtcdBackup) int {
+		return func(a, b v1alpha1.EtcdBackup) int { return at(b).Compare(at(a)) }
+	}
+	slices.SortStableFunc(good, newestFirst(func(b v1alpha1.EtcdBackup) time.Time { return b.Status.Artifact.TakenAt.Time }))
+	slices.SortStableFunc(failed, newestFirst(func(b v1alpha1.EtcdBackup) time.Time { return b.CreationTimestamp.Time }))
+	var out []v1alpha1.EtcdBackup
+	for i, b := range good {
+		tooMany := r.KeepLast != nil && i >= int(*r.KeepLast)
+		tooOld := r.MaxAge != nil && now.Sub(b.Status.Artifact.TakenAt.Time) > r.MaxAge.Duration
+		if i > 0 && (tooMany || tooOld) {
+			out = append(out, b)
+		}
+	}
+	if len(failed) > FailedKept {
+		out = append(out, failed[FailedKept:]...)
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	"github.com/robfig/cron/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/schedule"
+	"github.com/etcdplan/etcdplan/executor/store"
+)
+
+// LabelSchedule on an EtcdBackup names the EtcdBackupSchedule that created it.
+const LabelSchedule = "etcdplan.io/backup-schedule"
+
+// ScheduleReconciler creates an EtcdBackup each time a schedule comes, one at a time, and
+// removes the backups its retention no longer keeps, stored object first.
+type ScheduleReconciler struct {
+	client.Client
+	// APIReader reads Secrets around the cache.
+	APIReader client.Reader
+	// Open prepares a destination's store; store.Open outside tests.
+	Open openFunc
+	// Now is the clock.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the reconciler; a backup of a schedule ending wakes it.
+func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdBackupSchedule{}).Owns(&v1alpha1.EtcdBackup{}).Complete(r)
+}
+
+// Reconcile takes the backup a schedule's time asks for, applies retention and comes back
+// at the next time.
+func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	s := &v1alpha1.EtcdBackupSchedule{}
+	if err := r.Get(ctx, req.NamespacedName, s); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	patcher := patch.NewSerialPatcher(s, r.Client)
+	defer func() {
+		err := client.IgnoreNotFound(patcher.Patch(ctx, s,
+			patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
+			patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName)))
+		if err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	sched, err := schedule.Parse(s.Spec.Schedule)
+	if err != nil {
+		msg := fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err)
+		conditions.Delete(s, meta.ReconcilingCondition)
+		conditions.MarkStalled(s, "InvalidSchedule", "%s", msg)
+		conditions.MarkFalse(s, meta.ReadyCondition, "InvalidSchedule", "%s", msg)
+		return reconcile.Result{}, nil
+	}
+	conditions.Delete(s, meta.StalledCondition)
+	var list v1alpha1.EtcdBackupList
+	if err := r.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelSchedule: s.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	owned := ownedBy(list.Items, s)
+	at := now(r.Now)
+	recordSuccess(s, owned)
+	waitingFor, due, err := r.take(ctx, s, sched, owned, at)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	pruneErr := r.prune(ctx, s, owned, at)
+	next := sched.Next(at)
+	switch {
+	case pruneErr != nil:
+		conditions.MarkFalse(s, meta.ReadyCondition, "RetentionFailed", "%v", pruneErr)
+		return reconcile.Result{RequeueAfter: backupRetry}, nil
+	case waitingFor != "":
+		conditions.MarkReconciling(s, "BackupRunning", "waiting for %s to end before the backup due at %s", waitingFor, due.UTC().Format(time.RFC3339))
+	default:
+		conditions.Delete(s, meta.ReconcilingCondition)
+	}
+	last := lastEnded(owned)
+	switch {
+	case s.Spec.Suspend:
+		conditions.MarkTrue(s, meta.ReadyCondition, "Suspended", "suspended: no new backups")
+		return reconcile.Result{}, nil
+	case last != nil && last.Status.Phase == v1alpha1.BackupFailed:
+		conditions.MarkFalse(s, meta.ReadyCondition, "LastBackupFailed", "the last backup, %s, failed: %s; next at %s",
+			last.Name, conditions.GetMessage(last, meta.ReadyCondition), next.UTC().Format(time.RFC3339))
+	default:
+		conditions.MarkTrue(s, meta.ReadyCondition, "Scheduled", "next backup at %s", next.UTC().Format(time.RFC3339))
+	}
+	return reconcile.Result{RequeueAfter: next.Sub(at) + 10*time.Millisecond}, nil
+}
+
+// take creates the backup for the schedule's last time, unless it was taken or the schedule
+// is suspended. While one of its backups runs, none is created (a time that came is taken
+// once it ended): it returns that backup's name and the time waiting.
+func (r *ScheduleReconciler) take(ctx context.Context, s *v1alpha1.EtcdBackupSchedule, sched cron.Schedule, owned []v1alpha1.EtcdBackup, at time.Time) (string, time.Time, error) {
+	if s.Spec.Suspend {
+		return "", time.Time{}, nil
+	}
+	since := s.CreationTimestamp.Time
+	if s.Status.LastScheduleTime != nil {
+		since = s.Status.LastScheduleTime.Time
+	}
+	due := schedule.Last(sched, since, at)
+	if due.IsZero() {
+		return "", due, nil
+	}
+	for _, b := range owned {
+		if !ended(b) {
+			return b.Name, due, nil
+		}
+	}
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: backupName(s.Name, due),
+		Labels: map[string]string{LabelSchedule: s.Name, resources.LabelCluster: s.Spec.ClusterRef.Name}}}
+	b.Spec.ClusterRef, b.Spec.Destination = s.Spec.ClusterRef, *s.Spec.Destination.DeepCopy()
+	if err := controllerutil.SetControllerReference(s, b, r.Scheme()); err != nil {
+		return "", due, err
+	}
+	if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", due, err
+	}
+	s.Status.LastScheduleTime = &metav1.Time{Time: due}
+	return "", due, nil
+}
+
+func ended(b v1alpha1.EtcdBackup) bool {
+	return b.Status.Phase == v1alpha1.BackupSucceeded || b.Status.Phase == v1alpha1.BackupFailed
+}
+
+// backupName is the schedule's name and the time the backup is for: the same time always
+// names the same backup, so a retried create cannot take two.
+func backupName(schedule string, due time.Time) string {
+	suffix := due.UTC().Format("-20060102-150405")
+	if len(schedule)+len(suffix) > 253 {
+		schedule = schedule[:253-len(suffix)]
+	}
+	return schedule + suffix
+}
+
+// prune removes the backups retention no longer keeps: the stored object, then the
+// EtcdBackup. A backup whose object could not be deleted stays, and is tried again.
+func (r *ScheduleReconciler) prune(ctx context.Context, s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup, at time.Time) error {
+	var failed []string
+	for _, b := range backup.Expired(owned, s.Spec.Retention, at) {
+		if err := r.deleteStored(ctx, &b); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", b.Name, err))
+			continue
+		}
+		if err := r.Delete(ctx, &b); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("could not delete the stored snapshot of %s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// deleteStored deletes a backup's stored object, if it has one.
+func (r *ScheduleReconciler) deleteStored(ctx context.Context, b *v1alpha1.EtcdBackup) error {
+	if b.Status.Artifact == nil {
+		return nil
+	}
+	st, err := openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
+	if err != nil {
+		return err
+	}
+	key, ok := store.KeyOf(st, b.Status.Artifact.URI)
+	if !ok {
+		return fmt.Errorf("%s is not at the backup's destination", b.Status.Artifact.URI)
+	}
+	return st.Delete(ctx, key)
+}
+
+// ownedBy is the backups s created: labelled with its name and owned by its UID, so a
+// schedule re-created under the same name does not prune its predecessor's.
+func ownedBy(bs []v1alpha1.EtcdBackup, s *v1alpha1.EtcdBackupSchedule) []v1alpha1.EtcdBackup {
+	var out []v1alpha1.EtcdBackup
+	for _, b := range bs {
+		if ref := metav1.GetControllerOf(&b); ref != nil && ref.UID == s.UID {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// recordSuccess records the newest successful backup in status.
+func recordSuccess(s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup) {
+	for _, b := range owned {
+		a := b.Status.Artifact
+		if b.Status.Phase != v1alpha1.BackupSucceeded || a == nil {
+			continue
+		}
+		if s.Status.LastSuccessfulTime == nil || a.TakenAt.After(s.Status.LastSuccessfulTime.Time) {
+			s.Status.LastSuccessfulBackup, s.Status.LastSuccessfulTime = b.Name, a.TakenAt.DeepCopy()
+		}
+	}
+}
+
+// lastEnded is the newest backup that ended, nil when none did. Names end in the time the
+// backup was for, so the newest has the greatest.
+func lastEnded(owned []v1alpha1.EtcdBackup) *v1alpha1.EtcdBackup {
+	var last *v1alpha1.EtcdBackup
+	for i, b := range owned {
+		if ended(b) && (last == nil || b.Name > last.Name) {
+			last = &owned[i]
+		}
+	}
+	return last
+}

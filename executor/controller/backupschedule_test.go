@@ -1,0 +1,134 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/store"
+)
+
+type scheduleFixture struct {
+	*backupFixture
+	sr *ScheduleReconciler
+}
+
+func newScheduleFixture(t *testing.T, expr string, keepLast int32) *scheduleFixture {
+	f := &scheduleFixture{backupFixture: newBackupFixture(t)}
+	f.sr = &ScheduleReconciler{Client: f.kube, APIReader: f.kube, Open: f.br.Open, Now: func() time.Time { return f.now }}
+	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hourly", UID: "uid-hourly",
+		CreationTimestamp: metav1.NewTime(f.now)}}
+	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", expr
+	s.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups"}
+	s.Spec.Retention.KeepLast = ptr.To(keepLast)
+	require.NoError(t, f.kube.Create(context.Background(), s))
+	return f
+}
+
+// reconcileSchedule reconciles the schedule and returns it.
+func (f *scheduleFixture) reconcileSchedule() (*v1alpha1.EtcdBackupSchedule, reconcile.Result) {
+	f.t.Helper()
+	key := client.ObjectKey{Namespace: "ns", Name: "hourly"}
+	res, err := f.sr.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
+	require.NoError(f.t, err)
+	s := &v1alpha1.EtcdBackupSchedule{}
+	require.NoError(f.t, f.kube.Get(context.Background(), key, s))
+	return s, res
+}
+
+// backups lists the schedule's EtcdBackups by name, with their phase.
+func (f *scheduleFixture) backups() map[string]v1alpha1.BackupPhase {
+	f.t.Helper()
+	var l v1alpha1.EtcdBackupList
+	require.NoError(f.t, f.kube.List(context.Background(), &l, client.MatchingLabels{LabelSchedule: "hourly"}))
+	out := map[string]v1alpha1.BackupPhase{}
+	for _, b := range l.Items {
+		out[b.Name] = b.Status.Phase
+	}
+	return out
+}
+
+func (f *scheduleFixture) runBackup(name string) {
+	f.t.Helper()
+	_, err := f.br.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: name}})
+	require.NoError(f.t, err)
+}
+
+// An hourly schedule with keepLast 2: nothing at first sight, a backup each hour, never two
+// at once (a time that comes while one runs is taken when it ends), the third-oldest goes
+// with its stored object, a failed backup costs no good one, suspend stops new backups.
+func TestBackupScheduleTakesOneAtATimeAndKeepsTheLastTwo(t *testing.T) {
+	f := newScheduleFixture(t, "0 * * * *", 2)
+	s, res := f.reconcileSchedule()
+	require.Empty(t, f.backups(), "created on the hour: the next hour is the first time")
+	require.Equal(t, time.Hour+10*time.Millisecond, res.RequeueAfter)
+	require.True(t, conditions.IsReady(s))
+	require.Contains(t, conditions.GetMessage(s, meta.ReadyCondition), "next backup at 2027-01-15T09:00:00Z")
+
+	f.now = f.now.Add(time.Hour)
+	s, _ = f.reconcileSchedule()
+	require.Equal(t, map[string]v1alpha1.BackupPhase{"hourly-20270115-090000": ""}, f.backups())
+	require.Equal(t, f.now, s.Status.LastScheduleTime.Time)
+	f.runBackup("hourly-20270115-090000")
+
+	f.now = f.now.Add(time.Hour)
+	f.reconcileSchedule() // 10:00, left running
+	f.now = f.now.Add(time.Hour)
+	s, _ = f.reconcileSchedule()
+	require.Len(t, f.backups(), 2, "11:00 came while 10:00 runs: no second backup at once")
+	require.True(t, conditions.IsReconciling(s))
+	require.Contains(t, conditions.GetMessage(s, meta.ReconcilingCondition), "waiting for hourly-20270115-100000 to end before the backup due at 2027-01-15T11:00:00Z")
+	f.runBackup("hourly-20270115-100000")
+	f.now = f.now.Add(time.Minute) // the fake API server gives no UIDs, which keys carry
+	f.reconcileSchedule()
+	f.runBackup("hourly-20270115-110000")
+	require.Len(t, f.store.Keys(), 3)
+
+	s, _ = f.reconcileSchedule()
+	require.Equal(t, map[string]v1alpha1.BackupPhase{"hourly-20270115-100000": v1alpha1.BackupSucceeded,
+		"hourly-20270115-110000": v1alpha1.BackupSucceeded}, f.backups(), "the third-oldest went")
+	require.Len(t, f.store.Keys(), 2, "its stored snapshot went first")
+	require.NotContains(t, fmt.Sprint(f.store.Keys()), "T090000Z")
+	require.Equal(t, "hourly-20270115-110000", s.Status.LastSuccessfulBackup)
+	require.Equal(t, f.now, s.Status.LastSuccessfulTime.Time)
+	require.False(t, conditions.IsReconciling(s))
+
+	f.now = f.now.Add(time.Hour - time.Minute)
+	f.reconcileSchedule()
+	f.store.Err = fmt.Errorf("%w: bucket backups: AccessDenied: Access Denied", store.ErrRefused)
+	f.runBackup("hourly-20270115-120000")
+	f.store.Err = nil
+	s, _ = f.reconcileSchedule()
+	require.Len(t, f.store.Keys(), 2, "a failed backup deletes no older good one")
+	require.Len(t, f.backups(), 3)
+	require.False(t, conditions.IsReady(s))
+	require.Equal(t, "LastBackupFailed", conditions.GetReason(s, meta.ReadyCondition))
+	require.Contains(t, conditions.GetMessage(s, meta.ReadyCondition), "AccessDenied")
+
+	s.Spec.Suspend = true
+	require.NoError(t, f.kube.Update(context.Background(), s))
+	f.now = f.now.Add(time.Hour)
+	s, res = f.reconcileSchedule()
+	require.Len(t, f.backups(), 3, "suspended: no backup")
+	require.Equal(t, "Suspended", conditions.GetReason(s, meta.ReadyCondition))
+	require.Zero(t, res.RequeueAfter)
+}
+
+func TestBackupScheduleStallsOnAnInvalidSchedule(t *testing.T) {
+	f := newScheduleFixture(t, "0 3 * *", 2)
+	s, res := f.reconcileSchedule()
+	require.Zero(t, res.RequeueAfter)
+	require.True(t, conditions.IsStalled(s))
+	require.Equal(t, "InvalidSchedule", conditions.GetReason(s, meta.StalledCondition))
+	require.Empty(t, f.backups())
+}
