@@ -33,9 +33,9 @@ func newBackupFixture(t *testing.T) *backupFixture {
 	f := &backupFixture{fixture: newFixture(t, 3, nil), store: storefake.New()}
 	f.etcd.Database, f.etcd.Revision = []byte(strings.Repeat("kv", 1000)), 4711
 	f.br = &BackupReconciler{Client: f.kube, APIReader: f.kube, Dial: f.etcd.Dial, Now: func() time.Time { return f.now },
-		Open: func(_ context.Context, _ v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error) {
+		Open: func(_ context.Context, d v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error) {
 			f.creds = creds
-			return f.store, nil
+			return f.store.Open(d), nil
 		}}
 	return f
 }
@@ -74,7 +74,7 @@ func TestBackupStoresACheckedSnapshotOfAFollower(t *testing.T) {
 	require.Len(t, a.SHA256, 64)
 	key := "ns/demo/demo-20270115T080000Z-r4711-01234567.db"
 	require.Equal(t, []string{key}, f.store.Keys())
-	require.Equal(t, "mem://"+key, a.URI)
+	require.Equal(t, "s3://backups/"+key, a.URI)
 
 	f.reconcile()
 	require.Len(t, f.etcd.Calls(), 1, "a backup that succeeded is not taken again")

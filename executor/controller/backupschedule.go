@@ -176,13 +176,13 @@ func (r *ScheduleReconciler) deleteStored(ctx context.Context, b *v1alpha1.EtcdB
 	if b.Status.Artifact == nil {
 		return nil
 	}
+	key, ok := store.KeyOf(b.Spec.Destination, b.Status.Artifact.URI)
+	if !ok {
+		return fmt.Errorf("%s is not at the backup's destination", b.Status.Artifact.URI)
+	}
 	st, err := openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
 	if err != nil {
 		return err
-	}
-	key, ok := store.KeyOf(st, b.Status.Artifact.URI)
-	if !ok {
-		return fmt.Errorf("%s is not at the backup's destination", b.Status.Artifact.URI)
 	}
 	return st.Delete(ctx, key)
 }

@@ -57,7 +57,7 @@ func (g *GCS) object(k string) *storage.ObjectHandle {
 }
 
 // URI is gs://bucket/prefix/key.
-func (g *GCS) URI(k string) string { return "gs://" + g.bucket + "/" + path.Join(g.prefix, k) }
+func (g *GCS) URI(k string) string { return uri("gs", g.bucket, g.prefix, k) }
 
 // Put writes a resumable upload one chunk at a time, so at most a chunk is in memory; the
 // object appears only when the last chunk is in, and a failed upload is cancelled.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
@@ -39,6 +41,28 @@ func Open(ctx context.Context, d v1alpha1.BackupDestination, creds Credentials) 
 		return nil, fmt.Errorf("%w: pvc destinations are not supported yet", ErrUnsupported)
 	}
 	return nil, fmt.Errorf("%w: the destination names no store", ErrRefused)
+}
+
+// URIOf names the object under key at a destination, as its store's URI does.
+func URIOf(d v1alpha1.BackupDestination, key string) string {
+	switch {
+	case d.S3 != nil:
+		return uri("s3", d.S3.Bucket, d.S3.Prefix, key)
+	case d.GCS != nil:
+		return uri("gs", d.GCS.Bucket, d.GCS.Prefix, key)
+	case d.PVC != nil:
+		return uri("pvc", d.PVC.ClaimName, d.PVC.SubPath, key)
+	}
+	return key
+}
+
+func uri(scheme, bucket, prefix, key string) string {
+	return scheme + "://" + bucket + "/" + path.Join(prefix, key)
+}
+
+// KeyOf is the key of the object uri names at a destination; false when it is not there.
+func KeyOf(d v1alpha1.BackupDestination, uri string) (string, bool) {
+	return strings.CutPrefix(uri, strings.TrimSuffix(URIOf(d, "k"), "k"))
 }
 
 // SecretName is the credentials Secret a destination names, "" for none.

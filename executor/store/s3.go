@@ -64,7 +64,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 func (s *S3) key(k string) string { return path.Join(s.prefix, k) }
 
 // URI is s3://bucket/prefix/key.
-func (s *S3) URI(k string) string { return "s3://" + s.bucket + "/" + s.key(k) }
+func (s *S3) URI(k string) string { return uri("s3", s.bucket, s.prefix, k) }
 
 // Put uploads one part at a time (a single PutObject when the object fits in one), so at
 // most a part is in memory; a failed upload is aborted.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 	"time"
 )
 
@@ -38,9 +37,3 @@ var ErrRefused = errors.New("refused by the store")
 
 // partSize is what a store holds in memory of an object being written.
 const partSize = 8 << 20
-
-// KeyOf is the key of the object st names uri; false when uri is not one of st's.
-func KeyOf(st Store, uri string) (string, bool) {
-	root := strings.TrimSuffix(st.URI("k"), "k")
-	return strings.CutPrefix(uri, root)
-}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/store"
 )
 
@@ -19,6 +20,16 @@ type Store struct {
 	objects map[string][]byte
 	// Err, when set, fails every call.
 	Err error
+	// dest is the destination the store was last opened for.
+	dest v1alpha1.BackupDestination
+}
+
+// Open returns the store, as opened for d.
+func (s *Store) Open(d v1alpha1.BackupDestination) *Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dest = d
+	return s
 }
 
 var _ store.Store = (*Store)(nil)
@@ -71,7 +82,12 @@ func (s *Store) List(_ context.Context, prefix string) ([]store.Object, error) {
 	return out, s.Err
 }
 
-func (s *Store) URI(key string) string { return "mem://" + key }
+// URI names the object as a store at dest would.
+func (s *Store) URI(key string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return store.URIOf(s.dest, key)
+}
 
 // Keys lists the stored keys.
 func (s *Store) Keys() []string {
