@@ -24,6 +24,8 @@ type Observed struct {
 	FormatVersion int `json:"formatVersion"`
 	// ClusterID is the bootstrapped cluster's ID from status; empty before bootstrap.
 	ClusterID string `json:"clusterID,omitempty"`
+	// RestoredFrom is the snapshot the seed was restored from (from status).
+	RestoredFrom string `json:"restoredFrom,omitempty"`
 	// NextOrdinal is the lowest ordinal a new member may take (from status).
 	NextOrdinal int `json:"nextOrdinal,omitempty"`
 	// Recorded is the membership last recorded in status: when no member answers, it is the

@@ -45,6 +45,9 @@ type Desired struct {
 	// DefragPercent: members whose database is at least this share free space are
 	// defragmented (spec.maintenance.defrag; 0: never for that reason alone).
 	DefragPercent int `json:"defragPercent,omitempty"`
+	// Restore names the snapshot a new cluster's seed is restored from
+	// (spec.bootstrap.restore); "" starts an empty cluster.
+	Restore string `json:"restore,omitempty"`
 }
 
 // Plan returns the ordered steps that take the observed cluster to the desired state.
@@ -190,7 +193,8 @@ func refuseQuorum(m *model, d Desired) *plan.Blocker {
 	}
 	if all > 0 && all-lost < quorum(all) {
 		return &plan.Blocker{Reason: plan.BlockQuorumLost, Message: fmt.Sprintf(
-			"%d of %d voting members lost their data, so the rest cannot form a quorum: restore the cluster from a backup", lost, all)}
+			"%d of %d voting members lost their data, so the rest cannot form a quorum: restore a new cluster from the newest backup "+
+				"(spec.bootstrap.restore; see docs/backup-restore.md)", lost, all)}
 	}
 	return nil
 }
@@ -204,6 +208,9 @@ func warnings(d Desired, o Observed) []string {
 	case d.Replicas > 0 && d.Replicas%2 == 0:
 		out = append(out, fmt.Sprintf("spec.replicas %d is even: %d voters tolerate no more failures than %d, and need one more answer for every write",
 			d.Replicas, d.Replicas, d.Replicas-1))
+	}
+	if d.Restore != "" && o.ClusterID != "" && o.RestoredFrom == "" {
+		out = append(out, "spec.bootstrap.restore is ignored: the cluster formed without it, and a restore seeds only a new cluster")
 	}
 	if o.Etcd != nil && !o.Etcd.Linearizable {
 		out = append(out, "etcd's member list was not read through a quorum: no membership change is planned or found done until it is")

@@ -269,7 +269,7 @@ func TestPlanRefusals(t *testing.T) {
 			w.members["demo-0"].dataLost = true
 			w.members["demo-2"].dataLost = true
 			return w
-		}, plan.BlockQuorumLost, "restore the cluster from a backup"},
+		}, plan.BlockQuorumLost, "restore a new cluster from the newest backup (spec.bootstrap.restore; see docs/backup-restore.md)"},
 		{"quorum lost with volumes deleted", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			for _, n := range []string{"demo-1", "demo-2"} {
@@ -577,4 +577,22 @@ func BenchmarkPlan(b *testing.B) {
 			})
 		}
 	}
+}
+
+// A cluster restored from a snapshot says so in its seed's step; spec.bootstrap.restore set
+// on a cluster that formed without it plans nothing and warns that it is ignored.
+func TestRestoreSeedsOnlyANewCluster(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	c.Restore = "EtcdBackup nightly"
+	p := Plan(c, Observed{FormatVersion: ObservedFormatVersion})
+	require.Equal(t, plan.CreateSeed, p.Steps[0].Action)
+	require.Equal(t, "bootstrap: the cluster starts from one seed member restored from EtcdBackup nightly", p.Steps[0].Reason)
+	require.Empty(t, p.Warnings)
+
+	o := healthy3(c).observe()
+	p = Plan(c, o)
+	require.Empty(t, p.Steps)
+	require.Contains(t, p.Warnings, "spec.bootstrap.restore is ignored: the cluster formed without it, and a restore seeds only a new cluster")
+	o.RestoredFrom = "s3://backups/x.db"
+	require.Empty(t, Plan(c, o).Warnings, "a cluster that was restored is not warned about")
 }

@@ -40,6 +40,9 @@ func bootstrap(m *model, d Desired) (plan.Step, bool) {
 		seed = &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
 	}
 	s := step(plan.CreateSeed, seed, plan.PreNone, "bootstrap: the cluster starts from one seed member")
+	if d.Restore != "" {
+		s.Reason = "bootstrap: the cluster starts from one seed member restored from " + d.Restore
+	}
 	s.Version = d.Version
 	return s, true
 }

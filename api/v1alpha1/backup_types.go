@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"path"
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -27,6 +30,50 @@ type BackupDestination struct {
 	GCS *GCSDestination `json:"gcs,omitempty"`
 	// +optional
 	PVC *PVCDestination `json:"pvc,omitempty"`
+}
+
+// URI names the object under key at the destination: s3://bucket/prefix/key,
+// gs://bucket/prefix/key or pvc://claim/subPath/key.
+func (d BackupDestination) URI(key string) string {
+	uri := func(scheme, bucket, prefix string) string {
+		return scheme + "://" + bucket + "/" + path.Join(prefix, key)
+	}
+	switch {
+	case d.S3 != nil:
+		return uri("s3", d.S3.Bucket, d.S3.Prefix)
+	case d.GCS != nil:
+		return uri("gs", d.GCS.Bucket, d.GCS.Prefix)
+	case d.PVC != nil:
+		return uri("pvc", d.PVC.ClaimName, d.PVC.SubPath)
+	}
+	return key
+}
+
+// CredentialsSecret is the Secret the destination names for its credentials; "" for none.
+func (d BackupDestination) CredentialsSecret() string {
+	switch {
+	case d.S3 != nil:
+		return d.S3.CredentialsSecret
+	case d.GCS != nil:
+		return d.GCS.CredentialsSecret
+	}
+	return ""
+}
+
+// CredentialKeys are the keys the destination's credentials Secret must hold.
+func (d BackupDestination) CredentialKeys() []string {
+	switch {
+	case d.S3 != nil:
+		return []string{"accessKeyID", "secretAccessKey"}
+	case d.GCS != nil:
+		return []string{"serviceAccount.json"}
+	}
+	return nil
+}
+
+// KeyOf is the key of the object uri names at the destination; false when it is not there.
+func (d BackupDestination) KeyOf(uri string) (string, bool) {
+	return strings.CutPrefix(uri, strings.TrimSuffix(d.URI("k"), "k"))
 }
 
 // S3Destination is a bucket on S3 or an S3-compatible store.

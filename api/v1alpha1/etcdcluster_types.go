@@ -238,7 +238,9 @@ type BootstrapSpec struct {
 	Restore *RestoreSpec `json:"restore,omitempty"`
 }
 
-// RestoreSpec names the snapshot a new cluster starts from.
+// RestoreSpec names the snapshot a new cluster starts from: the seed member is restored
+// from it (its checksum checked first), and the other members join the seed as learners.
+// Once the cluster has formed it is ignored.
 // +kubebuilder:validation:XValidation:rule="has(self.backupName) != has(self.source)",message="bootstrap.restore needs exactly one of backupName or source"
 type RestoreSpec struct {
 	// BackupName is an EtcdBackup in the cluster's namespace whose artifact seeds the cluster.
@@ -376,6 +378,10 @@ type EtcdClusterStatus struct {
 	// ClusterID is etcd's cluster ID in hex, set once the cluster has bootstrapped.
 	// +optional
 	ClusterID string `json:"clusterID,omitempty"`
+	// RestoredFrom is the snapshot the cluster's seed member was restored from
+	// (spec.bootstrap.restore), as a URI.
+	// +optional
+	RestoredFrom string `json:"restoredFrom,omitempty"`
 	// ClusterVersion is etcd's cluster version (major.minor.0).
 	// +optional
 	ClusterVersion string `json:"clusterVersion,omitempty"`
@@ -437,8 +443,8 @@ func (s *EtcdClusterSpec) Unsupported() string {
 		return "spec.tls is not supported yet: remove it or set mode Disabled"
 	case s.Auth != nil && s.Auth.Enabled:
 		return "spec.auth is not supported yet: remove it"
-	case s.Bootstrap != nil && s.Bootstrap.Restore != nil:
-		return "spec.bootstrap.restore is not supported yet: remove it"
+	case s.Bootstrap != nil && s.Bootstrap.Restore != nil && s.Bootstrap.Restore.Source != nil && s.Bootstrap.Restore.Source.PVC != nil:
+		return "spec.bootstrap.restore.source.pvc is not supported yet: restore from s3 or gcs"
 	case s.Recovery != nil && s.Recovery.QuorumLoss == "RestoreFromBackup":
 		return "spec.recovery.quorumLoss RestoreFromBackup is not supported yet: remove it or set Manual"
 	}

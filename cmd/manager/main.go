@@ -1,5 +1,6 @@
 // Command manager runs the etcdplan operator. `manager preflight` is the check member
-// Pods run before etcd starts.
+// Pods run before etcd starts; `manager restore-fetch` and `restore-place` restore a new
+// cluster's seed from a snapshot.
 package main
 
 import (
@@ -32,8 +33,10 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "preflight" {
-		os.Exit(preflight(os.Args[2:]))
+	if len(os.Args) > 1 {
+		if cmd, ok := map[string]func([]string) int{"preflight": preflight, "restore-fetch": restoreFetch, "restore-place": restorePlace}[os.Args[1]]; ok {
+			os.Exit(cmd(os.Args[2:]))
+		}
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -165,7 +165,7 @@ type openFunc func(ctx context.Context, d v1alpha1.BackupDestination, creds stor
 // openDestination opens a destination with the credentials its Secret in namespace holds.
 func openDestination(ctx context.Context, secrets client.Reader, open openFunc, namespace string, d v1alpha1.BackupDestination) (store.Store, error) {
 	var creds store.Credentials
-	if name := store.SecretName(d); name != "" {
+	if name := d.CredentialsSecret(); name != "" {
 		var s corev1.Secret
 		if err := secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
 			if apierrors.IsNotFound(err) {

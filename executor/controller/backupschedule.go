@@ -21,7 +21,6 @@ import (
 	"github.com/etcdplan/etcdplan/executor/backup"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/schedule"
-	"github.com/etcdplan/etcdplan/executor/store"
 )
 
 // LabelSchedule on an EtcdBackup names the EtcdBackupSchedule that created it.
@@ -176,7 +175,7 @@ func (r *ScheduleReconciler) deleteStored(ctx context.Context, b *v1alpha1.EtcdB
 	if b.Status.Artifact == nil {
 		return nil
 	}
-	key, ok := store.KeyOf(b.Spec.Destination, b.Status.Artifact.URI)
+	key, ok := b.Spec.Destination.KeyOf(b.Status.Artifact.URI)
 	if !ok {
 		return fmt.Errorf("%s is not at the backup's destination", b.Status.Artifact.URI)
 	}

@@ -62,6 +62,8 @@ type Reconciler struct {
 	Images    resources.Images
 	// Dial connects to etcd members; etcd.Dial outside tests.
 	Dial func(endpoints map[string]string) (etcd.Cluster, error)
+	// Open prepares the store a restore reads from; nil is store.Open.
+	Open openFunc
 	// AfterEffect runs after a step's effect and before it is recorded (a failpoint in tests).
 	AfterEffect func(planID string, step int)
 	// Now is the clock.

@@ -156,6 +156,9 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return r.podGoing(ctx, p)
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			if why := restoreFailed(p, restoreFrom(c)); seed && why != "" {
+				return &stepError{reason: "RestoreFailed", msg: why}
+			}
 			if err := r.deletePod(ctx, c, o, s.Member); err != nil {
 				return err
 			}
@@ -174,11 +177,25 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
 		}
 	}
-	pod := resources.MemberPod(c, r.Images, r.memberSpec(c, o, s, seed))
+	ms := r.memberSpec(c, o, s, seed)
+	if ms.Seed && c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil {
+		rs, err := r.restoreSource(ctx, c)
+		if err != nil {
+			return err
+		}
+		ms.Restore = rs
+	}
+	pod := resources.MemberPod(c, r.Images, ms)
 	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
 		return err
 	}
-	return r.create(ctx, c, pod, "Pod", false)
+	if err := r.create(ctx, c, pod, "Pod", false); err != nil {
+		return err
+	}
+	if ms.Restore != nil {
+		c.Status.RestoredFrom = ms.Restore.Source.URI(ms.Restore.Source.Key)
+	}
+	return nil
 }
 
 // podGoing says what a step waits for while a Pod terminates; a Pod stuck on a node that

@@ -24,7 +24,19 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 		StorageBytes:  c.Spec.Storage.Size.Value(),
 		QuotaBytes:    ptr.Deref(c.Spec.Options.QuotaBackendBytes, 0),
 		DefragPercent: defragPercent(c.Spec.Maintenance),
+		Restore:       restoreSource(c.Spec.Bootstrap),
 	}
+}
+
+// restoreSource names the snapshot spec.bootstrap.restore seeds the cluster from.
+func restoreSource(b *v1alpha1.BootstrapSpec) string {
+	switch {
+	case b == nil || b.Restore == nil:
+		return ""
+	case b.Restore.Source != nil:
+		return b.Restore.Source.URI(b.Restore.Source.Key)
+	}
+	return "EtcdBackup " + b.Restore.BackupName
 }
 
 // defragPercent is the threshold that defragments a member whenever it reaches it: none

@@ -73,6 +73,7 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 	return planner.Observed{
 		FormatVersion:   planner.ObservedFormatVersion,
 		ClusterID:       c.Status.ClusterID,
+		RestoredFrom:    c.Status.RestoredFrom,
 		NextOrdinal:     int(c.Status.NextOrdinal),
 		StalledLearners: c.Status.StalledLearners,
 		DefragDue:       defragDue(c),

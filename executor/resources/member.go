@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -35,6 +36,20 @@ type MemberSpec struct {
 	// start (the client Service and the PodDisruptionBudget select on it) and needs no
 	// patch once it runs.
 	Voter bool
+	// Restore, for a seed, is the snapshot its data is restored from.
+	Restore *Restore
+}
+
+// Restore is a snapshot a seed member's data is restored from.
+type Restore struct {
+	// From is what spec.bootstrap.restore names, as the plan says it ("EtcdBackup nightly",
+	// or the source's URI): the seed Pod carries it, to tell whether it restored from what
+	// the spec names now.
+	From string
+	// Source is the snapshot's store and key.
+	Source v1alpha1.SnapshotSource
+	// SHA256 is the checksum the stored object must have; "" checks etcd's own hash only.
+	SHA256 string
 }
 
 const nonRootUID = 65532
@@ -64,11 +79,24 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	if m.Seed {
 		annotations[AnnotationSeed] = "true"
 	}
+	if m.Seed && m.Restore != nil {
+		annotations[AnnotationRestore] = m.Restore.From
+	}
 	secure := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		RunAsNonRoot:             ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	inits := []corev1.Container{{
+		Name:            "preflight",
+		Image:           img.Operator,
+		Command:         []string{"/manager", "preflight", "--data-dir=" + DataDir, fmt.Sprintf("--expect-data=%t", m.ExpectData)},
+		SecurityContext: secure,
+		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+	}}
+	if m.Seed && m.Restore != nil {
+		inits = append(inits, restoreContainers(c, img, m, secure)...)
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: c.Namespace, Labels: labels, Annotations: annotations},
@@ -84,13 +112,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 				RunAsNonRoot:   ptr.To(true),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
-			InitContainers: []corev1.Container{{
-				Name:            "preflight",
-				Image:           img.Operator,
-				Command:         []string{"/manager", "preflight", "--data-dir=" + DataDir, fmt.Sprintf("--expect-data=%t", m.ExpectData)},
-				SecurityContext: secure,
-				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
-			}},
+			InitContainers: inits,
 			Containers: []corev1.Container{{
 				Name:            "etcd",
 				Image:           Image(c, img.EtcdRepository, m.Version),
@@ -153,7 +175,7 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 		"initial-advertise-peer-urls": PeerURL(c, m.Name),
 		"initial-cluster":             strings.Join(m.InitialCluster, ","),
 		"initial-cluster-state":       state,
-		"initial-cluster-token":       c.Namespace + "-" + c.Name + "-" + string(c.UID),
+		"initial-cluster-token":       clusterToken(c),
 	}
 	o := c.Spec.Options
 	setInt := func(k string, v *int64) {
@@ -190,6 +212,65 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 		args = append(args, "--"+k+"="+flags[k])
 	}
 	return args
+}
+
+func clusterToken(c *v1alpha1.EtcdCluster) string {
+	return c.Namespace + "-" + c.Name + "-" + string(c.UID)
+}
+
+// restoreContainers restore a seed's data from a snapshot, in three steps, each of which
+// may run again: the operator's binary fetches the snapshot (checking its checksum and
+// etcd's hash) into a staging directory on the data volume; etcdutl of the cluster's own
+// version restores it there as this member alone; the operator's binary moves the result
+// into the data directory, unless a data directory is already there (a seed Pod that
+// ended after its restore starts on what it has).
+func restoreContainers(c *v1alpha1.EtcdCluster, img Images, m MemberSpec, secure *corev1.SecurityContext) []corev1.Container {
+	src := m.Restore.Source
+	source, _ := json.Marshal(src)
+	var env []corev1.EnvVar
+	if secret := src.CredentialsSecret(); secret != "" {
+		for _, k := range src.CredentialKeys() {
+			env = append(env, corev1.EnvVar{Name: CredentialEnv(k), ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: k}}})
+		}
+	}
+	mounts := []corev1.VolumeMount{{Name: "data", MountPath: DataMount}}
+	return []corev1.Container{{
+		Name:  "restore-fetch",
+		Image: img.Operator,
+		Command: []string{"/manager", "restore-fetch", "--source=" + string(source), "--sha256=" + m.Restore.SHA256,
+			"--out=" + RestoreDir + "/snapshot.db"},
+		Env:                      env,
+		SecurityContext:          secure,
+		VolumeMounts:             mounts,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}, {
+		Name:  "restore",
+		Image: Image(c, img.EtcdRepository, m.Version),
+		Command: []string{"etcdutl", "snapshot", "restore", RestoreDir + "/snapshot.db", "--data-dir=" + RestoreDir + "/data",
+			"--name=" + m.Name, "--initial-cluster=" + m.Name + "=" + PeerURL(c, m.Name),
+			"--initial-advertise-peer-urls=" + PeerURL(c, m.Name), "--initial-cluster-token=" + clusterToken(c)},
+		SecurityContext:          secure,
+		VolumeMounts:             mounts,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}, {
+		Name:                     "restore-place",
+		Image:                    img.Operator,
+		Command:                  []string{"/manager", "restore-place", "--from=" + RestoreDir + "/data", "--data-dir=" + DataDir},
+		SecurityContext:          secure,
+		VolumeMounts:             mounts,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}}
+}
+
+// CredentialEnv is the environment variable a restore's fetch reads a credential key from.
+func CredentialEnv(key string) string {
+	return "ETCDPLAN_CREDENTIAL_" + strings.ToUpper(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, key))
 }
 
 // gomaxprocs makes the Go runtime follow the CPU limit, when one is set.

@@ -24,6 +24,8 @@ const (
 	AnnotationConfigFields = "etcdplan.io/config-fields"
 	AnnotationVersion      = "etcdplan.io/version"
 	AnnotationSeed         = "etcdplan.io/seed"
+	// AnnotationRestore on a seed Pod names the snapshot it is restored from, as the spec does.
+	AnnotationRestore = "etcdplan.io/restore"
 	// AnnotationMemberID on a volume claim records the etcd member ID once the member
 	// has joined: a later Pod on an empty volume then knows its data was lost.
 	AnnotationMemberID = "etcdplan.io/member-id"
@@ -44,6 +46,8 @@ const (
 
 	DataMount = "/var/lib/etcd"
 	DataDir   = DataMount + "/data"
+	// RestoreDir is where a seed's snapshot is fetched and restored before it becomes DataDir.
+	RestoreDir = DataMount + "/restore"
 
 	// PreflightDataLost is the exit code of the preflight init container when a member
 	// that joined the cluster finds its data directory empty.

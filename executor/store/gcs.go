@@ -13,6 +13,8 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
 // GCSConfig is a Google Cloud Storage bucket.
@@ -57,7 +59,9 @@ func (g *GCS) object(k string) *storage.ObjectHandle {
 }
 
 // URI is gs://bucket/prefix/key.
-func (g *GCS) URI(k string) string { return uri("gs", g.bucket, g.prefix, k) }
+func (g *GCS) URI(k string) string {
+	return v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: g.bucket, Prefix: g.prefix}}.URI(k)
+}
 
 // Put writes a resumable upload one chunk at a time, so at most a chunk is in memory; the
 // object appears only when the last chunk is in, and a failed upload is cancelled.

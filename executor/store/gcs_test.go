@@ -37,7 +37,7 @@ func TestGCSAgainstFakeServer(t *testing.T) {
 	dest := v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "backups", Endpoint: g.Endpoint, CredentialsSecret: "gcs"}}
 	_, err = store.Open(ctx, dest, store.Credentials{"key.json": []byte("{}")})
 	require.ErrorIs(t, err, store.ErrRefused)
-	require.Contains(t, err.Error(), "Secret gcs needs the key serviceAccount.json")
+	require.Contains(t, err.Error(), "Secret gcs needs the keys serviceAccount.json")
 	_, err = store.Open(ctx, dest, store.Credentials{"serviceAccount.json": []byte(`{"type":"service_account","private_key":"secret-bits"}`)})
 	require.ErrorIs(t, err, store.ErrRefused, "a key that is not one")
 	require.NotContains(t, err.Error(), "secret-bits")

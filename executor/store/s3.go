@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
 // S3Config is a bucket on S3 or an S3-compatible store.
@@ -64,7 +66,9 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 func (s *S3) key(k string) string { return path.Join(s.prefix, k) }
 
 // URI is s3://bucket/prefix/key.
-func (s *S3) URI(k string) string { return uri("s3", s.bucket, s.prefix, k) }
+func (s *S3) URI(k string) string {
+	return v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: s.bucket, Prefix: s.prefix}}.URI(k)
+}
 
 // Put uploads one part at a time (a single PutObject when the object fits in one), so at
 // most a part is in memory; a failed upload is aborted.

@@ -29,14 +29,16 @@ import (
 
 // An EtcdBackup streams a follower's snapshot to MinIO, another to a fake-gcs-server; each
 // object, restored with etcdutl and served by an etcd of its own, holds every key written
-// before, byte for byte. A missing bucket and wrong credentials fail the backup with the
-// store's refusal, and no credential shows in its status.
-func TestBackupToS3AndGCS(t *testing.T) {
+// before, byte for byte. New clusters restored from each (three members from the S3
+// EtcdBackup, one from the GCS object named by its key) serve the same keys. A missing
+// bucket and wrong credentials fail the backup with the store's refusal, and no credential
+// shows in its status. The stores listen on the bridge, where member Pods reach them.
+func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	startOperator(t, ns)
 	createReady(t, ns, 3)
-	m := objstore.StartMinIO(t, "")
+	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP))
 	m.Bucket(t, "etcd-backups")
 	ctx := context.Background()
 	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
@@ -74,7 +76,7 @@ func TestBackupToS3AndGCS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, written, restoredKeys(t, download(t, obj.Body, a.Size), "/data/"), "every key and value came back from S3")
 
-	g := objstore.StartFakeGCS(t, "")
+	g := objstore.StartFakeGCS(t, objstore.FreeAddrOn(t, stack.BridgeIP))
 	g.Bucket(t, "etcd-backups")
 	b = createBackup(t, ns, "to-gcs", v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "etcd-backups", Endpoint: g.Endpoint}})
 	a = waitBackup(t, ns, b.Name, v1alpha1.BackupSucceeded).Status.Artifact
@@ -83,6 +85,28 @@ func TestBackupToS3AndGCS(t *testing.T) {
 	r, err := g.Client(t).Bucket("etcd-backups").Object(key).NewReader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, written, restoredKeys(t, download(t, r, a.Size), "/data/"), "every key and value came back from GCS")
+
+	fromS3 := newCluster(ns, "from-s3", 3)
+	fromS3.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "nightly"}}
+	fromGCS := newCluster(ns, "from-gcs", 1)
+	fromGCS.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{Source: &v1alpha1.SnapshotSource{
+		BackupDestination: v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "etcd-backups", Endpoint: g.Endpoint}}, Key: key}}}
+	for _, c := range []*v1alpha1.EtcdCluster{fromS3, fromGCS} {
+		require.NoError(t, env.client.Create(ctx, c))
+	}
+	for _, c := range []*v1alpha1.EtcdCluster{fromS3, fromGCS} {
+		got := waitReady(t, ns, c.Name)
+		require.NotEmpty(t, got.Status.RestoredFrom)
+		require.Len(t, checkMembership(t, ns, c.Name).Members, int(c.Spec.Replicas))
+		cli := etcdClient(t, endpoints(t, ns, c.Name))
+		resp, err := cli.Get(ctx, "/data/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		restored := map[string]string{}
+		for _, kv := range resp.Kvs {
+			restored[string(kv.Key)] = string(kv.Value)
+		}
+		require.Equal(t, written, restored, "%s serves every key restored from %s", c.Name, got.Status.RestoredFrom)
+	}
 
 	for name, want := range map[string]string{"no-bucket": "NoSuchBucket", "wrong-secret": "SignatureDoesNotMatch"} {
 		dest := s3dest("missing-bucket", "s3")

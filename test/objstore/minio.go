@@ -66,8 +66,11 @@ func (m *MinIO) Bucket(t testing.TB, name string) {
 }
 
 // FreeAddr is a local address no one listens on.
-func FreeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func FreeAddr(t testing.TB) string { return FreeAddrOn(t, "127.0.0.1") }
+
+// FreeAddrOn is an address of host no one listens on.
+func FreeAddrOn(t testing.TB, host string) string {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

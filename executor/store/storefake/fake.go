@@ -86,7 +86,7 @@ func (s *Store) List(_ context.Context, prefix string) ([]store.Object, error) {
 func (s *Store) URI(key string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return store.URIOf(s.dest, key)
+	return s.dest.URI(key)
 }
 
 // Keys lists the stored keys.

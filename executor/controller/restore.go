@@ -1,0 +1,104 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/store"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// restoreSource resolves spec.bootstrap.restore into the snapshot a seed is restored from,
+// and checks that the store serves it before a Pod is made to fetch it: a wrong Secret or
+// key is told here, once, not by a seed Pod failing again and again.
+func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster) (*resources.Restore, error) {
+	spec := c.Spec.Bootstrap.Restore
+	rs := &resources.Restore{From: restoreFrom(c)}
+	if spec.Source != nil {
+		rs.Source = *spec.Source
+	} else {
+		b := &v1alpha1.EtcdBackup{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: spec.BackupName}, b); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &stepError{reason: "RestoreSourceNotFound", msg: fmt.Sprintf(
+					"spec.bootstrap.restore.backupName: EtcdBackup %s does not exist in %s", spec.BackupName, c.Namespace)}
+			}
+			return nil, err
+		}
+		a := b.Status.Artifact
+		switch {
+		case b.Status.Phase == v1alpha1.BackupFailed:
+			return nil, &stepError{reason: "RestoreSourceFailed", msg: fmt.Sprintf(
+				"spec.bootstrap.restore.backupName: EtcdBackup %s failed, so there is nothing to restore: name a backup that succeeded", b.Name)}
+		case b.Status.Phase != v1alpha1.BackupSucceeded || a == nil:
+			return nil, waiting("waiting for EtcdBackup %s to succeed before restoring from it", b.Name)
+		}
+		key, ok := b.Spec.Destination.KeyOf(a.URI)
+		if !ok {
+			return nil, &stepError{reason: "RestoreSourceFailed", msg: fmt.Sprintf("EtcdBackup %s: %s is not at its destination", b.Name, a.URI)}
+		}
+		if newerMinor(a.EtcdVersion, c.Spec.Version) {
+			return nil, &stepError{reason: "RestoreVersionTooOld", msg: fmt.Sprintf(
+				"EtcdBackup %s was taken from etcd %s, which spec.version %s cannot restore: set spec.version to %s or later",
+				b.Name, a.EtcdVersion, c.Spec.Version, a.EtcdVersion)}
+		}
+		rs.Source, rs.SHA256 = v1alpha1.SnapshotSource{BackupDestination: b.Spec.Destination, Key: key}, a.SHA256
+	}
+	open := r.Open
+	if open == nil {
+		open = store.Open
+	}
+	st, err := openDestination(ctx, r.APIReader, open, c.Namespace, rs.Source.BackupDestination)
+	if err == nil {
+		var rc interface{ Close() error }
+		if rc, err = st.Get(ctx, rs.Source.Key); err == nil {
+			_ = rc.Close()
+		}
+	}
+	if err != nil {
+		return nil, restoreError(rs, err)
+	}
+	return rs, nil
+}
+
+// newerMinor: have is of a later minor version than want.
+func newerMinor(have, want string) bool {
+	h, err1 := planner.ParseVersion(have)
+	w, err2 := planner.ParseVersion(want)
+	return err1 == nil && err2 == nil && !h.SameMinor(w) && h.Compare(w) > 0
+}
+
+// restoreError says why a snapshot cannot be read; a store that did not answer is retried.
+func restoreError(rs *resources.Restore, err error) error {
+	if reason(err) == "StoreUnavailable" {
+		return err
+	}
+	return &stepError{reason: "RestoreSourceRefused", msg: fmt.Sprintf("cannot read %s to restore from: %v",
+		rs.Source.URI(rs.Source.Key), err)}
+}
+
+// restoreFrom is what spec.bootstrap.restore names, as the plan says it.
+func restoreFrom(c *v1alpha1.EtcdCluster) string { return observe.Desired(c).Restore }
+
+// restoreFailed says why an ended seed Pod's restore failed, when it was restoring from the
+// snapshot spec names now; "" when it was not, or did not fail restoring. That Pod is kept
+// for its logs: another would fail alike, until the source is fixed.
+func restoreFailed(p *corev1.Pod, from string) string {
+	if from == "" || p.Annotations[resources.AnnotationRestore] != from {
+		return ""
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && cs.Name != "preflight" {
+			return fmt.Sprintf("restoring from %s failed in %s (exit code %d): %s; fix the snapshot or spec.bootstrap.restore "+
+				"(the Pod %s is kept for its logs and goes once the spec changes)", from, cs.Name, t.ExitCode, t.Message, p.Name)
+		}
+	}
+	return ""
+}
