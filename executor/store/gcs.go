@@ -47,9 +47,12 @@ func NewGCS(ctx context.Context, cfg GCSConfig) (*GCS, error) {
 		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")+"/storage/v1/"))
 	}
 	c, err := storage.NewClient(ctx, opts...)
-	if err != nil {
+	switch {
+	case err != nil && len(cfg.ServiceAccountJSON) > 0:
 		// The library's message may quote the key it could not read.
 		return nil, fmt.Errorf("%w: GCS client for bucket %s: the service account key is not one", ErrRefused, cfg.Bucket)
+	case err != nil:
+		return nil, fmt.Errorf("%w: GCS client for bucket %s: no ambient credentials: %v", ErrRefused, cfg.Bucket, err)
 	}
 	return &GCS{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
 }
