@@ -28,7 +28,9 @@ func TestSeedIsRestoredFromABackup(t *testing.T) {
 		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "nightly"}}
 	})
 	mem := storefake.New()
-	f.r.Open = func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) { return mem.Open(d), nil }
+	f.r.Open = func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) {
+		return mem.Open(d), nil
+	}
 	ctx := context.Background()
 	seedPod := func() (*corev1.Pod, error) {
 		p := &corev1.Pod{}
