@@ -62,15 +62,11 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if b.Status.Phase == v1alpha1.BackupSucceeded || b.Status.Phase == v1alpha1.BackupFailed {
+	if ended(*b) {
 		return reconcile.Result{}, nil
 	}
 	patcher := patch.NewSerialPatcher(b, r.Client)
-	write := func() error {
-		return client.IgnoreNotFound(patcher.Patch(ctx, b,
-			patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
-			patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName)))
-	}
+	write := func() error { return writeStatus(ctx, patcher, b) }
 	defer func() {
 		if err := write(); err != nil && retErr == nil {
 			retErr = err
@@ -78,7 +74,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}()
 	taken, err := r.take(ctx, b, func() error {
 		b.Status.Phase = v1alpha1.BackupRunning
-		conditions.MarkReconciling(b, "Running", "streaming a snapshot to %s", destination(b.Spec.Destination))
+		conditions.MarkReconciling(b, "Running", "streaming a snapshot to %s", b.Spec.Destination.URI(""))
 		return write()
 	})
 	switch {
@@ -181,9 +177,22 @@ func openDestination(ctx context.Context, secrets client.Reader, open openFunc, 
 // fail ends a backup that will not be tried again.
 func fail(b *v1alpha1.EtcdBackup, why, msg string) {
 	b.Status.Phase = v1alpha1.BackupFailed
-	conditions.Delete(b, meta.ReconcilingCondition)
-	conditions.MarkStalled(b, why, "%s", msg)
-	conditions.MarkFalse(b, meta.ReadyCondition, why, "%s", msg)
+	stall(b, why, msg)
+}
+
+// stall marks an object Stalled and not Ready, for a reason retrying will not cure.
+func stall(obj conditions.Setter, why, msg string) {
+	conditions.Delete(obj, meta.ReconcilingCondition)
+	conditions.MarkStalled(obj, why, "%s", msg)
+	conditions.MarkFalse(obj, meta.ReadyCondition, why, "%s", msg)
+}
+
+// writeStatus patches an object's status and the kstatus conditions the operator owns; an
+// object deleted meanwhile is no error.
+func writeStatus(ctx context.Context, p *patch.SerialPatcher, obj conditions.Setter) error {
+	return client.IgnoreNotFound(p.Patch(ctx, obj,
+		patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
+		patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName)))
 }
 
 // reason is the condition reason for a failure.
@@ -200,16 +209,4 @@ func reason(err error) string {
 		return "StoreRefused"
 	}
 	return "StoreUnavailable"
-}
-
-func destination(d v1alpha1.BackupDestination) string {
-	switch {
-	case d.S3 != nil:
-		return "s3://" + d.S3.Bucket
-	case d.GCS != nil:
-		return "gs://" + d.GCS.Bucket
-	case d.PVC != nil:
-		return "PersistentVolumeClaim " + d.PVC.ClaimName
-	}
-	return "nowhere"
 }

@@ -52,19 +52,13 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	}
 	patcher := patch.NewSerialPatcher(s, r.Client)
 	defer func() {
-		err := client.IgnoreNotFound(patcher.Patch(ctx, s,
-			patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
-			patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName)))
-		if err != nil && retErr == nil {
+		if err := writeStatus(ctx, patcher, s); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()
 	sched, err := schedule.Parse(s.Spec.Schedule)
 	if err != nil {
-		msg := fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err)
-		conditions.Delete(s, meta.ReconcilingCondition)
-		conditions.MarkStalled(s, "InvalidSchedule", "%s", msg)
-		conditions.MarkFalse(s, meta.ReadyCondition, "InvalidSchedule", "%s", msg)
+		stall(s, "InvalidSchedule", fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err))
 		return reconcile.Result{}, nil
 	}
 	conditions.Delete(s, meta.StalledCondition)

@@ -109,17 +109,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		return reconcile.Result{}, nil // owner references take Pods and Services along
 	}
 	patcher := patch.NewSerialPatcher(c, r.Client)
-	write := func() error {
-		err := patcher.Patch(ctx, c,
-			patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
-			patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName))
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
 	defer func() {
-		if err := write(); err != nil {
+		if err := writeStatus(ctx, patcher, c); err != nil {
 			retErr = err
 		}
 	}()
@@ -153,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// next step goes on in this reconcile instead of after a requeue. Status is written
 	// first, so each step is on record before the next one starts.
 	for n := 0; err == nil && n < maxChained && settleLooks(o.applied) > 0; n++ {
-		if err := write(); err != nil {
+		if err := writeStatus(ctx, patcher, c); err != nil {
 			return reconcile.Result{}, err
 		}
 		next, fresh, done := r.lookUntilDone(ctx, c, settleLooks(o.applied))

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"io"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,7 +58,7 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster)
 	}
 	st, err := openDestination(ctx, r.APIReader, open, c.Namespace, rs.Source.BackupDestination)
 	if err == nil {
-		var rc interface{ Close() error }
+		var rc io.ReadCloser
 		if rc, err = st.Get(ctx, rs.Source.Key); err == nil {
 			_ = rc.Close()
 		}
@@ -85,7 +86,7 @@ func restoreError(rs *resources.Restore, err error) error {
 }
 
 // restoreFrom is what spec.bootstrap.restore names, as the plan says it.
-func restoreFrom(c *v1alpha1.EtcdCluster) string { return observe.Desired(c).Restore }
+func restoreFrom(c *v1alpha1.EtcdCluster) string { return observe.RestoreSource(c.Spec.Bootstrap) }
 
 // restoreFailed says why an ended seed Pod's restore failed, when it was restoring from the
 // snapshot spec names now; "" when it was not, or did not fail restoring. That Pod is kept

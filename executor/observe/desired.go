@@ -24,12 +24,13 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 		StorageBytes:  c.Spec.Storage.Size.Value(),
 		QuotaBytes:    ptr.Deref(c.Spec.Options.QuotaBackendBytes, 0),
 		DefragPercent: defragPercent(c.Spec.Maintenance),
-		Restore:       restoreSource(c.Spec.Bootstrap),
+		Restore:       RestoreSource(c.Spec.Bootstrap),
 	}
 }
 
-// restoreSource names the snapshot spec.bootstrap.restore seeds the cluster from.
-func restoreSource(b *v1alpha1.BootstrapSpec) string {
+// RestoreSource names the snapshot spec.bootstrap.restore seeds the cluster from, as the
+// plan says it: "EtcdBackup <name>" or the source's URI; "" for none.
+func RestoreSource(b *v1alpha1.BootstrapSpec) string {
 	switch {
 	case b == nil || b.Restore == nil:
 		return ""
