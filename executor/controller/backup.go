@@ -65,7 +65,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if ended(*b) {
 		return reconcile.Result{}, nil
 	}
-	patcher := freshPatcher(b, r.Client, r.APIReader)
+	patcher := patch.NewSerialPatcher(b, r.Client)
 	write := func() error { return writeStatus(ctx, patcher, b) }
 	defer func() {
 		if err := write(); err != nil && retErr == nil {
@@ -185,26 +185,6 @@ func stall(obj conditions.Setter, why, msg string) {
 	conditions.Delete(obj, meta.ReconcilingCondition)
 	conditions.MarkStalled(obj, why, "%s", msg)
 	conditions.MarkFalse(obj, meta.ReadyCondition, why, "%s", msg)
-}
-
-// freshPatcher is a status patcher whose conditions patch reads the object from the API
-// server, not the cache. A backup writes Running and its end within moments: read from a
-// cache that had not seen the first write yet, the conditions patch conflicts until its
-// retries run out, while the phase patch after it still lands, leaving an ended backup
-// without its conditions, never to be written again. (A cluster's conditions are written
-// anew on every reconcile, so its patcher reads the cache.)
-func freshPatcher(obj conditions.Setter, c client.Client, api client.Reader) *patch.SerialPatcher {
-	return patch.NewSerialPatcher(obj, freshReads{Client: c, api: api})
-}
-
-// freshReads is a client whose Get reads the API server.
-type freshReads struct {
-	client.Client
-	api client.Reader
-}
-
-func (f freshReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return f.api.Get(ctx, key, obj, opts...)
 }
 
 // writeStatus patches an object's status and the kstatus conditions the operator owns; an
