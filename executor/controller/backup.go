@@ -56,10 +56,12 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile takes the backup unless it ended; a failure that retrying may cure (the
 // cluster not ready yet, the store unreachable, a Secret not there yet) is tried again until
-// the deadline.
+// the deadline. The backup is read from the API server: the event of its own Running write
+// can wake a reconcile whose cache has not yet seen it end, and that would take the
+// snapshot again.
 func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
 	b := &v1alpha1.EtcdBackup{}
-	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if ended(*b) {
