@@ -116,7 +116,7 @@ func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 		createBackup(t, ns, name, dest)
 		b := waitBackup(t, ns, name, v1alpha1.BackupFailed)
 		stalled := meta.FindStatusCondition(b.Status.Conditions, fluxmeta.StalledCondition)
-		require.NotNil(t, stalled)
+		require.NotNil(t, stalled, "%s: %+v", name, b.Status)
 		require.Equal(t, "StoreRefused", stalled.Reason)
 		require.Contains(t, stalled.Message, want)
 		require.NotContains(t, fmt.Sprint(b.Status), "not-the-password")
