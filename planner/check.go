@@ -40,10 +40,10 @@ func Check(d Desired, s plan.Step, o Observed) (bool, string) {
 			return false, why
 		}
 	}
-	return precondition(m, s.Precondition, s.MemberID)
+	return precondition(m, d, s.Precondition, s.MemberID)
 }
 
-func precondition(m *model, p plan.Precondition, memberID string) (bool, string) {
+func precondition(m *model, d Desired, p plan.Precondition, memberID string) (bool, string) {
 	switch p.Kind {
 	case plan.PreNone, "":
 		return true, ""
@@ -87,6 +87,8 @@ func precondition(m *model, p plan.Precondition, memberID string) (bool, string)
 			}
 		}
 		return true, ""
+	case plan.PreQuorumLost:
+		return m.mayForce(d, p.Member)
 	}
 	return false, fmt.Sprintf("unknown precondition %q", p.Kind)
 }

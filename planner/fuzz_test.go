@@ -64,6 +64,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 		m.pod = m.started && !r.flag(4)
 		m.pvc = !w.memory && (m.pod || !r.flag(4))
 		m.class, m.bytes = classes[r.n(2)], int64(1+r.n(2))<<30
+		m.index = uint64(r.n(3))
 		m.up = m.pod && !r.flag(4)
 		m.dataLost = m.pod && r.flag(8)
 		if m.dataLost {

@@ -33,6 +33,7 @@ type member struct {
 	dataLost     bool
 	pvc          bool
 	pvcDeleting  bool
+	forcing      bool // chosen to restart alone with --force-new-cluster (marked on its claim)
 	version      string // the version the member runs (or will run once its Pod starts)
 	ran          string // the version it last answered with: its data's, for the version rules
 	configHash   string
@@ -126,7 +127,7 @@ func newModel(d Desired, o Observed) *model {
 			}
 		}
 		if k.PVC != nil {
-			mm.pvc, mm.pvcDeleting, mm.pvcID = true, k.PVC.Deleting, k.PVC.MemberID
+			mm.pvc, mm.pvcDeleting, mm.pvcID, mm.forcing = true, k.PVC.Deleting, k.PVC.MemberID, k.PVC.ForceNewCluster
 			mm.class, mm.bytes, mm.expandable = k.PVC.StorageClass, k.PVC.Bytes, k.PVC.Expandable
 			if mm.ran == "" {
 				mm.ran = k.PVC.Version
@@ -379,6 +380,14 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		mm.bytes = desired.StorageBytes
 	case plan.DisarmAlarm:
 		m.alarms = slices.DeleteFunc(slices.Clone(m.alarms), func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
+	case plan.ForceNewCluster:
+		for _, x := range m.members {
+			if x != mm {
+				x.inEtcd, x.learner, x.up, x.silent, x.hasLeader = false, false, false, false, false
+			}
+		}
+		mm.pod, mm.running, mm.podDeleting, mm.up, mm.hasLeader, mm.forcing = true, true, false, true, true, false
+		m.leader, m.linearizable, m.reachable = mm.name, true, true
 	case plan.UpgradeMember, plan.RestartMember:
 		mm.configFields, mm.quota = desired.ConfigFields, 0 // it runs with the spec's quota
 		mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false

@@ -97,6 +97,9 @@ type PVC struct {
 	Bytes        int64  `json:"bytes,omitempty"`
 	// Expandable: the class allows volume expansion; nil when the class could not be read.
 	Expandable *bool `json:"expandable,omitempty"`
+	// ForceNewCluster: the member was chosen to restart alone with --force-new-cluster (a
+	// recovery from quorum loss is under way): its Pod may be gone meanwhile.
+	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
 }
 
 // EtcdView is etcd's own view of its membership and health.

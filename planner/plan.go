@@ -180,23 +180,23 @@ func refuseMinorDown(m *model, member string, have, want Version) *plan.Blocker 
 }
 
 // refuseQuorum blocks when so many voters lost their data that the rest cannot form a
-// quorum: only a restore from a snapshot can bring the cluster back.
+// quorum, and no voter that kept its data can restart alone (recoverQuorum): none kept
+// it, or members live in memory, where a restart loses it too. Only a restore from a
+// snapshot can bring the cluster back then.
 func refuseQuorum(m *model, d Desired) *plan.Blocker {
-	all, lost := 0, 0
-	for _, mm := range m.members {
-		if mm.voter() {
-			all++
-			if m.lost(mm, d) {
-				lost++
-			}
-		}
+	if !m.quorumLost(d) {
+		return nil
 	}
-	if all > 0 && all-lost < quorum(all) {
-		return &plan.Blocker{Reason: plan.BlockQuorumLost, Message: fmt.Sprintf(
-			"%d of %d voting members lost their data, so the rest cannot form a quorum: restore a new cluster from the newest backup "+
-				"(spec.bootstrap.restore; see docs/backup-restore.md)", lost, all)}
+	lost, all := m.lostVoters(d)
+	why := "restore a new cluster from the newest backup (spec.bootstrap.restore; see docs/backup-restore.md)"
+	switch {
+	case d.Memory && lost < all:
+		why = "members keep their data in memory, so the survivors cannot restart alone without losing it too: " + why
+	case lost < all:
+		return nil
 	}
-	return nil
+	return &plan.Blocker{Reason: plan.BlockQuorumLost, Message: fmt.Sprintf(
+		"%d of %d voting members lost their data, so the rest cannot form a quorum: %s", lost, all, why)}
 }
 
 // warnings are what the user should know of the spec itself.
@@ -219,13 +219,13 @@ func warnings(d Desired, o Observed) []string {
 }
 
 // next returns the first step towards the desired state, in a fixed order of concerns:
-// bootstrap, repairs that restore quorum (start voters' Pods), finish a membership change in
+// bootstrap, repairs that restore quorum (start voters' Pods, recover from a lost majority), finish a membership change in
 // flight, replace lost members, delete leftovers, grow volumes, park, scale down (and
 // replace), scale up, upgrade, configuration, then space: a NOSPACE alarm, then fragmented
 // members.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
-		bootstrap, startVoters, rollDown, finishMembershipChange, replaceLostMember, deleteLeftovers, expandVolumes, stopMembers,
+		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, replaceLostMember, deleteLeftovers, expandVolumes, stopMembers,
 		scaleDown, scaleUp, upgrade, reconfigure, recoverSpace, defragFragmented,
 	} {
 		if s, ok := rule(m, d); ok {

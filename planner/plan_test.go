@@ -264,19 +264,21 @@ func TestPlanRefusals(t *testing.T) {
 		}, plan.BlockSkippedMinor, "member demo-0 ran 3.6.16"},
 		{"minor upgrade from an old patch", cluster(3, "3.6.16"), func(c Desired) *world { return running(c, 3, "3.5.20") },
 			plan.BlockPatchTooOld, "upgrade to 3.5.32 (or a later 3.5 release) first"},
-		{"quorum lost", cluster(3, "3.6.16"), func(c Desired) *world {
+		{"every voter lost its data", cluster(3, "3.6.16"), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
-			w.members["demo-0"].dataLost = true
-			w.members["demo-2"].dataLost = true
-			return w
-		}, plan.BlockQuorumLost, "restore a new cluster from the newest backup (spec.bootstrap.restore; see docs/backup-restore.md)"},
-		{"quorum lost with volumes deleted", cluster(3, "3.6.16"), func(c Desired) *world {
-			w := running(c, 3, "3.6.16")
-			for _, n := range []string{"demo-1", "demo-2"} {
-				w.members[n].pod, w.members[n].pvc = false, false
+			for _, m := range w.members {
+				m.dataLost, m.up = true, false
 			}
 			return w
-		}, plan.BlockQuorumLost, "2 of 3 voting members lost their data"},
+		}, plan.BlockQuorumLost, "3 of 3 voting members lost their data, so the rest cannot form a quorum: restore a new cluster from the newest backup (spec.bootstrap.restore; see docs/backup-restore.md)"},
+		{"quorum lost in memory", func() Desired { c := cluster(3, "3.6.16"); c.Memory = true; return c }(), func(c Desired) *world {
+			w := running(c, 3, "3.6.16")
+			w.memory = true
+			for _, n := range []string{"demo-1", "demo-2"} {
+				w.members[n].pod, w.members[n].pvc, w.members[n].up = false, false, false
+			}
+			return w
+		}, plan.BlockQuorumLost, "2 of 3 voting members lost their data, so the rest cannot form a quorum: members keep their data in memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -595,4 +597,78 @@ func TestRestoreSeedsOnlyANewCluster(t *testing.T) {
 	require.Contains(t, p.Warnings, "spec.bootstrap.restore is ignored: the cluster formed without it, and a restore seeds only a new cluster")
 	o.RestoredFrom = "s3://backups/x.db"
 	require.Empty(t, Plan(c, o).Warnings, "a cluster that was restored is not warned about")
+}
+
+// A majority of voters lost their data: the survivor with the longest log restarts alone,
+// the others' leftovers go, and new members join it.
+func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
+	t.Run("one survivor of three", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := running(c, 3, "3.6.16")
+		w.members["demo-1"].dataLost, w.members["demo-1"].up = true, false
+		w.members["demo-2"].pod, w.members["demo-2"].pvc, w.members["demo-2"].up = false, false, false
+		w.elect()
+		p := Plan(c, w.observe())
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"ForceNewCluster demo-0", "DeleteMember demo-1", "AddLearner demo-3", "StartMember demo-3", "PromoteLearner demo-3",
+			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}, summary(p))
+		require.Equal(t, plan.Step{Action: plan.ForceNewCluster, Member: "demo-0", MemberID: "1", Version: "3.6.16",
+			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-0"},
+			Reason: "2 of 3 voters lost their data, so the rest can never form a quorum: demo-0, the surviving voter with the highest raft index, " +
+				"restarts alone with --force-new-cluster on its data (writes it had not received are lost), and new members join it"}, p.Steps[0])
+		converge(t, c, w)
+	})
+	t.Run("the longest log of two survivors of five", func(t *testing.T) {
+		c := cluster(5, "3.6.16")
+		w := running(c, 5, "3.6.16")
+		w.members["demo-3"].index = 7
+		for _, n := range []string{"demo-0", "demo-1", "demo-4"} {
+			w.members[n].dataLost, w.members[n].up = true, false
+		}
+		w.elect()
+		o := w.observe()
+		p := Plan(c, o)
+		require.Equal(t, "ForceNewCluster demo-3", summary(p)[0])
+		ok, why := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-2", MemberID: "3",
+			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-2"}}, o)
+		require.False(t, ok)
+		require.Equal(t, "demo-3 has a higher raft index (107) than demo-2 (100)", why)
+		w.members["demo-2"].up = false // the other survivor no longer answers
+		ok, why = Check(c, p.Steps[0], w.observe())
+		require.False(t, ok)
+		require.Contains(t, why, "waiting for demo-2 to answer: its raft index must be compared with demo-3's")
+		w.members["demo-2"].up = true
+		converge(t, c, w)
+	})
+	t.Run("a quorum that kept its data is not forced", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := running(c, 3, "3.6.16")
+		w.members["demo-2"].dataLost, w.members["demo-2"].up = true, false
+		o := w.observe()
+		require.NotContains(t, summary(Plan(c, o)), "ForceNewCluster demo-0")
+		ok, why := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-0", MemberID: "1",
+			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-0"}}, o)
+		require.False(t, ok)
+		require.Contains(t, why, "a quorum of voters holds its data")
+	})
+	t.Run("the chosen member goes on while its Pod is replaced", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := running(c, 3, "3.6.16")
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].dataLost, w.members[n].up = true, false
+		}
+		w.members["demo-0"].pod, w.members["demo-0"].up = false, false // the executor deleted it
+		w.elect()
+		o := w.observe()
+		require.Equal(t, "StartMember demo-0", summary(Plan(c, o))[0], "an unmarked survivor without a Pod starts again first")
+		for i := range o.Members {
+			if o.Members[i].Name == "demo-0" {
+				o.Members[i].PVC.ForceNewCluster = true
+			}
+		}
+		p := Plan(c, o)
+		require.Equal(t, "ForceNewCluster demo-0", summary(p)[0])
+		ok, why := Check(c, p.Steps[0], o)
+		require.True(t, ok, why)
+	})
 }

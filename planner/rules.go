@@ -52,13 +52,14 @@ func needsPod(mm *member) bool { return !mm.pod || mm.podDeleting }
 
 // startVoters re-creates the Pods of voters that still hold their data: a repair that
 // restores quorum or fault tolerance, so it comes before any membership change. Starting a
-// member never costs quorum.
+// member never costs quorum. A member restarting alone (ForceNewCluster) gets its Pod from
+// that step.
 func startVoters(m *model, d Desired) (plan.Step, bool) {
 	if d.Replicas == 0 {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
-		if mm.voter() && mm.started && needsPod(mm) && !m.lost(mm, d) {
+		if mm.voter() && mm.started && needsPod(mm) && !m.lost(mm, d) && !(mm.forcing && m.quorumLost(d)) {
 			s := step(plan.StartMember, mm, plan.PreNone, "member %s needs a new Pod", mm.name)
 			s.Version = mm.version
 			if s.Version == "" {

@@ -63,6 +63,8 @@ type wmember struct {
 	// The volume's class and size (0: not known).
 	class string
 	bytes int64
+	// index is how far the member's raft log goes beyond the others'.
+	index uint64
 }
 
 func (m *wmember) dbSize() int64 { return m.data + m.history + m.free }
@@ -103,6 +105,11 @@ func (w *world) voters() (all, up int) {
 }
 
 func (m *wmember) live() bool { return m.pod && m.started && m.up && !m.dataLost }
+
+// lostData: the member's data is gone, with its volume or (in memory) its Pod.
+func (w *world) lostData(m *wmember) bool {
+	return m.dataLost || (m.started && !m.pod && (w.memory || !m.pvc))
+}
 
 func (w *world) hasQuorum() bool {
 	all, up := w.voters()
@@ -158,7 +165,7 @@ func (w *world) observe() Observed {
 		if m.peerName != "" {
 			peer = m.peerName
 		}
-		em := EtcdMember{ID: m.id, PeerURLs: []string{"http://" + peer + "." + w.cluster + ".default.svc:2380"}, Learner: m.learner, RaftIndex: 100}
+		em := EtcdMember{ID: m.id, PeerURLs: []string{"http://" + peer + "." + w.cluster + ".default.svc:2380"}, Learner: m.learner, RaftIndex: 100 + m.index}
 		if m.started {
 			em.Name, em.Version = peer, m.version
 		}
@@ -260,6 +267,10 @@ func (w *world) settle() bool {
 }
 
 func (w *world) elect() {
+	if !w.hasQuorum() {
+		w.leader = "" // no leader without a quorum
+		return
+	}
 	if l := w.members[w.leader]; l == nil || !l.live() || l.learner || !l.inEtcd {
 		w.leader = ""
 		for _, m := range w.sorted() {
@@ -433,6 +444,10 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			return false, fmt.Errorf("ExpandVolume %s, whose volume cannot grow", s.Member)
 		}
 		m.bytes = max(m.bytes, d.StorageBytes)
+	case plan.ForceNewCluster:
+		if err := w.forceNewCluster(m, all); err != nil {
+			return false, err
+		}
 	case plan.DisarmAlarm:
 		quota := cmp.Or(d.QuotaBytes, defaultQuota)
 		for _, x := range w.members {
@@ -451,4 +466,34 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 	}
 	w.elect()
 	return false, nil
+}
+
+// forceNewCluster checks a restart alone against what etcd needs for it to lose nothing it
+// need not: the member kept its data, the voters that kept theirs can never form a quorum,
+// and none of them has a longer log. etcd then drops every other member.
+func (w *world) forceNewCluster(m *wmember, all int) error {
+	if m == nil || !m.inEtcd || m.learner || w.lostData(m) || w.memory {
+		return fmt.Errorf("ForceNewCluster on a member that is not a voter holding its data")
+	}
+	kept := 0
+	for _, x := range w.members {
+		if x.inEtcd && !x.learner && !w.lostData(x) {
+			kept++
+			if x.index > m.index {
+				return fmt.Errorf("ForceNewCluster %s while %s has a longer log", m.name, x.name)
+			}
+		}
+	}
+	if kept >= quorum(all) {
+		return fmt.Errorf("ForceNewCluster %s while %d of %d voters kept their data and can form a quorum", m.name, kept, all)
+	}
+	for _, x := range w.members {
+		if x != m {
+			x.inEtcd, x.learner = false, false
+		}
+	}
+	// It is up as soon as its Pod runs: while it starts, the executor's record of the
+	// membership still lists the others, so the same step is planned until it answers.
+	m.pod, m.up, m.starting, m.silent = true, true, false, false
+	return nil
 }

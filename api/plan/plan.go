@@ -44,6 +44,10 @@ const (
 	// ExpandVolume asks a member's volume claim for spec.storage.size; its StorageClass
 	// grows the volume in place.
 	ExpandVolume Action = "ExpandVolume"
+	// ForceNewCluster restarts a member alone on its data with etcd's --force-new-cluster:
+	// etcd keeps what the member committed and drops every other member from the
+	// membership. Only when a majority of voters lost their data; it can lose writes.
+	ForceNewCluster Action = "ForceNewCluster"
 )
 
 // PreconditionKind names what must hold before a step starts.
@@ -64,6 +68,9 @@ const (
 	PreNotLeader PreconditionKind = "NotLeader"
 	// PreMemberGone: a linearizable member list shows neither the member's ID nor its name.
 	PreMemberGone PreconditionKind = "MemberGone"
+	// PreQuorumLost: a majority of voters lost their data, and of the voters that kept it
+	// the member has the highest raft index.
+	PreQuorumLost PreconditionKind = "QuorumLost"
 )
 
 // Precondition is what must hold before a step starts; the executor checks it against a

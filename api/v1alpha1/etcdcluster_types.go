@@ -311,18 +311,28 @@ type DefragSpec struct {
 	ThresholdPercent int32 `json:"thresholdPercent,omitempty"`
 }
 
-// QuorumLossPolicy says what to do when a majority of members lost their data.
-// +kubebuilder:validation:Enum=Manual;RestoreFromBackup
+// QuorumLossPolicy says whether a recovery from quorum loss waits for approval.
+// +kubebuilder:validation:Enum=Manual;Automatic
 type QuorumLossPolicy string
 
-// RecoverySpec says what to do when quorum is lost.
+const (
+	QuorumLossManual    QuorumLossPolicy = "Manual"
+	QuorumLossAutomatic QuorumLossPolicy = "Automatic"
+)
+
+// RecoverySpec says what to do when a majority of voters lost their data. The operator
+// plans the recovery: the surviving voter with the highest raft index restarts alone with
+// etcd's --force-new-cluster, and new members join it. Writes it had not received are lost.
+// +kubebuilder:validation:XValidation:rule="!has(self.quorumLoss) || self.quorumLoss != 'Automatic' || (has(self.autoApproveDataLoss) && self.autoApproveDataLoss)",message="quorumLoss Automatic runs recoveries that can lose writes without approval: set autoApproveDataLoss: true to accept that"
 type RecoverySpec struct {
-	// QuorumLoss: Manual stalls and waits for the user; RestoreFromBackup plans a restore from
-	// the newest successful EtcdBackup of this cluster.
+	// QuorumLoss: Manual shows the recovery plan and runs it once the annotation
+	// etcdplan.io/approve carries its ID (whatever spec.updateStrategy.approval says);
+	// Automatic runs it as soon as it is made.
 	// +kubebuilder:default=Manual
 	// +optional
 	QuorumLoss QuorumLossPolicy `json:"quorumLoss,omitempty"`
-	// AutoApproveDataLoss lets plans that can lose writes (restores) run without approval.
+	// AutoApproveDataLoss accepts that plans which can lose writes run without approval;
+	// quorumLoss Automatic needs it.
 	// +optional
 	AutoApproveDataLoss bool `json:"autoApproveDataLoss,omitempty"`
 }
@@ -445,8 +455,6 @@ func (s *EtcdClusterSpec) Unsupported() string {
 		return "spec.auth is not supported yet: remove it"
 	case s.Bootstrap != nil && s.Bootstrap.Restore != nil && s.Bootstrap.Restore.Source != nil && s.Bootstrap.Restore.Source.PVC != nil:
 		return "spec.bootstrap.restore.source.pvc is not supported yet: restore from s3 or gcs"
-	case s.Recovery != nil && s.Recovery.QuorumLoss == "RestoreFromBackup":
-		return "spec.recovery.quorumLoss RestoreFromBackup is not supported yet: remove it or set Manual"
 	}
 	return ""
 }

@@ -54,6 +54,14 @@ func TestAdmission(t *testing.T) {
 		require.Equal(t, v1alpha1.RetainPolicyRetain, e.Spec.Storage.RetainPolicy)
 		require.Equal(t, v1alpha1.ApprovalAutomatic, e.Spec.UpdateStrategy.Approval)
 		require.EqualValues(t, 600, e.Spec.UpdateStrategy.ProgressDeadlineSeconds)
+		u.SetName("recovers")
+		u.SetResourceVersion("")
+		u.Object["spec"].(map[string]any)["recovery"] = map[string]any{}
+		require.NoError(t, c.Create(ctx, u), "an empty recovery takes its defaults")
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(u), e))
+		require.Equal(t, v1alpha1.QuorumLossManual, e.Spec.Recovery.QuorumLoss)
+		e.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+		require.NoError(t, c.Update(ctx, e))
 	})
 
 	refusedOnCreate := []struct {
@@ -105,6 +113,9 @@ func TestAdmission(t *testing.T) {
 		{"election timeout alone too short for the default heartbeat", "electionTimeout must be at least 5 times", func(e *v1alpha1.EtcdCluster) {
 			el := int32(400)
 			e.Spec.Options.ElectionTimeout = &el
+		}},
+		{"automatic recovery without accepting data loss", "set autoApproveDataLoss: true to accept that", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic}
 		}},
 		{"restore from two sources", "exactly one of backupName or source", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "b",

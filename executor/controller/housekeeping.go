@@ -154,7 +154,10 @@ func (r *Reconciler) recordMember(ctx context.Context, o *observation, member st
 	if m.Answering && m.Leader != "" && m.Version != "" { // it served at that version
 		want[resources.AnnotationRanVersion] = m.Version
 	}
-	if pvc == nil || pvc.DeletionTimestamp != nil || subset(want, pvc.Annotations) {
+	// A recovery's mark goes once a quorum answers: it must not choose the member again in
+	// a later loss, without comparing raft indexes then.
+	unmark := o.Etcd.Linearizable && pvc != nil && pvc.Annotations[resources.AnnotationForceNewCluster] != ""
+	if pvc == nil || pvc.DeletionTimestamp != nil || (subset(want, pvc.Annotations) && !unmark) {
 		return nil
 	}
 	patch := client.MergeFrom(pvc.DeepCopy())
@@ -162,6 +165,9 @@ func (r *Reconciler) recordMember(ctx context.Context, o *observation, member st
 		pvc.Annotations = map[string]string{}
 	}
 	maps.Copy(pvc.Annotations, want)
+	if unmark {
+		delete(pvc.Annotations, resources.AnnotationForceNewCluster)
+	}
 	if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

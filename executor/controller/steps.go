@@ -83,6 +83,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.expandPVC(ctx, c, o, s)
 	case plan.UpgradeMember, plan.RestartMember:
 		return r.recreatePod(ctx, c, o, s)
+	case plan.ForceNewCluster:
+		return r.forceNewCluster(ctx, c, o, s)
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }
@@ -384,20 +386,65 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if p.Annotations[resources.AnnotationVersion] == s.Version && p.Annotations[resources.AnnotationConfigHash] == c.Spec.ConfigHash() {
 			return nil // already re-created
 		}
-		if err := r.deletePod(ctx, c, o, s.Member); err != nil {
+		if err := r.removePod(ctx, c, o, p); err != nil {
 			return err
 		}
-		gone := false
-		grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)+5) * time.Second
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, grace, true, func(ctx context.Context) (bool, error) {
-			err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: s.Member}, &corev1.Pod{})
-			gone = apierrors.IsNotFound(err)
-			return gone, nil
-		})
-		if err != nil || !gone {
-			return r.podGoing(ctx, p)
-		}
-		delete(o.pods, s.Member)
 	}
 	return r.startMember(ctx, c, o, s, false)
+}
+
+// removePod deletes a member's Pod and waits, within its grace period, until it is gone.
+func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, p *corev1.Pod) error {
+	if err := r.deletePod(ctx, c, o, p.Name); err != nil {
+		return err
+	}
+	gone := false
+	grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)+5) * time.Second
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, grace, true, func(ctx context.Context) (bool, error) {
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: p.Name}, &corev1.Pod{})
+		gone = apierrors.IsNotFound(err)
+		return gone, nil
+	})
+	if err != nil || !gone {
+		return r.podGoing(ctx, p)
+	}
+	delete(o.pods, p.Name)
+	return nil
+}
+
+// forceNewCluster restarts the step's member alone on its data with --force-new-cluster.
+// Its claim is marked first: while its Pod is replaced the member does not answer, and the
+// mark keeps the plan and the check on it (Check decided on a fresh look that it may).
+// The new Pod runs etcd once, as every member Pod does.
+func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	pvc := o.pvcs[s.Member]
+	if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[resources.AnnotationMemberID] != s.MemberID {
+		return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
+	}
+	if pvc.Annotations[resources.AnnotationForceNewCluster] != s.MemberID {
+		patch := client.MergeFrom(pvc.DeepCopy())
+		pvc.Annotations[resources.AnnotationForceNewCluster] = s.MemberID
+		if err := r.Patch(ctx, pvc, patch); err != nil {
+			return fmt.Errorf("marking the volume claim of %s: %w", s.Member, err)
+		}
+	}
+	if p := o.pods[s.Member]; p != nil {
+		if !owned(c, p, false) {
+			return nameTaken("Pod", s.Member)
+		}
+		ended := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+		if p.Annotations[resources.AnnotationForceNewCluster] == s.MemberID && !ended && p.DeletionTimestamp == nil {
+			return nil // it runs alone, or starts to
+		}
+		if err := r.removePod(ctx, c, o, p); err != nil {
+			return err
+		}
+	}
+	ms := r.memberSpec(c, o, s, false)
+	ms.ExpectData, ms.Voter, ms.ForceNewCluster = true, true, s.MemberID
+	pod := resources.MemberPod(c, r.Images, ms)
+	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
+		return err
+	}
+	return r.create(ctx, c, pod, "Pod", false)
 }

@@ -49,6 +49,10 @@ func Members(objs Objects) []planner.Member {
 			Deleting:     c.DeletionTimestamp != nil,
 			MemberID:     c.Annotations[resources.AnnotationMemberID],
 			Version:      c.Annotations[resources.AnnotationRanVersion],
+			// Only the member ID the claim records counts: a mark of an earlier member
+			// under the name is not this one's.
+			ForceNewCluster: c.Annotations[resources.AnnotationForceNewCluster] != "" &&
+				c.Annotations[resources.AnnotationForceNewCluster] == c.Annotations[resources.AnnotationMemberID],
 			StorageClass: class,
 			Bytes:        req.Value(),
 		}

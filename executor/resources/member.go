@@ -38,6 +38,11 @@ type MemberSpec struct {
 	Voter bool
 	// Restore, for a seed, is the snapshot its data is restored from.
 	Restore *Restore
+	// ForceNewCluster, when set, is the member's ID: it starts alone on its data with
+	// --force-new-cluster, which drops every other member from the membership. Its Pod
+	// runs etcd once, as every member Pod, so the flag never acts again on a membership
+	// that grew since.
+	ForceNewCluster string
 }
 
 // Restore is a snapshot a seed member's data is restored from.
@@ -81,6 +86,9 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	}
 	if m.Seed && m.Restore != nil {
 		annotations[AnnotationRestore] = m.Restore.From
+	}
+	if m.ForceNewCluster != "" {
+		annotations[AnnotationForceNewCluster] = m.ForceNewCluster
 	}
 	secure := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
@@ -176,6 +184,9 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 		"initial-cluster":             strings.Join(m.InitialCluster, ","),
 		"initial-cluster-state":       state,
 		"initial-cluster-token":       clusterToken(c),
+	}
+	if m.ForceNewCluster != "" {
+		flags["force-new-cluster"] = "true"
 	}
 	o := c.Spec.Options
 	setInt := func(k string, v *int64) {

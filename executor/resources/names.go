@@ -35,6 +35,10 @@ const (
 	// AnnotationApplied, on a Service or PodDisruptionBudget, is the hash of its rendering
 	// as the operator last applied it: a restarted operator skips what is already so.
 	AnnotationApplied = "etcdplan.io/applied"
+	// AnnotationForceNewCluster, on a member's volume claim and on the Pod that runs it alone
+	// with --force-new-cluster, carries the member ID a recovery from quorum loss restarts
+	// alone. The claim's goes once a quorum answers again.
+	AnnotationForceNewCluster = "etcdplan.io/force-new-cluster"
 	// AnnotationApprove carries the ID of the plan a user approved (approval: Manual).
 	AnnotationApprove = "etcdplan.io/approve"
 

@@ -12,8 +12,8 @@ import (
 	"github.com/etcdplan/etcdplan/planner/render"
 )
 
-const approveHelp = `Approve the plan an EtcdCluster with spec.updateStrategy.approval: Manual waits on. The
-plan's ID goes into the annotation ` + resources.AnnotationApprove + `, and the operator applies it.
+const approveHelp = `Approve the plan an EtcdCluster waits on: any plan with spec.updateStrategy.approval: Manual,
+and a recovery from quorum loss unless spec.recovery.quorumLoss is Automatic. The plan's ID goes into the annotation ` + resources.AnnotationApprove + `, and the operator applies it.
 
 Usage:
   kubectl-etcd approve NAME [--plan ID]
@@ -71,12 +71,13 @@ func (c *CLI) approve(ctx context.Context, args []string) int {
 }
 
 // pendingPlan is the plan an approval would let run: the one awaiting approval for the
-// current spec, and the one the user named when they named one.
+// current spec, and the one the user named when they named one. Without manual approval,
+// only a recovery from quorum loss awaits it (spec.recovery).
 func pendingPlan(ec *v1alpha1.EtcdCluster, id string) (*v1alpha1.PlanStatus, error) {
 	name := ec.Namespace + "/" + ec.Name
 	p := ec.Status.Plan
 	switch {
-	case ec.Spec.UpdateStrategy.Approval != v1alpha1.ApprovalManual:
+	case ec.Spec.UpdateStrategy.Approval != v1alpha1.ApprovalManual && (p == nil || p.Phase != v1alpha1.PlanAwaitingApproval):
 		return nil, fmt.Errorf("EtcdCluster %s applies its plans without approval (spec.updateStrategy.approval is %s)",
 			name, ec.Spec.UpdateStrategy.Approval)
 	case p == nil || p.Generation != ec.Generation:

@@ -131,7 +131,7 @@ func TestPendingPlan(t *testing.T) {
 
 	for want, change := range map[string]func(*v1alpha1.EtcdCluster){
 		"applies its plans without approval (spec.updateStrategy.approval is Automatic)": func(ec *v1alpha1.EtcdCluster) {
-			ec.Spec.UpdateStrategy.Approval = v1alpha1.ApprovalAutomatic
+			ec.Spec.UpdateStrategy.Approval, ec.Status.Plan.Phase = v1alpha1.ApprovalAutomatic, v1alpha1.PlanRunning
 		},
 		"has no plan for generation 5 yet": func(ec *v1alpha1.EtcdCluster) { ec.Generation = 5 },
 		"has no plan awaiting approval: plan 5b2c3e7dab12 is Running": func(ec *v1alpha1.EtcdCluster) {
@@ -148,6 +148,12 @@ func TestPendingPlan(t *testing.T) {
 		_, err := pendingPlan(ec, id)
 		require.ErrorContains(t, err, want)
 	}
+	// A recovery from quorum loss awaits approval whatever spec.updateStrategy says.
+	ec := manual()
+	ec.Spec.UpdateStrategy.Approval = v1alpha1.ApprovalAutomatic
+	p, err = pendingPlan(ec, "")
+	require.NoError(t, err)
+	require.Equal(t, ec.Status.Plan.ID, p.ID)
 }
 
 // Flags go before, between or after the name, as with kubectl; -- ends them.

@@ -1,0 +1,43 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// forcedStep returns the plan's restart alone with --force-new-cluster still to run, if any.
+func forcedStep(rec *v1alpha1.PlanStatus) *plan.Step {
+	for i := int(rec.Current); i < len(rec.Steps); i++ {
+		if rec.Steps[i].Action == plan.ForceNewCluster {
+			return &rec.Steps[i]
+		}
+	}
+	return nil
+}
+
+// recoveryHeld: the plan recovers from quorum loss, which can lose writes, and
+// spec.recovery does not let it run without approval.
+func recoveryHeld(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) bool {
+	rs := c.Spec.Recovery
+	auto := rs != nil && rs.QuorumLoss == v1alpha1.QuorumLossAutomatic && rs.AutoApproveDataLoss
+	return forcedStep(rec) != nil && !auto
+}
+
+// recoveryMessage says what a held recovery does, what it can cost, and how to let it run.
+func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.PlanStatus) string {
+	s := forcedStep(rec)
+	index := "not known while it does not answer"
+	if o.Etcd != nil {
+		for _, m := range o.Etcd.Members {
+			if m.ID == s.MemberID && m.Answering {
+				index = fmt.Sprint(m.RaftIndex)
+			}
+		}
+	}
+	return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum: plan %s restarts %s (raft index %s, "+
+		"the highest of the voters that kept their data) alone with --force-new-cluster, and writes it had not received are lost; "+
+		"approve it with `kubectl etcd approve %s --plan %s`, or restore a new cluster from a backup (see docs/backup-restore.md)",
+		rec.ID, s.Member, index, c.Name, rec.ID)
+}
