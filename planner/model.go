@@ -33,7 +33,7 @@ type member struct {
 	dataLost     bool
 	pvc          bool
 	pvcDeleting  bool
-	forcing      bool // chosen to restart alone with --force-new-cluster (marked on its claim)
+	forcing      bool   // chosen to restart alone with --force-new-cluster (marked on its claim)
 	version      string // the version the member runs (or will run once its Pod starts)
 	ran          string // the version it last answered with: its data's, for the version rules
 	configHash   string

@@ -45,10 +45,10 @@ func Members(objs Objects) []planner.Member {
 		class := ptr.Deref(c.Spec.StorageClassName, "")
 		req := c.Spec.Resources.Requests[corev1.ResourceStorage]
 		get(name).PVC = &planner.PVC{
-			Bound:        c.Status.Phase == corev1.ClaimBound,
-			Deleting:     c.DeletionTimestamp != nil,
-			MemberID:     c.Annotations[resources.AnnotationMemberID],
-			Version:      c.Annotations[resources.AnnotationRanVersion],
+			Bound:    c.Status.Phase == corev1.ClaimBound,
+			Deleting: c.DeletionTimestamp != nil,
+			MemberID: c.Annotations[resources.AnnotationMemberID],
+			Version:  c.Annotations[resources.AnnotationRanVersion],
 			// Only the member ID the claim records counts: a mark of an earlier member
 			// under the name is not this one's.
 			ForceNewCluster: c.Annotations[resources.AnnotationForceNewCluster] != "" &&
