@@ -2,14 +2,21 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 func TestScaleToZeroAndBack(t *testing.T) {
@@ -101,4 +108,69 @@ func TestScaleDownMovesLeadershipFirst(t *testing.T) {
 	checkMembership(t, ns, "demo")
 	w.stopAndVerify()
 	requireHistory(t, c, "TransferLeadership demo-2, RemoveMember demo-2")
+}
+
+// Two of three voters lose their volumes: the recovery plan waits for approval, then the
+// survivor restarts alone with --force-new-cluster and new members join it. Every write the
+// survivor had is there, in the same etcd cluster.
+func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	before := createReady(t, ns, 3)
+	ctx := context.Background()
+	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	written := map[string]string{}
+	for i := range 200 {
+		k, v := fmt.Sprintf("/data/%04d", i), strings.Repeat(fmt.Sprint(i), 1+i%40)
+		_, err := cli.Put(ctx, k, v)
+		require.NoError(t, err)
+		written[k] = v
+	}
+	// A linearizable read through demo-0 returns once it applied every write acknowledged
+	// so far: the survivor has them all.
+	survivor := etcdClient(t, []string{podEndpoint(t, ns, "demo-0")})
+	resp, err := survivor.Get(ctx, "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.EqualValues(t, len(written), resp.Count)
+
+	for _, m := range []string{"demo-1", "demo-2"} {
+		require.NoError(t, env.stack.WipePVC(ctx, ns, m))
+		require.NoError(t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, m)}))
+	}
+	forced := func(c *v1alpha1.EtcdCluster) bool {
+		return c.Status.Plan != nil && slices.ContainsFunc(c.Status.Plan.Steps, func(s plan.Step) bool { return s.Action == plan.ForceNewCluster })
+	}
+	c := waitFor(t, ns, "demo", 3*time.Minute, "a recovery awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+		return forced(c) && c.Status.Plan.Phase == v1alpha1.PlanAwaitingApproval
+	})
+	stalled := condition(c, fluxmeta.StalledCondition)
+	require.NotNil(t, stalled)
+	require.Equal(t, "QuorumLost", stalled.Reason)
+	require.Contains(t, stalled.Message, "restarts demo-0 (raft index ")
+	var pod corev1.Pod
+	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &pod))
+	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster, "nothing runs before approval")
+
+	id := c.Status.Plan.ID
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	c = waitFor(t, ns, "demo", 5*time.Minute, "three voters again, none of the lost ones", func(c *v1alpha1.EtcdCluster) bool {
+		return ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
+			return m.Name == "demo-1" || m.Name == "demo-2"
+		})
+	})
+	require.Equal(t, before.Status.ClusterID, c.Status.ClusterID, "the same etcd cluster")
+	requireHistory(t, c, "ForceNewCluster demo-0")
+	require.Len(t, checkMembership(t, ns, "demo").Members, 3)
+	cli = etcdClient(t, endpoints(t, ns, "demo"))
+	resp, err = cli.Get(ctx, "/data/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	require.Equal(t, written, got, "every write the survivor had")
+	var claim corev1.PersistentVolumeClaim
+	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &claim))
+	require.NotContains(t, claim.Annotations, resources.AnnotationForceNewCluster, "the mark goes once a quorum answers")
 }
