@@ -74,4 +74,4 @@ chaos: build $(TEST_DEPS)
 # the floor and writes docs/benchmarks.md with its plots.
 bench: build $(TEST_DEPS)
 	$(GO) test -run '^$$' -bench . -benchmem ./planner/
-	BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestBench$$' -v ./test/e2e/
+	BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestBench(Backup)?$$' -v ./test/e2e/

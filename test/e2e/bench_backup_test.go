@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/objstore"
+	"github.com/etcdplan/etcdplan/test/stack"
+)
+
+// TestBenchBackup measures a backup of a large database to MinIO: how long the snapshot
+// takes to stream, how much the operator's memory grows meanwhile, and how long a new
+// cluster takes to be Ready restored from it. BENCH_BACKUP_MIB sets the database's size
+// (256 MiB by default). make bench runs it.
+func TestBenchBackup(t *testing.T) {
+	if os.Getenv("BENCH") == "" {
+		t.Skip("BENCH is not set: make bench runs the benchmarks")
+	}
+	mib := 256
+	if n, err := strconv.Atoi(os.Getenv("BENCH_BACKUP_MIB")); err == nil && n > 0 {
+		mib = n
+	}
+	ns := namespace(t)
+	b := &bench{t: t}
+	op := b.managerWith(ns, "0")
+	big := func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Storage.Size = resource.MustParse(fmt.Sprintf("%dMi", 3*mib+512))
+		quota := int64(2*mib+256) << 20
+		c.Spec.Options.QuotaBackendBytes = &quota
+	}
+	createReady(t, ns, 3, big)
+	ctx := context.Background()
+	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	value := make([]byte, 1<<20) // incompressible, as a store sees real data
+	for i := range mib {
+		_, _ = rand.Read(value)
+		_, err := cli.Put(ctx, fmt.Sprintf("/big/%05d", i), string(value))
+		require.NoError(t, err)
+	}
+	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP))
+	m.Bucket(t, "etcd-backups")
+	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
+		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
+	rssBefore, peakBefore := memory(t, op.pid())
+	start := time.Now()
+	createBackup(t, ns, "big", v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint,
+		ForcePathStyle: true, CredentialsSecret: "s3"}})
+	bk := &v1alpha1.EtcdBackup{}
+	require.Eventually(t, func() bool {
+		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, bk))
+		require.NotEqual(t, v1alpha1.BackupFailed, bk.Status.Phase, "%+v", bk.Status.Conditions)
+		return bk.Status.Phase == v1alpha1.BackupSucceeded
+	}, 20*time.Minute, 50*time.Millisecond)
+	took := time.Since(start)
+	rssAfter, peakAfter := memory(t, op.pid())
+	size := bk.Status.Artifact.Size
+
+	start = time.Now()
+	restored := newCluster(ns, "restored", 3)
+	big(restored)
+	restored.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "big"}}
+	require.NoError(t, env.client.Create(ctx, restored))
+	waitFor(t, ns, "restored", 20*time.Minute, "restored and Ready", ready)
+	restoreTook := time.Since(start)
+	resp, err := etcdClient(t, endpoints(t, ns, "restored")).Get(ctx, "/big/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.EqualValues(t, mib, resp.Count, "every key restored")
+
+	report := fmt.Sprintf("backup of a %d MiB database (3 members) to MinIO: %v, %.0f MiB/s; operator RSS %d -> %d MiB, peak %d -> %d MiB (+%d MiB); "+
+		"a new 3-member cluster restored from it Ready in %v",
+		size>>20, took.Round(10*time.Millisecond), float64(size)/(1<<20)/took.Seconds(), rssBefore>>20, rssAfter>>20, peakBefore>>20, peakAfter>>20,
+		(peakAfter-peakBefore)>>20, restoreTook.Round(100*time.Millisecond))
+	t.Log("bench: " + report)
+	fmt.Println(report)
+}
