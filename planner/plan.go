@@ -219,10 +219,10 @@ func warnings(d Desired, o Observed) []string {
 }
 
 // next returns the first step towards the desired state, in a fixed order of concerns:
-// bootstrap, repairs that restore quorum (start voters' Pods, recover from a lost majority), finish a membership change in
-// flight, replace lost members, delete leftovers, grow volumes, park, scale down (and
-// replace), scale up, upgrade, configuration, then space: a NOSPACE alarm, then fragmented
-// members.
+// bootstrap, repairs that restore quorum (start voters' Pods, recover from a lost
+// majority), finish a membership change in flight, replace lost members, delete leftovers,
+// grow volumes, park, scale down (and replace), scale up, upgrade, configuration, then
+// space: a NOSPACE alarm, then fragmented members.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
 		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, replaceLostMember, deleteLeftovers, expandVolumes, stopMembers,
