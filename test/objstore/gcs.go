@@ -27,14 +27,7 @@ type FakeGCS struct {
 // stops it when the test ends. It fails the test when bin/ has none: make test builds it.
 func StartFakeGCS(t testing.TB, addr string) *FakeGCS {
 	t.Helper()
-	root, err := stack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(root, "bin", "fake-gcs-server-"+stack.FakeGCSVersion, "fake-gcs-server")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("no fake-gcs-server at %s: run make backup-bins (make test builds it)", bin)
-	}
+	bin := serverBin(t, "fake-gcs-server", stack.FakeGCSVersion)
 	if addr == "" {
 		addr = FreeAddr(t)
 	}
@@ -42,7 +35,6 @@ func StartFakeGCS(t testing.TB, addr string) *FakeGCS {
 	g := &FakeGCS{Endpoint: "http://" + addr}
 	cmd := exec.Command(bin, "-scheme", "http", "-host", host, "-port", port, "-external-url", g.Endpoint,
 		"-backend", "filesystem", "-filesystem-root", t.TempDir(), "-log-level", "warn")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	startServer(t, cmd, "fake-gcs-server", g.Endpoint+"/storage/v1/b")
 	return g
 }
@@ -69,10 +61,26 @@ func (g *FakeGCS) Bucket(t testing.TB, name string) {
 	}
 }
 
+// serverBin is the path of a server make backup-bins built into bin/<name>-<version>/; it
+// fails the test when there is none.
+func serverBin(t testing.TB, name, version string) string {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "bin", name+"-"+version, name)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("no %s at %s: run make backup-bins (make test builds it)", name, bin)
+	}
+	return bin
+}
+
 // startServer starts cmd with its output in a log file, waits until ready answers 200 and
-// stops it when the test ends.
+// stops it when the test ends (or, killed, when the test process dies).
 func startServer(t testing.TB, cmd *exec.Cmd, name, ready string) {
 	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	log, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)

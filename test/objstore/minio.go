@@ -8,8 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,14 +27,7 @@ type MinIO struct {
 // it when the test ends. It fails the test when bin/ has no MinIO: make test builds it.
 func StartMinIO(t testing.TB, addr string) *MinIO {
 	t.Helper()
-	root, err := stack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(root, "bin", "minio-"+stack.MinioVersion, "minio")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("no MinIO server at %s: run make backup-bins (make test builds it)", bin)
-	}
+	bin := serverBin(t, "minio", stack.MinioVersion)
 	if addr == "" {
 		addr = FreeAddr(t)
 	}
@@ -44,7 +35,6 @@ func StartMinIO(t testing.TB, addr string) *MinIO {
 	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", FreeAddr(t), t.TempDir())
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.User, "MINIO_ROOT_PASSWORD="+m.Password, "MINIO_BROWSER=off",
 		"MINIO_UPDATE=off", "HOME="+t.TempDir())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	startServer(t, cmd, "minio", m.Endpoint+"/minio/health/ready")
 	return m
 }
