@@ -157,7 +157,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		Member: m.Name, TakenAt: metav1.NewTime(at)}, nil
 }
 
-// openFunc prepares a destination's store; store.Open outside tests.
+// openFunc prepares a destination's store; store.Open outside tests (and when nil).
 type openFunc func(ctx context.Context, d v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error)
 
 // openDestination opens a destination with the credentials its Secret in namespace holds.
@@ -172,6 +172,9 @@ func openDestination(ctx context.Context, secrets client.Reader, open openFunc, 
 			return nil, err
 		}
 		creds = s.Data
+	}
+	if open == nil {
+		open = store.Open
 	}
 	return open(ctx, d, creds)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
-	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -52,11 +51,7 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster)
 		}
 		rs.Source, rs.SHA256 = v1alpha1.SnapshotSource{BackupDestination: b.Spec.Destination, Key: key}, a.SHA256
 	}
-	open := r.Open
-	if open == nil {
-		open = store.Open
-	}
-	st, err := openDestination(ctx, r.APIReader, open, c.Namespace, rs.Source.BackupDestination)
+	st, err := openDestination(ctx, r.APIReader, r.Open, c.Namespace, rs.Source.BackupDestination)
 	if err == nil {
 		var rc io.ReadCloser
 		if rc, err = st.Get(ctx, rs.Source.Key); err == nil {
