@@ -40,10 +40,11 @@ func Check(d Desired, s plan.Step, o Observed) (bool, string) {
 			return false, why
 		}
 	}
-	return precondition(m, d, s.Precondition, s.MemberID)
+	return precondition(m, d, s)
 }
 
-func precondition(m *model, d Desired, p plan.Precondition, memberID string) (bool, string) {
+func precondition(m *model, d Desired, s plan.Step) (bool, string) {
+	p, memberID := s.Precondition, s.MemberID
 	switch p.Kind {
 	case plan.PreNone, "":
 		return true, ""
@@ -89,6 +90,8 @@ func precondition(m *model, d Desired, p plan.Precondition, memberID string) (bo
 		return true, ""
 	case plan.PreQuorumLost:
 		return m.mayForce(d, p.Member)
+	case plan.PreAllDataLost:
+		return m.mayRestore(d, s)
 	}
 	return false, fmt.Sprintf("unknown precondition %q", p.Kind)
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -33,9 +34,10 @@ type member struct {
 	dataLost     bool
 	pvc          bool
 	pvcDeleting  bool
-	forcing      bool   // chosen to restart alone with --force-new-cluster (marked on its claim)
-	version      string // the version the member runs (or will run once its Pod starts)
-	ran          string // the version it last answered with: its data's, for the version rules
+	forcing      bool    // chosen to restart alone with --force-new-cluster (marked on its claim)
+	restoring    *Backup // the new seed of a recovery from this backup (marked on its claim)
+	version      string  // the version the member runs (or will run once its Pod starts)
+	ran          string  // the version it last answered with: its data's, for the version rules
 	configHash   string
 	configFields string
 	raftIndex    uint64
@@ -69,7 +71,9 @@ type model struct {
 	// historyCompacted: etcd's revisions before the current one are compacted.
 	historyCompacted bool
 	// defragDue are the member IDs scheduled defragmentation has still to do.
-	defragDue   map[string]bool
+	defragDue map[string]bool
+	// backup is the newest successful backup of the cluster, if any.
+	backup      *Backup
 	nextOrdinal int
 	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
 	// member); nothing is planned then.
@@ -77,7 +81,7 @@ type model struct {
 }
 
 func newModel(d Desired, o Observed) *model {
-	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil, defragDue: map[string]bool{}}
+	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil, defragDue: map[string]bool{}, backup: o.Backup}
 	for _, id := range o.DefragDue {
 		m.defragDue[id] = true
 	}
@@ -120,7 +124,7 @@ func newModel(d Desired, o Observed) *model {
 			mm.dataLost = k.Pod.DataLost
 			if !k.Pod.Failed { // an ended Pod is replaced, as if it were gone
 				mm.pod, mm.running, mm.podDeleting, mm.seed = true, k.Pod.Running, k.Pod.Deleting, k.Pod.Seed
-				mm.configHash, mm.configFields = k.Pod.ConfigHash, k.Pod.ConfigFields
+				mm.configHash, mm.configFields, mm.restoring = k.Pod.ConfigHash, k.Pod.ConfigFields, k.Pod.Restoring
 				if k.Pod.Version != "" {
 					mm.version = k.Pod.Version
 				}
@@ -128,6 +132,7 @@ func newModel(d Desired, o Observed) *model {
 		}
 		if k.PVC != nil {
 			mm.pvc, mm.pvcDeleting, mm.pvcID, mm.forcing = true, k.PVC.Deleting, k.PVC.MemberID, k.PVC.ForceNewCluster
+			mm.restoring = cmp.Or(k.PVC.Restoring, mm.restoring)
 			mm.class, mm.bytes, mm.expandable = k.PVC.StorageClass, k.PVC.Bytes, k.PVC.Expandable
 			if mm.ran == "" {
 				mm.ran = k.PVC.Version
@@ -164,9 +169,11 @@ func newModel(d Desired, o Observed) *model {
 			mm.stalled = mm.stalled || (mm.learner && mm.id == id)
 		}
 	}
-	m.bootstrapped = o.ClusterID != "" || (o.Etcd != nil && len(o.Etcd.Members) > 0)
-	for _, mm := range m.members {
-		m.bootstrapped = m.bootstrapped || (mm.id != "" && mm.pvc) // volumes of an earlier life
+	// A recorded membership outlives the cluster ID while a recovery starts the cluster
+	// anew from a backup.
+	m.bootstrapped = o.ClusterID != "" || len(o.Recorded) > 0 || (o.Etcd != nil && len(o.Etcd.Members) > 0)
+	for _, mm := range m.members { // volumes of an earlier life, or of a cluster starting anew from a backup
+		m.bootstrapped = m.bootstrapped || (mm.id != "" && mm.pvc) || mm.restoring != nil
 	}
 	if !m.linearizable {
 		m.assumeMembership(recorded, len(o.Recorded) > 0, o.Etcd == nil)
@@ -329,18 +336,9 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	mm := m.get(s.Member)
 	switch s.Action {
 	case plan.CreateSeed:
-		if mm == nil {
-			mm = &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member)}
-			m.members = append(m.members, mm)
-		}
-		class, bytes, expandable := desired.StorageClass, desired.StorageBytes, (*bool)(nil)
-		if mm.pvc { // the seed re-uses its volume
-			class, bytes, expandable = mm.class, mm.bytes, mm.expandable
-		}
-		*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, up: true, hasLeader: true,
-			pod: true, running: true, seed: true, pvc: true, version: s.Version, class: class, bytes: bytes, expandable: expandable,
-			configHash: desired.ConfigHash, configFields: desired.ConfigFields}
-		m.leader, m.bootstrapped, m.reachable, m.linearizable = mm.name, true, true, true
+		m.seed(s, desired)
+	case plan.RestoreFromBackup:
+		m.dropOthers(m.seed(s, desired))
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
@@ -381,11 +379,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.DisarmAlarm:
 		m.alarms = slices.DeleteFunc(slices.Clone(m.alarms), func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
 	case plan.ForceNewCluster:
-		for _, x := range m.members {
-			if x != mm {
-				x.inEtcd, x.learner, x.up, x.silent, x.hasLeader = false, false, false, false, false
-			}
-		}
+		m.dropOthers(mm)
 		mm.pod, mm.running, mm.podDeleting, mm.up, mm.hasLeader, mm.forcing = true, true, false, true, true, false
 		m.leader, m.linearizable, m.reachable = mm.name, true, true
 	case plan.UpgradeMember, plan.RestartMember:
@@ -394,6 +388,34 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	}
 	m.settle()
 	m.bumpOrdinal()
+}
+
+// seed makes the step's member the one member of a new cluster, which it leads.
+func (m *model) seed(s plan.Step, desired Desired) *member {
+	mm := m.get(s.Member)
+	if mm == nil {
+		mm = &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member)}
+		m.members = append(m.members, mm)
+	}
+	class, bytes, expandable := desired.StorageClass, desired.StorageBytes, (*bool)(nil)
+	if mm.pvc { // the seed re-uses its volume
+		class, bytes, expandable = mm.class, mm.bytes, mm.expandable
+	}
+	*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, up: true, hasLeader: true,
+		pod: true, running: true, seed: true, pvc: true, version: s.Version, class: class, bytes: bytes, expandable: expandable,
+		configHash: desired.ConfigHash, configFields: desired.ConfigFields}
+	m.leader, m.bootstrapped, m.reachable, m.linearizable = mm.name, true, true, true
+	return mm
+}
+
+// dropOthers takes every member but mm out of etcd's membership, as a cluster that
+// restarts on mm alone does.
+func (m *model) dropOthers(mm *member) {
+	for _, x := range m.members {
+		if x != mm {
+			x.inEtcd, x.learner, x.up, x.silent, x.hasLeader = false, false, false, false, false
+		}
+	}
 }
 
 // satisfy makes the step's precondition true in the model, as waiting for it does in the

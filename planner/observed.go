@@ -39,8 +39,26 @@ type Observed struct {
 	DefragDue []string `json:"defragDue,omitempty"`
 	// Members are the member Pods and volumes found in Kubernetes, by member name.
 	Members []Member `json:"members,omitempty"`
+	// Backup is the newest successful backup of this cluster (taken from its etcd cluster
+	// ID); nil when there is none. It is what a cluster that lost every voter's data
+	// restores.
+	Backup *Backup `json:"backup,omitempty"`
 	// Etcd is etcd's own view; nil when no member answered.
 	Etcd *EtcdView `json:"etcd,omitempty"`
+}
+
+// Backup is a stored snapshot of the cluster, as an EtcdBackup records it.
+type Backup struct {
+	// Name is the EtcdBackup's.
+	Name string `json:"name"`
+	// Revision is the etcd revision the snapshot holds (or a later one).
+	Revision int64 `json:"revision"`
+	// TakenAt is when it was taken, in RFC 3339.
+	TakenAt string `json:"takenAt"`
+}
+
+func (b *Backup) String() string {
+	return fmt.Sprintf("EtcdBackup %s (revision %d, taken %s)", b.Name, b.Revision, b.TakenAt)
 }
 
 // RecordedMember is a member as last recorded in status.
@@ -59,6 +77,9 @@ type Member struct {
 
 // Pod is what the planner needs of a member Pod.
 type Pod struct {
+	// Restoring is the backup the member is the new seed of, for members in memory, whose
+	// Pod carries the mark a claim carries otherwise (PVC.Restoring).
+	Restoring *Backup `json:"restoring,omitempty"`
 	// Running: the etcd container runs.
 	Running bool `json:"running,omitempty"`
 	// Ready: the Pod passes its readiness probe.
@@ -100,6 +121,9 @@ type PVC struct {
 	// ForceNewCluster: the member was chosen to restart alone with --force-new-cluster (a
 	// recovery from quorum loss is under way): its Pod may be gone meanwhile.
 	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
+	// Restoring is the backup the member is the new seed of (a recovery from the loss of
+	// every voter's data is under way), until the new cluster answers.
+	Restoring *Backup `json:"restoring,omitempty"`
 }
 
 // EtcdView is etcd's own view of its membership and health.

@@ -180,18 +180,19 @@ func refuseMinorDown(m *model, member string, have, want Version) *plan.Blocker 
 }
 
 // refuseQuorum blocks when so many voters lost their data that the rest cannot form a
-// quorum, and no voter that kept its data can restart alone (recoverQuorum): none kept
-// it, or members live in memory, where a restart loses it too. Only a restore from a
-// snapshot can bring the cluster back then.
+// quorum, no voter that kept its data can restart alone (none kept it, or members live in
+// memory, where a restart loses it too), and the cluster has no backup to start anew from
+// (recoverQuorum).
 func refuseQuorum(m *model, d Desired) *plan.Blocker {
-	if !m.quorumLost(d) {
+	if !m.quorumLost(d) || m.backup != nil || m.restoreSeed() != nil {
 		return nil
 	}
 	lost, all := m.lostVoters(d)
-	why := "restore a new cluster from the newest backup (spec.bootstrap.restore; see docs/backup-restore.md)"
+	why := "no EtcdBackup of this cluster (its artifact records this cluster's ID) succeeded to start anew from: " +
+		"take backups with an EtcdBackupSchedule, or restore a new cluster from a snapshot (spec.bootstrap.restore; see docs/backup-restore.md)"
 	switch {
 	case d.Memory && lost < all:
-		why = "members keep their data in memory, so the survivors cannot restart alone without losing it too: " + why
+		why = "members keep their data in memory, so the survivors cannot restart alone without losing it too, and " + why
 	case lost < all:
 		return nil
 	}

@@ -270,7 +270,7 @@ func TestPlanRefusals(t *testing.T) {
 				m.dataLost, m.up = true, false
 			}
 			return w
-		}, plan.BlockQuorumLost, "3 of 3 voting members lost their data, so the rest cannot form a quorum: restore a new cluster from the newest backup (spec.bootstrap.restore; see docs/backup-restore.md)"},
+		}, plan.BlockQuorumLost, "3 of 3 voting members lost their data, so the rest cannot form a quorum: no EtcdBackup of this cluster (its artifact records this cluster's ID) succeeded to start anew from"},
 		{"quorum lost in memory", func() Desired { c := cluster(3, "3.6.16"); c.Memory = true; return c }(), func(c Desired) *world {
 			w := running(c, 3, "3.6.16")
 			w.memory = true
@@ -670,5 +670,99 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 		require.Equal(t, "ForceNewCluster demo-0", summary(p)[0])
 		ok, why := Check(c, p.Steps[0], o)
 		require.True(t, ok, why)
+	})
+}
+
+// When no voter can bring the cluster back, it starts anew from its newest backup on a
+// new seed, which the others join; the lost members' leftovers go once it answers.
+func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
+	nightly := &Backup{Name: "nightly", Revision: 42, TakenAt: "2026-11-23T03:00:00Z"}
+	lostAll := func(c Desired) *world {
+		w := running(c, 3, "3.6.16")
+		for _, m := range w.members {
+			m.dataLost, m.up = true, false
+		}
+		w.backup, w.backupOf = nightly, w.clusterID
+		w.elect()
+		return w
+	}
+	t.Run("every voter lost its data", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := lostAll(c)
+		p := Plan(c, w.observe())
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"RestoreFromBackup demo-3", "DeleteMember demo-0", "DeleteMember demo-1", "DeleteMember demo-2",
+			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4", "AddLearner demo-5", "StartMember demo-5", "PromoteLearner demo-5"}, summary(p))
+		require.Equal(t, plan.Step{Action: plan.RestoreFromBackup, Member: "demo-3", Backup: "nightly", Version: "3.6.16",
+			Precondition: plan.Precondition{Kind: plan.PreAllDataLost, Member: "demo-3"},
+			Reason: "no voter can bring the cluster back (a majority lost its data, and none kept data it can restart on): the cluster starts anew " +
+				"from EtcdBackup nightly (revision 42, taken 2026-11-23T03:00:00Z) as seed demo-3, under a new cluster ID; writes after that backup are lost, " +
+				"and the old members' Pods and volumes go once it answers"}, p.Steps[0])
+		converge(t, c, w)
+	})
+	t.Run("a backup of another cluster is never restored", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := lostAll(c)
+		w.backupOf = "another"
+		p := Plan(c, w.observe())
+		require.NotNil(t, p.Blocked)
+		require.Equal(t, plan.BlockQuorumLost, p.Blocked.Reason)
+	})
+	t.Run("a survivor loses less than a backup", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := lostAll(c)
+		w.members["demo-0"].dataLost = false
+		w.members["demo-0"].up = true
+		o := w.observe()
+		require.Equal(t, "ForceNewCluster demo-0", summary(Plan(c, o))[0])
+		ok, why := Check(c, restoreStep(&member{name: "demo-3"}, nightly, c), o)
+		require.False(t, ok)
+		require.Equal(t, "demo-0 kept its data and can restart alone on it: that loses less than a restore", why)
+	})
+	t.Run("members in memory cannot restart alone", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		c.Memory = true
+		w := running(c, 3, "3.6.16")
+		w.memory = true
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].pod, w.members[n].pvc, w.members[n].up = false, false, false
+		}
+		w.backup, w.backupOf = nightly, w.clusterID
+		require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, w.observe()))[0])
+		converge(t, c, w)
+	})
+	t.Run("the seed goes on while it starts", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := lostAll(c)
+		first := Plan(c, w.observe()).Steps[0]
+		// The executor marked the seed's claim, forgot the old cluster's ID (its backups no
+		// longer count) and created the seed's Pod, which does not answer yet.
+		o := w.observe()
+		o.ClusterID, o.Etcd, o.Backup = "", nil, nil
+		o.Members = append(o.Members, Member{Name: "demo-3", Pod: &Pod{Seed: true}, PVC: &PVC{Bound: true, Restoring: nightly}})
+		p := Plan(c, o)
+		require.Nil(t, p.Blocked)
+		require.Equal(t, first, p.Steps[0])
+		ok, why := Check(c, p.Steps[0], o)
+		require.True(t, ok, why)
+		// With nothing left of the old members but the record, or not even that, alike.
+		o.Members = o.Members[len(o.Members)-1:]
+		require.Equal(t, first, Plan(c, o).Steps[0])
+		o.Recorded = nil
+		require.Equal(t, first, Plan(c, o).Steps[0])
+		// In memory, the seed's Pod carries the mark.
+		o.Members[0].PVC, o.Members[0].Pod.Restoring = nil, nightly
+		require.Equal(t, first, Plan(c, o).Steps[0])
+	})
+	t.Run("the old members are known from status alone", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := lostAll(c)
+		for _, m := range w.members {
+			m.pod, m.pvc = false, false
+		}
+		p := Plan(c, w.observe())
+		require.Equal(t, []string{"RestoreFromBackup demo-3", "AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4",
+			"AddLearner demo-5", "StartMember demo-5", "PromoteLearner demo-5"}, summary(p))
+		converge(t, c, w)
 	})
 }

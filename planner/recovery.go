@@ -58,14 +58,24 @@ func (m *model) forceTarget(d Desired) *member {
 // members, whose leftovers then go, and new members join as after any lost member. Writes
 // the survivor had not received are lost: the executor runs the step only once approved
 // (spec.recovery). Survivors whose Pods are gone start first (startVoters), so their raft
-// indexes can be compared.
+// indexes can be compared. When no survivor can restart alone (none kept its data, or it
+// lives in memory), the cluster starts anew from its newest backup (restoreBackup).
 func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
-	if d.Replicas == 0 || !m.quorumLost(d) {
+	if d.Replicas == 0 {
+		return plan.Step{}, false
+	}
+	if seed := m.restoreSeed(); seed != nil {
+		return restoreStep(seed, seed.restoring, d), true
+	}
+	if !m.quorumLost(d) {
 		return plan.Step{}, false
 	}
 	target := m.forceTarget(d)
-	if target == nil {
-		return plan.Step{}, false // refuseQuorum blocks
+	if target == nil || d.Memory {
+		if m.backup == nil {
+			return plan.Step{}, false // refuseQuorum blocks
+		}
+		return restoreStep(&member{name: MemberName(m.cluster, m.nextOrdinal)}, m.backup, d), true
 	}
 	lost, all := m.lostVoters(d)
 	s := step(plan.ForceNewCluster, target, plan.PreQuorumLost,
@@ -77,6 +87,51 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 		s.Version = d.Version
 	}
 	return s, true
+}
+
+// restoreSeed is the new seed of a recovery from a backup under way: its claim is marked,
+// and no cluster has answered since (the mark goes once the new one does).
+func (m *model) restoreSeed() *member {
+	for _, mm := range m.members {
+		if mm.restoring != nil && !mm.inEtcd && !m.reachable {
+			return mm
+		}
+	}
+	return nil
+}
+
+// restoreStep starts the cluster anew from a backup, on a new seed member. Its reason
+// depends on the backup and the seed alone, so it reads the same while the seed starts.
+func restoreStep(seed *member, b *Backup, d Desired) plan.Step {
+	s := step(plan.RestoreFromBackup, seed, plan.PreAllDataLost,
+		"no voter can bring the cluster back (a majority lost its data, and none kept data it can restart on): the cluster starts anew "+
+			"from %s as seed %s, under a new cluster ID; writes after that backup are lost, and the old members' Pods and volumes go once it answers",
+		b, seed.name)
+	s.Backup, s.Version = b.Name, d.Version
+	return s
+}
+
+// mayRestore checks, on a fresh look, that the cluster may start anew from a backup on a
+// new seed: no voter can bring it back, and the backup is the newest of the cluster. A seed
+// already chosen (its claim is marked) was chosen on such a look.
+func (m *model) mayRestore(d Desired, s plan.Step) (bool, string) {
+	mm := m.get(s.Member)
+	if mm != nil {
+		if mm == m.restoreSeed() && mm.restoring.Name == s.Backup {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s exists already: a recovery from a backup starts on a new member", s.Member)
+	}
+	if !m.quorumLost(d) {
+		return false, "a quorum of voters holds its data: the cluster can form a quorum without a restore"
+	}
+	if t := m.forceTarget(d); t != nil && !d.Memory {
+		return false, fmt.Sprintf("%s kept its data and can restart alone on it: that loses less than a restore", t.name)
+	}
+	if m.backup == nil || m.backup.Name != s.Backup {
+		return false, fmt.Sprintf("EtcdBackup %s is no longer the newest successful backup of the cluster", s.Backup)
+	}
+	return true, ""
 }
 
 // mayForce checks, on a fresh look, that a member may restart alone: a majority of voters

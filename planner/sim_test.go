@@ -44,6 +44,9 @@ type world struct {
 	// defragDue are the members scheduled defragmentation has still to do; like the
 	// executor, each look keeps only those still fragmented (any free space worth it).
 	defragDue []string
+	// backup is the newest successful backup, taken of the cluster with ID backupOf.
+	backup   *Backup
+	backupOf string
 }
 
 type wmember struct {
@@ -65,6 +68,9 @@ type wmember struct {
 	bytes int64
 	// index is how far the member's raft log goes beyond the others'.
 	index uint64
+	// restoring: the new seed of a recovery from this backup, marked on its claim until
+	// its cluster answers.
+	restoring *Backup
 }
 
 func (m *wmember) dbSize() int64 { return m.data + m.history + m.free }
@@ -123,6 +129,9 @@ func (w *world) observe() Observed {
 		w.nextOrdinal = max(w.nextOrdinal, Ordinal(w.cluster, m.name)+1)
 	}
 	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID, NextOrdinal: w.nextOrdinal}
+	if w.backup != nil && w.backupOf == w.clusterID {
+		o.Backup = w.backup
+	}
 	anyUp := false
 	for _, m := range w.members {
 		anyUp = anyUp || (m.inEtcd && m.live() && !m.silent)
@@ -153,6 +162,10 @@ func (w *world) observe() Observed {
 			if m.started {
 				km.PVC.MemberID = m.id
 			}
+			if w.hasQuorum() {
+				m.restoring = nil // the executor removes the mark on a linearizable view
+			}
+			km.PVC.Restoring = m.restoring
 		}
 		if km.Pod != nil || km.PVC != nil {
 			o.Members = append(o.Members, km)
@@ -448,6 +461,10 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if err := w.forceNewCluster(m, all); err != nil {
 			return false, err
 		}
+	case plan.RestoreFromBackup:
+		if err := w.restore(s, d, m); err != nil {
+			return false, err
+		}
 	case plan.DisarmAlarm:
 		quota := cmp.Or(d.QuotaBytes, defaultQuota)
 		for _, x := range w.members {
@@ -466,6 +483,40 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 	}
 	w.elect()
 	return false, nil
+}
+
+// restore checks a cluster starting anew from a backup against what must hold for it to
+// lose nothing that could be kept: no voter can bring the cluster back (a majority lost its
+// data, and those that kept it hold it in memory or none did), the backup is the newest
+// of this cluster, and the seed is a new member. The new cluster holds the seed alone.
+func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
+	all, kept := 0, 0
+	for _, x := range w.members {
+		if x.inEtcd && !x.learner {
+			all++
+			if !w.lostData(x) {
+				kept++
+			}
+		}
+	}
+	switch {
+	case m != nil:
+		return fmt.Errorf("RestoreFromBackup on %s, which exists", s.Member)
+	case w.backup == nil || w.backup.Name != s.Backup || w.backupOf != w.clusterID:
+		return fmt.Errorf("RestoreFromBackup from %s, which is not the cluster's newest backup", s.Backup)
+	case kept >= quorum(all) || (kept > 0 && !w.memory):
+		return fmt.Errorf("RestoreFromBackup while %d of %d voters kept their data", kept, all)
+	}
+	for _, x := range w.members {
+		x.inEtcd, x.learner = false, false
+	}
+	w.nextID++
+	seed := &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true, pod: true, seed: true, up: true,
+		version: s.Version, hash: d.ConfigHash, restoring: w.backup}
+	w.members[s.Member] = seed
+	w.claim(seed, d)
+	w.clusterID, w.leader, w.alarms, w.compacted = w.clusterID+"'", s.Member, nil, false
+	return nil
 }
 
 // forceNewCluster checks a restart alone against what etcd needs for it to lose nothing it

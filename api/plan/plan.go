@@ -48,6 +48,10 @@ const (
 	// etcd keeps what the member committed and drops every other member from the
 	// membership. Only when a majority of voters lost their data; it can lose writes.
 	ForceNewCluster Action = "ForceNewCluster"
+	// RestoreFromBackup starts the cluster anew from a backup when every voter lost its
+	// data: a new seed member restored from the snapshot, under a new etcd cluster ID, that
+	// the other members then join. Writes after the backup are lost.
+	RestoreFromBackup Action = "RestoreFromBackup"
 )
 
 // PreconditionKind names what must hold before a step starts.
@@ -71,6 +75,9 @@ const (
 	// PreQuorumLost: a majority of voters lost their data, and of the voters that kept it
 	// the member has the highest raft index.
 	PreQuorumLost PreconditionKind = "QuorumLost"
+	// PreAllDataLost: every voter lost its data (or keeps it in memory, and a majority lost
+	// it), and the step's backup is the newest this cluster has.
+	PreAllDataLost PreconditionKind = "AllDataLost"
 )
 
 // Precondition is what must hold before a step starts; the executor checks it against a
@@ -100,6 +107,9 @@ type Step struct {
 	// Version is the etcd version the member runs after the step.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// Backup is the EtcdBackup a RestoreFromBackup step restores.
+	// +optional
+	Backup string `json:"backup,omitempty"`
 	// Precondition must hold before the step starts.
 	Precondition Precondition `json:"precondition"`
 	// Reason says why the step is needed, for humans.

@@ -137,8 +137,12 @@ type Artifact struct {
 	EtcdVersion string `json:"etcdVersion"`
 	// Member is the name of that member.
 	// +optional
-	Member  string      `json:"member,omitempty"`
-	TakenAt metav1.Time `json:"takenAt"`
+	Member string `json:"member,omitempty"`
+	// ClusterID is the etcd cluster ID of that member: a recovery from quorum loss
+	// restores only backups of the cluster it recovers.
+	// +optional
+	ClusterID string      `json:"clusterID,omitempty"`
+	TakenAt   metav1.Time `json:"takenAt"`
 }
 
 // BackupPhase is where a backup is.

@@ -154,7 +154,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		return nil, err
 	}
 	return &v1alpha1.Artifact{URI: st.URI(t.Key), Size: t.Size, SHA256: t.SHA256, Revision: t.Revision, EtcdVersion: m.Version,
-		Member: m.Name, TakenAt: metav1.NewTime(at)}, nil
+		Member: m.Name, ClusterID: view.ClusterID, TakenAt: metav1.NewTime(at)}, nil
 }
 
 // openFunc prepares a destination's store; store.Open outside tests (and when nil).

@@ -82,6 +82,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.PersistentVolumeClaim{}, enqueueByClusterLabel()).
+		// A backup that succeeds may be what a cluster that lost every voter's data waits for.
+		Watches(&v1alpha1.EtcdBackup{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*v1alpha1.EtcdBackup).Spec.ClusterRef.Name}}}
+		})).
 		// StorageClasses are read from the cache (can a claim's class grow it?). Watching
 		// them has that cache synced before the first reconcile instead of during it; a
 		// change shows at each cluster's next look.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -132,14 +133,29 @@ func (r *Reconciler) retainVolumes(ctx context.Context, c *v1alpha1.EtcdCluster,
 	return nil
 }
 
-// labelRole keeps the role label of a member Pod, which the PodDisruptionBudget selects on.
+// recoveryMarks are the annotations a recovery from quorum loss marks a member with. They go
+// once a quorum answers: a later loss must choose afresh.
+var recoveryMarks = []string{resources.AnnotationForceNewCluster, resources.AnnotationRestoreSeed}
+
+// marked: the object carries a recovery's mark, and a quorum answers.
+func marked(o *observation, annotations map[string]string) bool {
+	return o.Etcd.Linearizable && slices.ContainsFunc(recoveryMarks, func(k string) bool { return annotations[k] != "" })
+}
+
+// labelRole keeps the role label of a member Pod, which the PodDisruptionBudget selects on,
+// and removes a recovery's mark from it.
 func (r *Reconciler) labelRole(ctx context.Context, o *observation, member string, role v1alpha1.MemberRole) error {
 	p := o.pods[member]
-	if p == nil || p.DeletionTimestamp != nil || p.Labels[resources.LabelRole] == string(role) {
+	if p == nil || p.DeletionTimestamp != nil || (p.Labels[resources.LabelRole] == string(role) && !marked(o, p.Annotations)) {
 		return nil
 	}
 	patch := client.MergeFrom(p.DeepCopy())
 	p.Labels[resources.LabelRole] = string(role)
+	if marked(o, p.Annotations) {
+		for _, k := range recoveryMarks {
+			delete(p.Annotations, k)
+		}
+	}
 	if err := r.Patch(ctx, p, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -154,9 +170,7 @@ func (r *Reconciler) recordMember(ctx context.Context, o *observation, member st
 	if m.Answering && m.Leader != "" && m.Version != "" { // it served at that version
 		want[resources.AnnotationRanVersion] = m.Version
 	}
-	// A recovery's mark goes once a quorum answers: it must not choose the member again in
-	// a later loss, without comparing raft indexes then.
-	unmark := o.Etcd.Linearizable && pvc != nil && pvc.Annotations[resources.AnnotationForceNewCluster] != ""
+	unmark := pvc != nil && marked(o, pvc.Annotations)
 	if pvc == nil || pvc.DeletionTimestamp != nil || (subset(want, pvc.Annotations) && !unmark) {
 		return nil
 	}
@@ -166,7 +180,9 @@ func (r *Reconciler) recordMember(ctx context.Context, o *observation, member st
 	}
 	maps.Copy(pvc.Annotations, want)
 	if unmark {
-		delete(pvc.Annotations, resources.AnnotationForceNewCluster)
+		for _, k := range recoveryMarks {
+			delete(pvc.Annotations, k)
+		}
 	}
 	if err := r.Patch(ctx, pvc, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err

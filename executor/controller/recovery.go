@@ -7,10 +7,11 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
-// forcedStep returns the plan's restart alone with --force-new-cluster still to run, if any.
-func forcedStep(rec *v1alpha1.PlanStatus) *plan.Step {
+// recoveryStep returns the plan's recovery from quorum loss still to run, if any: a restart
+// alone with --force-new-cluster, or a start anew from a backup.
+func recoveryStep(rec *v1alpha1.PlanStatus) *plan.Step {
 	for i := int(rec.Current); i < len(rec.Steps); i++ {
-		if rec.Steps[i].Action == plan.ForceNewCluster {
+		if a := rec.Steps[i].Action; a == plan.ForceNewCluster || a == plan.RestoreFromBackup {
 			return &rec.Steps[i]
 		}
 	}
@@ -22,12 +23,22 @@ func forcedStep(rec *v1alpha1.PlanStatus) *plan.Step {
 func recoveryHeld(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) bool {
 	rs := c.Spec.Recovery
 	auto := rs != nil && rs.QuorumLoss == v1alpha1.QuorumLossAutomatic && rs.AutoApproveDataLoss
-	return forcedStep(rec) != nil && !auto
+	return recoveryStep(rec) != nil && !auto
 }
 
 // recoveryMessage says what a held recovery does, what it can cost, and how to let it run.
 func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.PlanStatus) string {
-	s := forcedStep(rec)
+	s := recoveryStep(rec)
+	approve := fmt.Sprintf("approve it with `kubectl etcd approve %s --plan %s`", c.Name, rec.ID)
+	if s.Action == plan.RestoreFromBackup {
+		from := "EtcdBackup " + s.Backup
+		if o.Backup != nil && o.Backup.Name == s.Backup {
+			from = o.Backup.String()
+		}
+		return fmt.Sprintf("every voter lost its data (or keeps it in memory, where a restart loses it) and the cluster cannot form a quorum: "+
+			"plan %s starts the cluster anew from %s on a new seed %s, and writes after that backup are lost; %s "+
+			"(see docs/backup-restore.md)", rec.ID, from, s.Member, approve)
+	}
 	index := "not known while it does not answer"
 	if o.Etcd != nil {
 		for _, m := range o.Etcd.Members {
@@ -38,6 +49,5 @@ func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.Plan
 	}
 	return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum: plan %s restarts %s (raft index %s, "+
 		"the highest of the voters that kept their data) alone with --force-new-cluster, and writes it had not received are lost; "+
-		"approve it with `kubectl etcd approve %s --plan %s`, or restore a new cluster from a backup (see docs/backup-restore.md)",
-		rec.ID, s.Member, index, c.Name, rec.ID)
+		"%s, or restore a new cluster from a backup (see docs/backup-restore.md)", rec.ID, s.Member, index, approve)
 }

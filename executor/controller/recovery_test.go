@@ -1,18 +1,24 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/store"
+	"github.com/etcdplan/etcdplan/executor/store/storefake"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -71,5 +77,84 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	require.NotContains(t, pvc.Annotations, resources.AnnotationForceNewCluster)
 	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[0].State)
 	require.Equal(t, "DeleteMember demo-1", string(c.Status.Plan.Steps[1].Action)+" "+c.Status.Plan.Steps[1].Member)
+	require.Greater(t, c.Status.Plan.Current, int32(1), "the leftovers of the lost members go")
+}
+
+// Every voter lost its data: the plan waits for approval, then starts the cluster anew from
+// the newest backup of this cluster on a new seed, whose claim is marked until the new
+// cluster answers; the old cluster's ID is forgotten, and the old members go after.
+func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	ctx := context.Background()
+	mem := storefake.New()
+	f.r.Open = func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) {
+		return mem.Open(d), nil
+	}
+	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
+		p := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
+		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.PreflightDataLost}}}}}
+		require.NoError(t, f.kube.Status().Update(ctx, p))
+	}
+	f.etcd.SetView(nil)
+	backup := func(name, clusterID string, at time.Time) {
+		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		b.Spec.ClusterRef.Name = "demo"
+		b.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups"}
+		require.NoError(t, f.kube.Create(ctx, b))
+		b.Status.Phase = v1alpha1.BackupSucceeded
+		b.Status.Artifact = &v1alpha1.Artifact{URI: "s3://backups/" + name + ".db", SHA256: strings.Repeat("ab", 32), EtcdVersion: "3.6.16",
+			Revision: 42, ClusterID: clusterID, TakenAt: metav1.NewTime(at)}
+		require.NoError(t, f.kube.Status().Update(ctx, b))
+		require.NoError(t, mem.Put(ctx, name+".db", bytes.NewReader([]byte("snapshot"))))
+	}
+	c, _ := f.reconcile()
+	require.Equal(t, plan.BlockQuorumLost, c.Status.Plan.Blocked.Reason, "no backup of this cluster")
+	backup("older", "c1", f.now.Add(-2*time.Hour))
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	backup("of-another-cluster", "c0", f.now)
+
+	c, _ = f.reconcile()
+	require.Nil(t, c.Status.Plan.Blocked)
+	s := c.Status.Plan.Steps[0]
+	require.Equal(t, plan.RestoreFromBackup, s.Action)
+	require.Equal(t, "nightly", s.Backup)
+	require.Equal(t, "demo-3", s.Member)
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
+	require.Equal(t, "QuorumLost", conditions.GetReason(c, meta.StalledCondition))
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "starts the cluster anew from EtcdBackup nightly (revision 42, taken ")
+	require.Equal(t, "c1", c.Status.ClusterID, "nothing happens before approval")
+
+	id := c.Status.Plan.ID
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	c, _ = f.reconcile()
+	pvc := &corev1.PersistentVolumeClaim{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
+	require.Equal(t, "nightly", pvc.Annotations[resources.AnnotationRestoreSeed])
+	require.Empty(t, c.Status.ClusterID, "the old cluster's ID is forgotten")
+	require.Equal(t, "s3://backups/nightly.db", c.Status.RestoredFrom)
+	pod := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
+	require.Equal(t, "EtcdBackup nightly", pod.Annotations[resources.AnnotationRestore])
+	require.Contains(t, strings.Join(pod.Spec.Containers[0].Command, " "), "--initial-cluster-state=new")
+	c, _ = f.reconcile() // the seed starts: the same plan, the same step
+	require.Equal(t, id, c.Status.Plan.ID)
+	require.Equal(t, int32(0), c.Status.Plan.Current)
+
+	// The new cluster answers: the mark goes, and the old members' leftovers go.
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.3",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
+		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
+	c, _ = f.reconcile()
+	require.Equal(t, "c2", c.Status.ClusterID)
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
+	require.NotContains(t, pvc.Annotations, resources.AnnotationRestoreSeed)
+	require.Equal(t, "7", pvc.Annotations[resources.AnnotationMemberID])
+	require.Equal(t, id, c.Status.Plan.ID)
+	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[0].State)
+	require.Equal(t, "DeleteMember demo-0", string(c.Status.Plan.Steps[1].Action)+" "+c.Status.Plan.Steps[1].Member)
 	require.Greater(t, c.Status.Plan.Current, int32(1), "the leftovers of the lost members go")
 }

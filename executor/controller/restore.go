@@ -15,12 +15,12 @@ import (
 	"github.com/etcdplan/etcdplan/planner"
 )
 
-// restoreSource resolves spec.bootstrap.restore into the snapshot a seed is restored from,
-// and checks that the store serves it before a Pod is made to fetch it: a wrong Secret or
-// key is told here, once, not by a seed Pod failing again and again.
-func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster) (*resources.Restore, error) {
-	spec := c.Spec.Bootstrap.Restore
-	rs := &resources.Restore{From: restoreFrom(c)}
+// restoreSource resolves a restore (spec.bootstrap.restore, or a recovery's backup) into
+// the snapshot a seed is restored from, and checks that the store serves it before a Pod
+// is made to fetch it: a wrong Secret or key is told here, once, not by a seed Pod failing
+// again and again.
+func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster, spec *v1alpha1.RestoreSpec) (*resources.Restore, error) {
+	rs := &resources.Restore{From: observe.RestoreName(spec)}
 	if spec.Source != nil {
 		rs.Source = *spec.Source
 	} else {
@@ -28,7 +28,7 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster)
 		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: spec.BackupName}, b); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, &stepError{reason: "RestoreSourceNotFound", msg: fmt.Sprintf(
-					"spec.bootstrap.restore.backupName: EtcdBackup %s does not exist in %s", spec.BackupName, c.Namespace)}
+					"EtcdBackup %s does not exist in %s", spec.BackupName, c.Namespace)}
 			}
 			return nil, err
 		}
@@ -36,7 +36,7 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster)
 		switch {
 		case b.Status.Phase == v1alpha1.BackupFailed:
 			return nil, &stepError{reason: "RestoreSourceFailed", msg: fmt.Sprintf(
-				"spec.bootstrap.restore.backupName: EtcdBackup %s failed, so there is nothing to restore: name a backup that succeeded", b.Name)}
+				"EtcdBackup %s failed, so there is nothing to restore: name a backup that succeeded", b.Name)}
 		case b.Status.Phase != v1alpha1.BackupSucceeded || a == nil:
 			return nil, waiting("waiting for EtcdBackup %s to succeed before restoring from it", b.Name)
 		}
@@ -80,12 +80,9 @@ func restoreError(rs *resources.Restore, err error) error {
 		rs.Source.URI(rs.Source.Key), err)}
 }
 
-// restoreFrom is what spec.bootstrap.restore names, as the plan says it.
-func restoreFrom(c *v1alpha1.EtcdCluster) string { return observe.RestoreSource(c.Spec.Bootstrap) }
-
 // restoreFailed says why an ended seed Pod's restore failed, when it was restoring from the
-// snapshot spec names now; "" when it was not, or did not fail restoring. That Pod is kept
-// for its logs: another would fail alike, until the source is fixed.
+// snapshot its step names now; "" when it was not, or did not fail restoring. That Pod is
+// kept for its logs: another would fail alike, until the source is fixed.
 func restoreFailed(p *corev1.Pod, from string) string {
 	if from == "" || p.Annotations[resources.AnnotationRestore] != from {
 		return ""

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
@@ -85,6 +86,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.recreatePod(ctx, c, o, s)
 	case plan.ForceNewCluster:
 		return r.forceNewCluster(ctx, c, o, s)
+	case plan.RestoreFromBackup:
+		return r.restoreFromBackup(ctx, c, o, s)
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }
@@ -158,7 +161,7 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return r.podGoing(ctx, p)
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			if why := restoreFailed(p, restoreFrom(c)); seed && why != "" {
+			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s))); seed && why != "" {
 				return &stepError{reason: "RestoreFailed", msg: why}
 			}
 			if err := r.deletePod(ctx, c, o, s.Member); err != nil {
@@ -180,12 +183,15 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		}
 	}
 	ms := r.memberSpec(c, o, s, seed)
-	if ms.Seed && c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil {
-		rs, err := r.restoreSource(ctx, c)
+	if spec := seedRestore(c, s); ms.Seed && spec != nil {
+		rs, err := r.restoreSource(ctx, c, spec)
 		if err != nil {
 			return err
 		}
 		ms.Restore = rs
+	}
+	if s.Action == plan.RestoreFromBackup {
+		ms.RestoreSeed = s.Backup
 	}
 	pod := resources.MemberPod(c, r.Images, ms)
 	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
@@ -196,6 +202,18 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 	}
 	if ms.Restore != nil {
 		c.Status.RestoredFrom = ms.Restore.Source.URI(ms.Restore.Source.Key)
+	}
+	return nil
+}
+
+// seedRestore is what a seed's data is restored from: the backup a recovery names, else
+// spec.bootstrap.restore; nil for none.
+func seedRestore(c *v1alpha1.EtcdCluster, s plan.Step) *v1alpha1.RestoreSpec {
+	switch {
+	case s.Action == plan.RestoreFromBackup:
+		return &v1alpha1.RestoreSpec{BackupName: s.Backup}
+	case c.Spec.Bootstrap != nil:
+		return c.Spec.Bootstrap.Restore
 	}
 	return nil
 }
@@ -421,12 +439,8 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 	if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[resources.AnnotationMemberID] != s.MemberID {
 		return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
 	}
-	if pvc.Annotations[resources.AnnotationForceNewCluster] != s.MemberID {
-		patch := client.MergeFrom(pvc.DeepCopy())
-		pvc.Annotations[resources.AnnotationForceNewCluster] = s.MemberID
-		if err := r.Patch(ctx, pvc, patch); err != nil {
-			return fmt.Errorf("marking the volume claim of %s: %w", s.Member, err)
-		}
+	if err := r.mark(ctx, pvc, resources.AnnotationForceNewCluster, s.MemberID); err != nil {
+		return err
 	}
 	if p := o.pods[s.Member]; p != nil {
 		if !owned(c, p, false) {
@@ -447,4 +461,56 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 		return err
 	}
 	return r.create(ctx, c, pod, "Pod", false)
+}
+
+// mark sets an annotation on a member's volume claim, unless it has it already.
+func (r *Reconciler) mark(ctx context.Context, pvc *corev1.PersistentVolumeClaim, key, value string) error {
+	if pvc.Annotations[key] == value {
+		return nil
+	}
+	patch := client.MergeFrom(pvc.DeepCopy())
+	if pvc.Annotations == nil {
+		pvc.Annotations = map[string]string{}
+	}
+	pvc.Annotations[key] = value
+	if err := r.Patch(ctx, pvc, patch); err != nil {
+		return fmt.Errorf("marking the volume claim %s: %w", pvc.Name, err)
+	}
+	return nil
+}
+
+// restoreFromBackup starts the cluster anew from a backup on a new seed. The backup is
+// checked before anything changes; then the seed's claim is marked, which keeps the plan
+// and the check on this seed and backup while the old cluster's ID is forgotten (answers
+// from the new cluster count from then on) and the seed's Pod restores and starts. The old
+// members' Pods and claims go later, once the new cluster's member list, read through its
+// quorum, shows them gone.
+func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	spec := seedRestore(c, s)
+	if c.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
+		pvc := o.pvcs[s.Member]
+		if pvc == nil || pvc.Annotations[resources.AnnotationRestoreSeed] != s.Backup {
+			if _, err := r.restoreSource(ctx, c, spec); err != nil {
+				return err
+			}
+		}
+		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
+			return err
+		}
+		if pvc == nil {
+			pvc = &corev1.PersistentVolumeClaim{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Member}, pvc); err != nil {
+				return err
+			}
+			o.pvcs[s.Member] = pvc
+		}
+		if err := r.mark(ctx, pvc, resources.AnnotationRestoreSeed, s.Backup); err != nil {
+			return err
+		}
+	}
+	if c.Status.ClusterID != "" {
+		c.Status.ClusterID, c.Status.ClusterVersion = "", ""
+		r.clients.forget(client.ObjectKeyFromObject(c))
+	}
+	return r.startMember(ctx, c, o, s, true)
 }

@@ -31,13 +31,22 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 // RestoreSource names the snapshot spec.bootstrap.restore seeds the cluster from, as the
 // plan says it: "EtcdBackup <name>" or the source's URI; "" for none.
 func RestoreSource(b *v1alpha1.BootstrapSpec) string {
-	switch {
-	case b == nil || b.Restore == nil:
+	if b == nil {
 		return ""
-	case b.Restore.Source != nil:
-		return b.Restore.Source.URI(b.Restore.Source.Key)
 	}
-	return "EtcdBackup " + b.Restore.BackupName
+	return RestoreName(b.Restore)
+}
+
+// RestoreName names the snapshot a restore reads: "EtcdBackup <name>" or the source's
+// URI; "" for none.
+func RestoreName(r *v1alpha1.RestoreSpec) string {
+	switch {
+	case r == nil:
+		return ""
+	case r.Source != nil:
+		return r.Source.URI(r.Source.Key)
+	}
+	return "EtcdBackup " + r.BackupName
 }
 
 // defragPercent is the threshold that defragments a member whenever it reaches it: none

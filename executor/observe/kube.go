@@ -34,6 +34,7 @@ func Members(objs Objects) []planner.Member {
 		}
 		if m := get(name); m.Pod == nil || m.Pod.Failed { // a Pod that runs wins over one that ended
 			m.Pod = pod(p)
+			m.Pod.Restoring = restoring(objs.Backups, p.Annotations[resources.AnnotationRestoreSeed])
 		}
 	}
 	for i := range pvcs {
@@ -53,6 +54,7 @@ func Members(objs Objects) []planner.Member {
 			// under the name is not this one's.
 			ForceNewCluster: c.Annotations[resources.AnnotationForceNewCluster] != "" &&
 				c.Annotations[resources.AnnotationForceNewCluster] == c.Annotations[resources.AnnotationMemberID],
+			Restoring:    restoring(objs.Backups, c.Annotations[resources.AnnotationRestoreSeed]),
 			StorageClass: class,
 			Bytes:        req.Value(),
 		}

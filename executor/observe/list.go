@@ -3,6 +3,8 @@ package observe
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -14,16 +16,18 @@ import (
 	"github.com/etcdplan/etcdplan/planner"
 )
 
-// Objects are a cluster's member Pods and volume claims, and whether the claims' storage
-// classes allow volume expansion (a class that could not be read is missing).
+// Objects are a cluster's member Pods and volume claims, whether the claims' storage
+// classes allow volume expansion (a class that could not be read is missing), and the
+// cluster's EtcdBackups.
 type Objects struct {
 	Pods       []corev1.Pod
 	PVCs       []corev1.PersistentVolumeClaim
 	Expandable map[string]bool
+	Backups    []v1alpha1.EtcdBackup
 }
 
-// List reads a cluster's member Pods and volume claims. They are found by label, so the
-// volumes a deleted cluster retained are found too.
+// List reads a cluster's member Pods, volume claims and backups. Pods and claims are found
+// by label, so the volumes a deleted cluster retained are found too.
 func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Objects, error) {
 	var o Objects
 	pods, err := MemberPods(ctx, r, c)
@@ -34,7 +38,51 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 	if err := r.List(ctx, &pvcs, client.InNamespace(c.Namespace), memberLabels(c)); err != nil {
 		return o, fmt.Errorf("listing member volume claims: %w", err)
 	}
-	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items)}, nil
+	var backups v1alpha1.EtcdBackupList
+	if err := r.List(ctx, &backups, client.InNamespace(c.Namespace)); err != nil {
+		return o, fmt.Errorf("listing EtcdBackups: %w", err)
+	}
+	backups.Items = slices.DeleteFunc(backups.Items, func(b v1alpha1.EtcdBackup) bool { return b.Spec.ClusterRef.Name != c.Name })
+	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items), Backups: backups.Items}, nil
+}
+
+// newestBackup is the newest successful backup of the etcd cluster with the ID: the one
+// a cluster that lost every voter's data starts anew from. A backup that does not record
+// the ID it was taken from never counts: it may be of another cluster of the same name.
+func newestBackup(backups []v1alpha1.EtcdBackup, clusterID string) *planner.Backup {
+	var best *v1alpha1.Artifact
+	name := ""
+	for i := range backups {
+		a := backups[i].Status.Artifact
+		if backups[i].Status.Phase != v1alpha1.BackupSucceeded || a == nil || clusterID == "" || a.ClusterID != clusterID {
+			continue
+		}
+		if best == nil || a.TakenAt.After(best.TakenAt.Time) || (a.TakenAt.Equal(&best.TakenAt) && a.Revision > best.Revision) {
+			best, name = a, backups[i].Name
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return backupOf(name, best)
+}
+
+func backupOf(name string, a *v1alpha1.Artifact) *planner.Backup {
+	return &planner.Backup{Name: name, Revision: a.Revision, TakenAt: a.TakenAt.UTC().Format(time.RFC3339)}
+}
+
+// restoring is the backup a mark names, as the planner describes it; only its name when
+// the EtcdBackup is gone or has no artifact.
+func restoring(backups []v1alpha1.EtcdBackup, name string) *planner.Backup {
+	if name == "" {
+		return nil
+	}
+	for i := range backups {
+		if backups[i].Name == name && backups[i].Status.Artifact != nil {
+			return backupOf(name, backups[i].Status.Artifact)
+		}
+	}
+	return &planner.Backup{Name: name}
 }
 
 // MemberPods reads a cluster's member Pods: those labelled as its members by the operator.
@@ -79,6 +127,7 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		DefragDue:       defragDue(c),
 		Recorded:        Recorded(c),
 		Members:         Members(o),
+		Backup:          newestBackup(o.Backups, c.Status.ClusterID),
 	}
 }
 

@@ -43,6 +43,9 @@ type MemberSpec struct {
 	// runs etcd once, as every member Pod, so the flag never acts again on a membership
 	// that grew since.
 	ForceNewCluster string
+	// RestoreSeed, when set, is the EtcdBackup a recovery starts the cluster anew from on
+	// this seed: its Pod carries it (the mark of a member in memory, which has no claim).
+	RestoreSeed string
 }
 
 // Restore is a snapshot a seed member's data is restored from.
@@ -89,6 +92,9 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	}
 	if m.ForceNewCluster != "" {
 		annotations[AnnotationForceNewCluster] = m.ForceNewCluster
+	}
+	if m.RestoreSeed != "" {
+		annotations[AnnotationRestoreSeed] = m.RestoreSeed
 	}
 	secure := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),

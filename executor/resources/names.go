@@ -39,6 +39,10 @@ const (
 	// with --force-new-cluster, carries the member ID a recovery from quorum loss restarts
 	// alone. The claim's goes once a quorum answers again.
 	AnnotationForceNewCluster = "etcdplan.io/force-new-cluster"
+	// AnnotationRestoreSeed, on the new seed's volume claim and Pod, names the EtcdBackup a
+	// recovery from the loss of every voter's data starts the cluster anew from. The
+	// claim's goes once the new cluster answers through a quorum.
+	AnnotationRestoreSeed = "etcdplan.io/restore-seed"
 	// AnnotationApprove carries the ID of the plan a user approved (approval: Manual).
 	AnnotationApprove = "etcdplan.io/approve"
 
