@@ -322,7 +322,9 @@ const (
 
 // RecoverySpec says what to do when a majority of voters lost their data. The operator
 // plans the recovery: the surviving voter with the highest raft index restarts alone with
-// etcd's --force-new-cluster, and new members join it. Writes it had not received are lost.
+// etcd's --force-new-cluster, and new members join it; writes it had not received are
+// lost. When no voter can restart alone, the cluster starts anew from its newest
+// successful EtcdBackup; writes after it are lost.
 // +kubebuilder:validation:XValidation:rule="!has(self.quorumLoss) || self.quorumLoss != 'Automatic' || (has(self.autoApproveDataLoss) && self.autoApproveDataLoss)",message="quorumLoss Automatic runs recoveries that can lose writes without approval: set autoApproveDataLoss: true to accept that"
 type RecoverySpec struct {
 	// QuorumLoss: Manual shows the recovery plan and runs it once the annotation

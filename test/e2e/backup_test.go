@@ -98,14 +98,7 @@ func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 		got := waitReady(t, ns, c.Name)
 		require.NotEmpty(t, got.Status.RestoredFrom)
 		require.Len(t, checkMembership(t, ns, c.Name).Members, int(c.Spec.Replicas))
-		cli := etcdClient(t, endpoints(t, ns, c.Name))
-		resp, err := cli.Get(ctx, "/data/", clientv3.WithPrefix())
-		require.NoError(t, err)
-		restored := map[string]string{}
-		for _, kv := range resp.Kvs {
-			restored[string(kv.Key)] = string(kv.Value)
-		}
-		require.Equal(t, written, restored, "%s serves every key restored from %s", c.Name, got.Status.RestoredFrom)
+		require.Equal(t, written, keys(t, ns, c.Name, "/data/"), "%s serves every key restored from %s", c.Name, got.Status.RestoredFrom)
 	}
 
 	for name, want := range map[string]string{"no-bucket": "NoSuchBucket", "wrong-secret": "SignatureDoesNotMatch"} {

@@ -162,14 +162,7 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	require.Equal(t, before.Status.ClusterID, c.Status.ClusterID, "the same etcd cluster")
 	requireHistory(t, c, "ForceNewCluster demo-0")
 	require.Len(t, checkMembership(t, ns, "demo").Members, 3)
-	cli = etcdClient(t, endpoints(t, ns, "demo"))
-	resp, err = cli.Get(ctx, "/data/", clientv3.WithPrefix())
-	require.NoError(t, err)
-	got := map[string]string{}
-	for _, kv := range resp.Kvs {
-		got[string(kv.Key)] = string(kv.Value)
-	}
-	require.Equal(t, written, got, "every write the survivor had")
+	require.Equal(t, written, keys(t, ns, "demo", "/data/"), "every write the survivor had")
 	var claim corev1.PersistentVolumeClaim
 	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &claim))
 	require.NotContains(t, claim.Annotations, resources.AnnotationForceNewCluster, "the mark goes once a quorum answers")

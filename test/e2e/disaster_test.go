@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/test/objstore"
+	"github.com/etcdplan/etcdplan/test/stack"
+)
+
+// Every member's volume wiped: once approved, the cluster starts anew from its newest
+// backup on a new seed, under a new cluster ID, and serves exactly what that backup holds;
+// the lost members' Pods and volumes go.
+func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	before := createReady(t, ns, 3)
+	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP))
+	m.Bucket(t, "etcd-backups")
+	ctx := context.Background()
+	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
+		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
+	dest := v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
+
+	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	written := map[string]string{}
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			k, v := fmt.Sprintf("/data/%04d", i), strings.Repeat(fmt.Sprint(i), 1+i%40)
+			_, err := cli.Put(ctx, k, v)
+			require.NoError(t, err)
+			written[k] = v
+		}
+	}
+	put(0, 100)
+	createBackup(t, ns, "older", dest)
+	waitBackup(t, ns, "older", v1alpha1.BackupSucceeded)
+	put(100, 200)
+	createBackup(t, ns, "newest", dest)
+	newest := waitBackup(t, ns, "newest", v1alpha1.BackupSucceeded)
+	require.Equal(t, before.Status.ClusterID, newest.Status.Artifact.ClusterID)
+	backedUp := maps.Clone(written)
+	put(200, 250) // lost with the volumes: no backup holds them
+
+	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
+		require.NoError(t, env.stack.WipePVC(ctx, ns, name))
+		require.NoError(t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, name)}))
+	}
+	c := waitFor(t, ns, "demo", 3*time.Minute, "a restore awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+		return c.Status.Plan != nil && c.Status.Plan.Phase == v1alpha1.PlanAwaitingApproval &&
+			slices.ContainsFunc(c.Status.Plan.Steps, func(s plan.Step) bool { return s.Action == plan.RestoreFromBackup })
+	})
+	s := c.Status.Plan.Steps[0]
+	require.Equal(t, plan.RestoreFromBackup, s.Action)
+	require.Equal(t, "newest", s.Backup)
+	require.Contains(t, s.Reason, fmt.Sprintf("EtcdBackup newest (revision %d, taken ", newest.Status.Artifact.Revision))
+	stalled := condition(c, fluxmeta.StalledCondition)
+	require.NotNil(t, stalled)
+	require.Equal(t, "QuorumLost", stalled.Reason)
+	require.Contains(t, stalled.Message, "starts the cluster anew from EtcdBackup newest")
+	require.Equal(t, before.Status.ClusterID, c.Status.ClusterID, "nothing runs before approval")
+
+	id := c.Status.Plan.ID
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	c = waitFor(t, ns, "demo", 5*time.Minute, "three voters again, none of the lost ones", func(c *v1alpha1.EtcdCluster) bool {
+		return ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
+			return m.Name == "demo-0" || m.Name == "demo-1" || m.Name == "demo-2"
+		})
+	})
+	require.NotEqual(t, before.Status.ClusterID, c.Status.ClusterID, "a new etcd cluster")
+	require.Equal(t, newest.Status.Artifact.URI, c.Status.RestoredFrom)
+	requireHistory(t, c, "RestoreFromBackup "+s.Member)
+	require.Len(t, checkMembership(t, ns, "demo").Members, 3)
+	require.Equal(t, backedUp, keys(t, ns, "demo", "/data/"), "exactly what the newest backup holds")
+	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
+		var claim corev1.PersistentVolumeClaim
+		err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &claim)
+		require.True(t, err != nil || claim.DeletionTimestamp != nil, "the lost member %s's claim goes", name)
+	}
+	var claim corev1.PersistentVolumeClaim
+	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Member}, &claim))
+	require.NotContains(t, claim.Annotations, resources.AnnotationRestoreSeed, "the mark goes once a quorum answers")
+}
+
+// keys reads every key under prefix from a cluster, with its value.
+func keys(t *testing.T, ns, name, prefix string) map[string]string {
+	t.Helper()
+	resp, err := etcdClient(t, endpoints(t, ns, name)).Get(context.Background(), prefix, clientv3.WithPrefix())
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	return got
+}
