@@ -1,18 +1,24 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/plan"
@@ -107,4 +113,64 @@ func keys(t *testing.T, ns, name, prefix string) map[string]string {
 		got[string(kv.Key)] = string(kv.Value)
 	}
 	return got
+}
+
+// Bad input loses nothing and says what is wrong: a snapshot corrupted or truncated in
+// its store is refused by the seed's checksum checks, the new cluster stalls with
+// RestoreFailed naming the check, and no member joins; a backup to an endpoint that does
+// not answer says StoreUnavailable while it is retried.
+func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	createReady(t, ns, 1)
+	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP))
+	m.Bucket(t, "etcd-backups")
+	ctx := context.Background()
+	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
+		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
+	dest := func(endpoint string) v1alpha1.BackupDestination {
+		return v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
+	}
+	_, err := etcdClient(t, endpoints(t, ns, "demo")).Put(ctx, "/data/k", strings.Repeat("v", 4096))
+	require.NoError(t, err)
+
+	// Each bad object stands for one good backup: its bytes in the store are replaced.
+	bad := map[string]func([]byte) []byte{
+		"corrupt":   func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b },
+		"truncated": func(b []byte) []byte { return b[:len(b)/2] },
+	}
+	for name, spoil := range bad {
+		createBackup(t, ns, name, dest(m.Endpoint))
+		a := waitBackup(t, ns, name, v1alpha1.BackupSucceeded).Status.Artifact
+		key := strings.TrimPrefix(a.URI, "s3://etcd-backups/")
+		obj, err := m.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key)})
+		require.NoError(t, err)
+		data, err := io.ReadAll(obj.Body)
+		require.NoError(t, err)
+		_, err = m.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key), Body: bytes.NewReader(spoil(data))})
+		require.NoError(t, err)
+		c := newCluster(ns, "from-"+name, 3)
+		c.Spec.UpdateStrategy.ProgressDeadlineSeconds = 20
+		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: name}}
+		require.NoError(t, env.client.Create(ctx, c))
+	}
+	for name := range bad {
+		c := refused(t, ns, "from-"+name, 3*time.Minute, "RestoreFailed")
+		msg := conditions.GetMessage(c, fluxmeta.StalledCondition)
+		require.Contains(t, msg, "restoring from EtcdBackup "+name+" failed in restore-fetch", msg)
+		require.Contains(t, msg, "does not match", msg)
+		require.Len(t, c.Status.Members, 0, "no member joined")
+		require.Len(t, memberPods(t, ns, c.Name), 1, "the seed's Pod is kept for its logs, and no other starts")
+	}
+
+	// 192.0.2.0/24 is reserved for documentation: nothing answers there.
+	createBackup(t, ns, "unreachable", dest("http://192.0.2.1:9000"))
+	require.Eventually(t, func() bool {
+		var b v1alpha1.EtcdBackup
+		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unreachable"}, &b))
+		ready := apimeta.FindStatusCondition(b.Status.Conditions, fluxmeta.ReadyCondition)
+		return ready != nil && ready.Reason == "StoreUnavailable" && strings.Contains(ready.Message, "192.0.2.1") &&
+			b.Status.Phase != v1alpha1.BackupSucceeded && !strings.Contains(fmt.Sprint(b.Status), m.Password)
+	}, time.Minute, 200*time.Millisecond, "an unreachable store is named, and retried")
 }
