@@ -55,6 +55,7 @@ func fetch(ctx context.Context, src v1alpha1.SnapshotSource, want, out string) e
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	rc, err := st.Get(ctx, src.Key)
 	if err != nil {
 		return err

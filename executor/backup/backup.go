@@ -17,8 +17,13 @@ import (
 
 // Source is the member to snapshot: a voter that answers, knows a leader and has no alarm
 // raised, a follower before the leader (a snapshot reads the whole database, and the
-// leader serves every write), the one furthest along the log first.
+// leader serves every write), the one furthest along the log first. Only on a member list
+// read through a quorum: one member's own view may come from a member cut off from the
+// rest, whose snapshot would miss what the cluster committed since.
 func Source(v *planner.EtcdView) (planner.EtcdMember, error) {
+	if !v.Linearizable {
+		return planner.EtcdMember{}, errors.New("etcd's member list was not read through a quorum: waiting for a quorum to answer")
+	}
 	alarmed := map[string]bool{}
 	for _, a := range v.Alarms {
 		alarmed[a.MemberID] = true

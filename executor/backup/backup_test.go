@@ -24,6 +24,9 @@ func member(id, name string, index uint64) planner.EtcdMember {
 
 func TestSourceIsAFollowerFurthestAlong(t *testing.T) {
 	v := &planner.EtcdView{LeaderID: "1", Members: []planner.EtcdMember{member("1", "a", 90), member("2", "b", 80), member("3", "c", 85)}}
+	_, err := Source(v)
+	require.ErrorContains(t, err, "not read through a quorum")
+	v.Linearizable = true
 	m, err := Source(v)
 	require.NoError(t, err)
 	require.Equal(t, "c", m.Name, "the leader last, then the follower with the higher index")

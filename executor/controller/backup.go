@@ -113,6 +113,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	if err != nil {
 		return nil, err
 	}
+	defer st.Close()
 	if c.Status.ClusterID == "" {
 		return nil, &stepError{reason: "ClusterNotReady", msg: fmt.Sprintf("EtcdCluster %s has not formed yet", c.Name)}
 	}

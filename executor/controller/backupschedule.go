@@ -177,6 +177,7 @@ func (r *ScheduleReconciler) deleteStored(ctx context.Context, b *v1alpha1.EtcdB
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	return st.Delete(ctx, key)
 }
 

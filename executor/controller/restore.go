@@ -53,6 +53,7 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 	}
 	st, err := openDestination(ctx, r.APIReader, r.Open, c.Namespace, rs.Source.BackupDestination)
 	if err == nil {
+		defer st.Close()
 		var rc io.ReadCloser
 		if rc, err = st.Get(ctx, rs.Source.Key); err == nil {
 			_ = rc.Close()

@@ -57,6 +57,9 @@ func NewGCS(ctx context.Context, cfg GCSConfig) (*GCS, error) {
 	return &GCS{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
 }
 
+// Close closes the client and its connections.
+func (g *GCS) Close() error { return g.c.Close() }
+
 func (g *GCS) object(k string) *storage.ObjectHandle {
 	return g.c.Bucket(g.bucket).Object(path.Join(g.prefix, k))
 }

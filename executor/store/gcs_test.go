@@ -24,6 +24,7 @@ func TestGCSAgainstFakeServer(t *testing.T) {
 	open := func(bucket, endpoint string) store.Store {
 		st, err := store.NewGCS(ctx, store.GCSConfig{Bucket: bucket, Prefix: "etcd", Endpoint: endpoint})
 		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, st.Close()) })
 		return st
 	}
 	roundTrips(t, open("backups", g.Endpoint), "gs://backups/etcd/")

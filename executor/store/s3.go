@@ -63,6 +63,10 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	return &S3{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
 }
 
+// Close does nothing: the SDK's client holds no more than idle connections, which its
+// transport closes after 90 s.
+func (s *S3) Close() error { return nil }
+
 func (s *S3) key(k string) string { return path.Join(s.prefix, k) }
 
 // URI is s3://bucket/prefix/key.

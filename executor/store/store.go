@@ -23,6 +23,8 @@ type Store interface {
 	Put(ctx context.Context, key string, r io.Reader) error
 	// Get reads the object under key.
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// Close releases the client; the store is not used after.
+	Close() error
 	// Delete deletes the object under key; one already gone is no error.
 	Delete(ctx context.Context, key string) error
 	// List lists the objects whose keys start with prefix.

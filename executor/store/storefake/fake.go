@@ -52,6 +52,9 @@ func (s *Store) Put(_ context.Context, key string, r io.Reader) error {
 	return nil
 }
 
+// Close does nothing.
+func (s *Store) Close() error { return nil }
+
 func (s *Store) Get(_ context.Context, key string) (io.ReadCloser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
