@@ -486,14 +486,14 @@ func (r *Reconciler) mark(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 // members' Pods and claims go later, once the new cluster's member list, read through its
 // quorum, shows them gone.
 func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	spec := seedRestore(c, s)
+	begun := c.Status.ClusterID == ""
+	if !begun {
+		if _, err := r.restoreSource(ctx, c, seedRestore(c, s)); err != nil {
+			return err
+		}
+	}
 	if c.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
 		pvc := o.pvcs[s.Member]
-		if pvc == nil || pvc.Annotations[resources.AnnotationRestoreSeed] != s.Backup {
-			if _, err := r.restoreSource(ctx, c, spec); err != nil {
-				return err
-			}
-		}
 		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
 			return err
 		}
@@ -508,7 +508,7 @@ func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdClus
 			return err
 		}
 	}
-	if c.Status.ClusterID != "" {
+	if !begun {
 		c.Status.ClusterID, c.Status.ClusterVersion = "", ""
 		r.clients.forget(client.ObjectKeyFromObject(c))
 	}
