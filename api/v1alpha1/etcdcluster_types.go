@@ -390,6 +390,10 @@ type EtcdClusterStatus struct {
 	// ClusterID is etcd's cluster ID in hex, set once the cluster has bootstrapped.
 	// +optional
 	ClusterID string `json:"clusterID,omitempty"`
+	// PreviousClusterID is the cluster ID before a recovery started the cluster anew from a
+	// backup: that cluster's backups are the cluster's too.
+	// +optional
+	PreviousClusterID string `json:"previousClusterID,omitempty"`
 	// RestoredFrom is the snapshot the cluster's seed member was restored from
 	// (spec.bootstrap.restore), as a URI.
 	// +optional

@@ -84,31 +84,8 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 // the newest backup of this cluster on a new seed, whose claim is marked until the new
 // cluster answers; the old cluster's ID is forgotten, and the old members go after.
 func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
-	f := newFixture(t, 3, nil)
+	f, backup := totalLoss(t)
 	ctx := context.Background()
-	mem := storefake.New()
-	f.r.Open = func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) {
-		return mem.Open(d), nil
-	}
-	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
-		p := &corev1.Pod{}
-		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
-		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.PreflightDataLost}}}}}
-		require.NoError(t, f.kube.Status().Update(ctx, p))
-	}
-	f.etcd.SetView(nil)
-	backup := func(name, clusterID string, at time.Time) {
-		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
-		b.Spec.ClusterRef.Name = "demo"
-		b.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups"}
-		require.NoError(t, f.kube.Create(ctx, b))
-		b.Status.Phase = v1alpha1.BackupSucceeded
-		b.Status.Artifact = &v1alpha1.Artifact{URI: "s3://backups/" + name + ".db", SHA256: strings.Repeat("ab", 32), EtcdVersion: "3.6.16",
-			Revision: 42, ClusterID: clusterID, TakenAt: metav1.NewTime(at)}
-		require.NoError(t, f.kube.Status().Update(ctx, b))
-		require.NoError(t, mem.Put(ctx, name+".db", bytes.NewReader([]byte("snapshot"))))
-	}
 	c, _ := f.reconcile()
 	require.Equal(t, plan.BlockQuorumLost, c.Status.Plan.Blocked.Reason, "no backup of this cluster")
 	backup("older", "c1", f.now.Add(-2*time.Hour))
@@ -116,7 +93,6 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	backup("of-another-cluster", "c0", f.now)
 
 	c, _ = f.reconcile()
-	require.Nil(t, c.Status.Plan.Blocked)
 	s := c.Status.Plan.Steps[0]
 	require.Equal(t, plan.RestoreFromBackup, s.Action)
 	require.Equal(t, "nightly", s.Backup)
@@ -133,6 +109,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
 	require.Equal(t, "nightly", pvc.Annotations[resources.AnnotationRestoreSeed])
 	require.Empty(t, c.Status.ClusterID, "the old cluster's ID is forgotten")
+	require.Equal(t, "c1", c.Status.PreviousClusterID, "and kept as the previous one: its backups are the cluster's")
 	require.Equal(t, "s3://backups/nightly.db", c.Status.RestoredFrom)
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
@@ -157,4 +134,66 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[0].State)
 	require.Equal(t, "DeleteMember demo-0", string(c.Status.Plan.Steps[1].Action)+" "+c.Status.Plan.Steps[1].Member)
 	require.Greater(t, c.Status.Plan.Current, int32(1), "the leftovers of the lost members go")
+}
+
+// A restore that fails keeps its seed's Pod and says how to go on; once the bad backup and
+// the seed's claim are deleted, the recovery is planned anew from the newest backup left
+// of the same cluster, though the cluster's own ID was cleared.
+func TestFailedRestoreIsPlannedAnewFromTheNextBackup(t *testing.T) {
+	f, backup := totalLoss(t)
+	ctx := context.Background()
+	backup("older", "c1", f.now.Add(-2*time.Hour))
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	c, _ := f.reconcile()
+	id := c.Status.Plan.ID
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	f.reconcile()
+	pod := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
+	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "restore-fetch",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "snapshot does not match its integrity hash"}}}}}
+	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	c, _ = f.reconcile()
+	require.Equal(t, id, c.Status.Plan.ID)
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "restoring from EtcdBackup nightly failed in restore-fetch (exit code 1): "+
+		"snapshot does not match its integrity hash; fix the snapshot, or delete EtcdBackup nightly and the volume claim demo-3")
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod), "kept for its logs")
+
+	require.NoError(t, f.kube.Delete(ctx, &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}))
+	require.NoError(t, f.kube.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-3"}}))
+	c, _ = f.reconcile()
+	require.Nil(t, c.Status.Plan.Blocked)
+	s := c.Status.Plan.Steps[0]
+	require.Equal(t, "RestoreFromBackup demo-4 older", string(s.Action)+" "+s.Member+" "+s.Backup)
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase, "a new plan, approved anew")
+}
+
+// totalLoss is a cluster of three whose voters all lost their data, and a way to give it
+// stored backups.
+func totalLoss(t *testing.T) (*fixture, func(name, clusterID string, at time.Time)) {
+	f := newFixture(t, 3, nil)
+	ctx := context.Background()
+	mem := storefake.New()
+	f.r.Open = func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) {
+		return mem.Open(d), nil
+	}
+	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
+		p := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
+		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.PreflightDataLost}}}}}
+		require.NoError(t, f.kube.Status().Update(ctx, p))
+	}
+	f.etcd.SetView(nil)
+	return f, func(name, clusterID string, at time.Time) {
+		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		b.Spec.ClusterRef.Name = "demo"
+		b.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups"}
+		require.NoError(t, f.kube.Create(ctx, b))
+		b.Status.Phase = v1alpha1.BackupSucceeded
+		b.Status.Artifact = &v1alpha1.Artifact{URI: "s3://backups/" + name + ".db", SHA256: strings.Repeat("ab", 32), EtcdVersion: "3.6.16",
+			Revision: 42, ClusterID: clusterID, TakenAt: metav1.NewTime(at)}
+		require.NoError(t, f.kube.Status().Update(ctx, b))
+		require.NoError(t, mem.Put(ctx, name+".db", bytes.NewReader([]byte("snapshot"))))
+	}
 }

@@ -88,10 +88,14 @@ func restoreFailed(p *corev1.Pod, from string) string {
 	if from == "" || p.Annotations[resources.AnnotationRestore] != from {
 		return ""
 	}
+	fix := fmt.Sprintf("fix the snapshot or spec.bootstrap.restore (the Pod %s is kept for its logs and goes once the spec changes)", p.Name)
+	if b := p.Annotations[resources.AnnotationRestoreSeed]; b != "" {
+		fix = fmt.Sprintf("fix the snapshot, or delete EtcdBackup %s and the volume claim %s, and the recovery is planned anew from the newest backup left "+
+			"(the Pod %s is kept for its logs until the new cluster answers)", b, p.Name, p.Name)
+	}
 	for _, cs := range p.Status.InitContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && cs.Name != "preflight" {
-			return fmt.Sprintf("restoring from %s failed in %s (exit code %d): %s; fix the snapshot or spec.bootstrap.restore "+
-				"(the Pod %s is kept for its logs and goes once the spec changes)", from, cs.Name, t.ExitCode, t.Message, p.Name)
+			return fmt.Sprintf("restoring from %s failed in %s (exit code %d): %s; %s", from, cs.Name, t.ExitCode, t.Message, fix)
 		}
 	}
 	return ""

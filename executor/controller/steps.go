@@ -509,7 +509,7 @@ func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		}
 	}
 	if !begun {
-		c.Status.ClusterID, c.Status.ClusterVersion = "", ""
+		c.Status.PreviousClusterID, c.Status.ClusterID, c.Status.ClusterVersion = c.Status.ClusterID, "", ""
 		r.clients.forget(client.ObjectKeyFromObject(c))
 	}
 	return r.startMember(ctx, c, o, s, true)

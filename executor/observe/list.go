@@ -46,15 +46,16 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items), Backups: backups.Items}, nil
 }
 
-// newestBackup is the newest successful backup of the etcd cluster with the ID: the one
-// a cluster that lost every voter's data starts anew from. A backup that does not record
-// the ID it was taken from never counts: it may be of another cluster of the same name.
-func newestBackup(backups []v1alpha1.EtcdBackup, clusterID string) *planner.Backup {
+// newestBackup is the newest successful backup taken of an etcd cluster with one of the
+// IDs (the cluster's, and the one before a recovery started it anew): the one a cluster
+// that lost every voter's data starts anew from. A backup that does not record the ID it
+// was taken from never counts: it may be of another cluster of the same name.
+func newestBackup(backups []v1alpha1.EtcdBackup, clusterIDs ...string) *planner.Backup {
 	var best *v1alpha1.Artifact
 	name := ""
 	for i := range backups {
 		a := backups[i].Status.Artifact
-		if backups[i].Status.Phase != v1alpha1.BackupSucceeded || a == nil || clusterID == "" || a.ClusterID != clusterID {
+		if backups[i].Status.Phase != v1alpha1.BackupSucceeded || a == nil || a.ClusterID == "" || !slices.Contains(clusterIDs, a.ClusterID) {
 			continue
 		}
 		if best == nil || a.TakenAt.After(best.TakenAt.Time) || (a.TakenAt.Equal(&best.TakenAt) && a.Revision > best.Revision) {
@@ -127,7 +128,7 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		DefragDue:       defragDue(c),
 		Recorded:        Recorded(c),
 		Members:         Members(o),
-		Backup:          newestBackup(o.Backups, c.Status.ClusterID),
+		Backup:          newestBackup(o.Backups, c.Status.ClusterID, c.Status.PreviousClusterID),
 	}
 }
 
