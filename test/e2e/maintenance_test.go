@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,24 +61,33 @@ func fragment(t *testing.T, ns, cluster string, mib int) {
 	require.NoError(t, err)
 }
 
-// waitDefragmented waits until the plans that succeeded defragmented at least n members in
-// all, the last three followers first and the leader last after leadership moved, and
-// returns how many. (A time of the schedule may come while the cluster bootstraps: a plan
-// then may be superseded before its defragmentation.)
+// waitDefragmented waits until the plans defragmented at least n members in all, the last
+// three followers first and the leader last after leadership moved, and returns how many.
+// (Free space shows on each member as its compaction runs: a plan may be superseded after
+// some of its steps by one made on what showed since.)
 func waitDefragmented(t *testing.T, ns string, n int, what string) (*v1alpha1.EtcdCluster, int) {
 	t.Helper()
 	var all string
 	c := waitFor(t, ns, "demo", 2*time.Minute, what, func(c *v1alpha1.EtcdCluster) bool {
-		var actions []string
-		for _, h := range c.Status.History {
-			if h.Phase == v1alpha1.PlanSucceeded {
-				actions = append([]string{h.Actions}, actions...)
-			}
-		}
-		all = strings.Join(actions, ", ")
+		all = strings.Join(appliedSteps(t, c), ", ")
 		return strings.Count(all, "Defragment ") >= n && c.Status.Plan == nil
 	})
 	require.Regexp(t, `Defragment (demo-\d), Defragment (demo-\d), TransferLeadership (demo-\d), Defragment (demo-\d)$`, all,
 		"followers first, the leader last after leadership moved")
 	return c, strings.Count(all, "Defragment ")
+}
+
+// appliedSteps are the steps the plans in history applied, oldest first: every step of a
+// plan that succeeded, the first of a superseded one up to where it stopped. No plan failed.
+func appliedSteps(t *testing.T, c *v1alpha1.EtcdCluster) []string {
+	t.Helper()
+	var applied []string
+	for _, h := range slices.Backward(c.Status.History) {
+		require.Contains(t, []v1alpha1.PlanPhase{v1alpha1.PlanSucceeded, v1alpha1.PlanSuperseded}, h.Phase, "%+v", c.Status.History)
+		var done, total int
+		_, err := fmt.Sscanf(h.Steps, "%d/%d", &done, &total)
+		require.NoError(t, err, h.Steps)
+		applied = append(applied, strings.Split(h.Actions, ", ")[:done]...)
+	}
+	return applied
 }

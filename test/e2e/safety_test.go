@@ -68,21 +68,13 @@ func TestNospaceIsRecovered(t *testing.T) {
 	w.stopAndVerify()
 	// What compaction frees, and the alarms each member raises, show a moment apart: a plan
 	// may be superseded by one made on what showed since. The steps each plan applied count.
-	var applied []string
-	for _, h := range slices.Backward(c.Status.History[:len(c.Status.History)-1]) { // the bootstrap is the oldest
-		require.Contains(t, []v1alpha1.PlanPhase{v1alpha1.PlanSucceeded, v1alpha1.PlanSuperseded}, h.Phase, "%+v", c.Status.History)
-		var done, total int
-		_, err := fmt.Sscanf(h.Steps, "%d/%d", &done, &total)
-		require.NoError(t, err, h.Steps)
-		steps := strings.Split(h.Actions, ", ")[:done]
-		for i, a := range steps {
-			if member, ok := strings.CutPrefix(a, "TransferLeadership "); ok && i+1 < len(steps) {
-				require.Equal(t, "Defragment "+member, steps[i+1], "the leader is defragmented right after leadership moved: %+v", h)
-			}
-		}
-		applied = append(applied, steps...)
-	}
+	applied := appliedSteps(t, c)
 	all := strings.Join(applied, ", ")
+	for i, a := range applied {
+		if member, ok := strings.CutPrefix(a, "TransferLeadership "); ok && i+1 < len(applied) {
+			require.Equal(t, "Defragment "+member, applied[i+1], "the leader is defragmented right after leadership moved: %s", all)
+		}
+	}
 	require.Contains(t, applied, "Compact", all)
 	require.Contains(t, all, "Defragment demo-", all)
 	require.True(t, strings.HasPrefix(applied[len(applied)-1], "DisarmAlarm"), all)
