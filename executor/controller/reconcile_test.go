@@ -108,6 +108,11 @@ func (f *fixture) update(edit func(c *v1alpha1.EtcdCluster)) {
 	require.NoError(f.t, f.kube.Update(context.Background(), c))
 }
 
+// approve sets the approval annotation to the plan ID, as kubectl etcd approve does.
+func (f *fixture) approve(id string) {
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+}
+
 func (f *fixture) setView(edit func(v *planner.EtcdView)) {
 	v, err := f.etcd.View(context.Background())
 	require.NoError(f.t, err)
@@ -222,7 +227,7 @@ func TestManualApprovalHoldsThePlan(t *testing.T) {
 	require.Empty(t, f.etcd.Calls())
 
 	id := c.Status.Plan.ID
-	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	f.approve(id)
 	f.reconcile()
 	require.Equal(t, []string{"Remove 3"}, f.etcd.Calls())
 }

@@ -28,13 +28,7 @@ import (
 func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	f := newFixture(t, 3, nil)
 	ctx := context.Background()
-	for _, name := range []string{"demo-1", "demo-2"} {
-		p := &corev1.Pod{}
-		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
-		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.PreflightDataLost}}}}}
-		require.NoError(t, f.kube.Status().Update(ctx, p))
-	}
+	f.dataLost("demo-1", "demo-2")
 	f.setView(func(v *planner.EtcdView) {
 		v.Linearizable, v.LeaderID = false, ""
 		for i := range v.Members {
@@ -54,7 +48,7 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster, "nothing happens before approval")
 
 	id := c.Status.Plan.ID
-	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	f.approve(id)
 	f.reconcile()
 	pvc := &corev1.PersistentVolumeClaim{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
@@ -103,7 +97,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	require.Equal(t, "c1", c.Status.ClusterID, "nothing happens before approval")
 
 	id := c.Status.Plan.ID
-	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	f.approve(id)
 	c, _ = f.reconcile()
 	pvc := &corev1.PersistentVolumeClaim{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
@@ -146,7 +140,7 @@ func TestFailedRestoreIsPlannedAnewFromTheNextBackup(t *testing.T) {
 	backup("nightly", "c1", f.now.Add(-time.Hour))
 	c, _ := f.reconcile()
 	id := c.Status.Plan.ID
-	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	f.approve(id)
 	f.reconcile()
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
@@ -177,13 +171,7 @@ func totalLoss(t *testing.T) (*fixture, func(name, clusterID string, at time.Tim
 	f.r.Open = func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) {
 		return mem.Open(d), nil
 	}
-	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
-		p := &corev1.Pod{}
-		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
-		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.PreflightDataLost}}}}}
-		require.NoError(t, f.kube.Status().Update(ctx, p))
-	}
+	f.dataLost("demo-0", "demo-1", "demo-2")
 	f.etcd.SetView(nil)
 	return f, func(name, clusterID string, at time.Time) {
 		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
@@ -195,5 +183,17 @@ func totalLoss(t *testing.T) (*fixture, func(name, clusterID string, at time.Tim
 			Revision: 42, ClusterID: clusterID, TakenAt: metav1.NewTime(at)}
 		require.NoError(t, f.kube.Status().Update(ctx, b))
 		require.NoError(t, mem.Put(ctx, name+".db", bytes.NewReader([]byte("snapshot"))))
+	}
+}
+
+// dataLost ends the members' Pods as their preflight check does on an empty volume.
+func (f *fixture) dataLost(names ...string) {
+	ctx := context.Background()
+	for _, name := range names {
+		p := &corev1.Pod{}
+		require.NoError(f.t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
+		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.PreflightDataLost}}}}}
+		require.NoError(f.t, f.kube.Status().Update(ctx, p))
 	}
 }

@@ -38,11 +38,8 @@ func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	createReady(t, ns, 3)
-	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP))
-	m.Bucket(t, "etcd-backups")
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
 	ctx := context.Background()
-	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
-		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
 	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "wrong"),
 		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": "not-the-password"}}))
 
@@ -131,6 +128,17 @@ func download(t *testing.T, r io.ReadCloser, size int64) string {
 	return file
 }
 
+// minioFor starts a MinIO listening on addr (one on the stack's bridge is what member Pods
+// reach) with the bucket etcd-backups, and the Secret s3 in ns holding its credentials.
+func minioFor(t *testing.T, ns, addr string) *objstore.MinIO {
+	t.Helper()
+	m := objstore.StartMinIO(t, addr)
+	m.Bucket(t, "etcd-backups")
+	require.NoError(t, env.client.Create(context.Background(), &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
+		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
+	return m
+}
+
 func createBackup(t *testing.T, ns, name string, d v1alpha1.BackupDestination) *v1alpha1.EtcdBackup {
 	t.Helper()
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metaName(ns, name)}
@@ -201,11 +209,8 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	createReady(t, ns, 1)
-	m := objstore.StartMinIO(t, "")
-	m.Bucket(t, "etcd-backups")
+	m := minioFor(t, ns, "")
 	ctx := context.Background()
-	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
-		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
 	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metaName(ns, "often")}
 	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", "*/5 * * * * *"
 	s.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}

@@ -36,11 +36,8 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	before := createReady(t, ns, 3)
-	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP))
-	m.Bucket(t, "etcd-backups")
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
 	ctx := context.Background()
-	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
-		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
 	dest := v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
 
 	cli := etcdClient(t, endpoints(t, ns, "demo"))
@@ -124,11 +121,8 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	createReady(t, ns, 1)
-	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP))
-	m.Bucket(t, "etcd-backups")
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
 	ctx := context.Background()
-	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
-		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
 	dest := func(endpoint string) v1alpha1.BackupDestination {
 		return v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
 	}
