@@ -55,10 +55,16 @@ type Backup struct {
 	Revision int64 `json:"revision"`
 	// TakenAt is when it was taken, in RFC 3339.
 	TakenAt string `json:"takenAt"`
+	// Verified: a restore drill of it found what the cluster held.
+	Verified bool `json:"verified,omitempty"`
 }
 
 func (b *Backup) String() string {
-	return fmt.Sprintf("EtcdBackup %s (revision %d, taken %s)", b.Name, b.Revision, b.TakenAt)
+	verified := ""
+	if b.Verified {
+		verified = ", verified by a restore drill"
+	}
+	return fmt.Sprintf("EtcdBackup %s (revision %d, taken %s%s)", b.Name, b.Revision, b.TakenAt, verified)
 }
 
 // RecordedMember is a member as last recorded in status.

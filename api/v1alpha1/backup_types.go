@@ -4,6 +4,7 @@ import (
 	"path"
 	"strings"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -123,6 +124,23 @@ type EtcdBackupSpec struct {
 	ClusterRef ClusterReference `json:"clusterRef"`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="destination is immutable: create a new EtcdBackup"
 	Destination BackupDestination `json:"destination"`
+	// Verify runs a restore drill once the snapshot is stored: a scratch etcd that joins
+	// nothing is restored from the stored object, and its revision, key count and history
+	// hash are checked against what the cluster held. The outcome is the Verified
+	// condition. Set on a backup that succeeded earlier, it drills that backup.
+	// +optional
+	Verify bool `json:"verify,omitempty"`
+}
+
+// Contents is what a cluster held at a snapshot's revision, as etcd tells it.
+type Contents struct {
+	// Keys is how many keys there were at the revision.
+	Keys int64 `json:"keys"`
+	// HashKV is etcd's hash of the key-value history up to the revision, since
+	// CompactRevision: two stores with the same history give the same hash.
+	HashKV uint32 `json:"hashKV"`
+	// CompactRevision is the revision the history was compacted at.
+	CompactRevision int64 `json:"compactRevision"`
 }
 
 // Artifact is a stored snapshot.
@@ -143,7 +161,15 @@ type Artifact struct {
 	// +optional
 	ClusterID string      `json:"clusterID,omitempty"`
 	TakenAt   metav1.Time `json:"takenAt"`
+	// Contents is what the cluster held at Revision, read from the same member right
+	// after the snapshot; a restore drill checks the restored data against it.
+	// +optional
+	Contents *Contents `json:"contents,omitempty"`
 }
+
+// VerifiedCondition is True on a backup whose restore drill found what the cluster held,
+// False when the drill failed (the message says where).
+const VerifiedCondition = "Verified"
 
 // BackupPhase is where a backup is.
 // +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
@@ -183,6 +209,7 @@ type EtcdBackupStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.artifact.size`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.artifact.revision`
+// +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=`.status.conditions[?(@.type=="Verified")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdBackup struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -190,6 +217,16 @@ type EtcdBackup struct {
 
 	Spec   EtcdBackupSpec   `json:"spec"`
 	Status EtcdBackupStatus `json:"status,omitempty"`
+}
+
+// Verified: the backup's restore drill found what the cluster held.
+func (b *EtcdBackup) Verified() bool {
+	return apimeta.IsStatusConditionTrue(b.Status.Conditions, VerifiedCondition)
+}
+
+// DrillFailed: the backup's restore drill failed, so it may not restore.
+func (b *EtcdBackup) DrillFailed() bool {
+	return apimeta.IsStatusConditionFalse(b.Status.Conditions, VerifiedCondition)
 }
 
 // GetConditions returns the status conditions.
@@ -237,6 +274,19 @@ type EtcdBackupScheduleSpec struct {
 	// Suspend stops new backups; retention still applies.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+	// Verify runs a restore drill on the schedule's backups (spec.verify of each
+	// EtcdBackup); a recovery from quorum loss prefers the newest verified backup.
+	// +optional
+	Verify *VerifyPolicy `json:"verify,omitempty"`
+}
+
+// VerifyPolicy says which of a schedule's backups are drilled.
+type VerifyPolicy struct {
+	// Every drills one backup in so many, starting with the first: 1 drills each one.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	Every int32 `json:"every,omitempty"`
 }
 
 // EtcdBackupScheduleStatus is the schedule's progress.
@@ -256,6 +306,16 @@ type EtcdBackupScheduleStatus struct {
 	// LastSuccessfulTime is when that backup's snapshot was taken.
 	// +optional
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+	// LastVerifiedBackup names the newest EtcdBackup of this schedule whose restore drill
+	// passed.
+	// +optional
+	LastVerifiedBackup string `json:"lastVerifiedBackup,omitempty"`
+	// LastVerifiedTime is when that backup's snapshot was taken.
+	// +optional
+	LastVerifiedTime *metav1.Time `json:"lastVerifiedTime,omitempty"`
+	// BackupsTaken counts the backups the schedule created: spec.verify.every picks by it.
+	// +optional
+	BackupsTaken int64 `json:"backupsTaken,omitempty"`
 }
 
 // EtcdBackupSchedule takes EtcdBackups of a cluster on a schedule and prunes old ones.
@@ -267,6 +327,7 @@ type EtcdBackupScheduleStatus struct {
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Last",type=date,JSONPath=`.status.lastScheduleTime`
 // +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`
+// +kubebuilder:printcolumn:name="Last Verified",type=date,JSONPath=`.status.lastVerifiedTime`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdBackupSchedule struct {

@@ -130,7 +130,8 @@ func run() error {
 	if err := r.SetupWithManager(mgr, o.workers); err != nil {
 		return err
 	}
-	br := &controller.BackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dial: etcd.Dial, Open: store.Open}
+	br := &controller.BackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dial: etcd.Dial, Open: store.Open,
+		Images: r.Images, Inspect: etcd.ContentsAt}
 	if err := br.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -70,10 +70,14 @@ type Taken struct {
 	Size     int64
 	SHA256   string
 	Revision int64
+	// Contents is what the member held at Revision.
+	Contents etcd.Contents
 }
 
 // Take streams a snapshot of member m into st under the key name gives it (from the
 // revision), checking etcd's hash on the way: a snapshot that does not match is not kept.
+// Then it reads what the member held at that revision, for a restore drill to check;
+// when that fails, the object is deleted.
 func Take(ctx context.Context, c etcd.Cluster, m planner.EtcdMember, st store.Store, name func(revision int64) string) (Taken, error) {
 	id, err := etcd.ParseID(m.ID)
 	if err != nil {
@@ -90,5 +94,11 @@ func Take(ctx context.Context, c etcd.Cluster, m planner.EtcdMember, st store.St
 		return Taken{}, err
 	}
 	t.Size, t.SHA256 = r.Size(), r.SHA256()
+	if t.Contents, err = c.Contents(ctx, m.Name, id, rev); err != nil {
+		// An object whose contents are unknown cannot be drilled: it goes, and the
+		// backup is tried again.
+		return Taken{}, errors.Join(fmt.Errorf("%w: reading what %s held at revision %d: %w", ErrSnapshot, m.Name, rev, err),
+			st.Delete(ctx, t.Key))
+	}
 	return t, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/etcd/etcdfake"
 	"github.com/etcdplan/etcdplan/executor/snapshot"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
@@ -55,11 +57,13 @@ func TestKeySaysClusterTimeAndRevision(t *testing.T) {
 func TestTakeStoresACheckedSnapshot(t *testing.T) {
 	fake := etcdfake.New(nil)
 	fake.Database, fake.Revision = bytes.Repeat([]byte("etcd"), 5000), 42
+	fake.Held = etcd.Contents{Keys: 7, HashKV: 99, CompactRevision: 30}
 	st := storefake.New()
 	got, err := Take(context.Background(), fake, member("2", "b", 1), st, func(rev int64) string { return fmt.Sprintf("k-%d", rev) })
 	require.NoError(t, err)
-	require.Equal(t, []string{"Snapshot 2"}, fake.Calls(), "the member is read by its ID")
+	require.Equal(t, []string{"Snapshot 2", "Contents 2 42"}, fake.Calls(), "the member is read by its ID, its contents at the snapshot's revision")
 	require.Equal(t, int64(42), got.Revision)
+	require.Equal(t, fake.Held, got.Contents)
 	require.Equal(t, []string{"k-42"}, st.Keys())
 	rc, err := st.Get(context.Background(), "k-42")
 	require.NoError(t, err)
@@ -77,6 +81,22 @@ func TestTakeKeepsNoCorruptSnapshot(t *testing.T) {
 	_, err := Take(context.Background(), corrupt{etcdfake.New(nil)}, member("2", "b", 1), st, func(int64) string { return "k" })
 	require.ErrorIs(t, err, snapshot.ErrCorrupt)
 	require.Empty(t, st.Keys())
+}
+
+// A snapshot whose contents cannot be read is not kept: no drill could check it.
+func TestTakeKeepsNoSnapshotWithoutItsContents(t *testing.T) {
+	st := storefake.New()
+	_, err := Take(context.Background(), uncounted{etcdfake.New(nil)}, member("2", "b", 1), st, func(int64) string { return "k" })
+	require.ErrorIs(t, err, ErrSnapshot)
+	require.ErrorContains(t, err, "required revision has been compacted")
+	require.Empty(t, st.Keys())
+}
+
+// uncounted cannot tell what it held at the revision.
+type uncounted struct{ *etcdfake.Cluster }
+
+func (uncounted) Contents(context.Context, string, uint64, int64) (etcd.Contents, error) {
+	return etcd.Contents{}, errors.New("etcdserver: mvcc: required revision has been compacted")
 }
 
 // corrupt serves a snapshot with one byte changed on the way.

@@ -13,14 +13,15 @@ const FailedKept = 3
 // Expired is which of a schedule's backups its retention removes. Successful
 // backups go when keepLast or maxAge says so, except the newest, which always stays; a
 // failed backup counts for neither rule (so it never costs an older good one its place),
-// and only the newest FailedKept failed ones stay. Backups not yet ended are never removed.
+// and only the newest FailedKept failed ones stay. A backup whose restore drill failed
+// counts as failed. Backups not yet ended are never removed.
 func Expired(bs []v1alpha1.EtcdBackup, r v1alpha1.Retention, now time.Time) []v1alpha1.EtcdBackup {
 	var good, failed []v1alpha1.EtcdBackup
 	for _, b := range bs {
 		switch {
-		case b.Status.Phase == v1alpha1.BackupSucceeded && b.Status.Artifact != nil:
+		case b.Status.Phase == v1alpha1.BackupSucceeded && b.Status.Artifact != nil && !b.DrillFailed():
 			good = append(good, b)
-		case b.Status.Phase == v1alpha1.BackupFailed:
+		case b.Status.Phase == v1alpha1.BackupFailed || b.DrillFailed():
 			failed = append(failed, b)
 		}
 	}

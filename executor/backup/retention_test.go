@@ -24,6 +24,10 @@ func TestExpired(t *testing.T) {
 		return x
 	}
 	ok, failed, running := v1alpha1.BackupSucceeded, v1alpha1.BackupFailed, v1alpha1.BackupRunning
+	drillFailed := func(x v1alpha1.EtcdBackup) v1alpha1.EtcdBackup {
+		x.Status.Conditions = []metav1.Condition{{Type: v1alpha1.VerifiedCondition, Status: metav1.ConditionFalse}}
+		return x
+	}
 	names := func(bs []v1alpha1.EtcdBackup) []string {
 		var out []string
 		for _, b := range bs {
@@ -53,6 +57,8 @@ func TestExpired(t *testing.T) {
 			[]v1alpha1.EtcdBackup{b("a", ok, 50), b("b", ok, 30), b("x", failed, 1)}, maxAge(24), []string{"a"}},
 		{"either rule removes", []v1alpha1.EtcdBackup{b("a", ok, 50), b("b", ok, 2), b("c", ok, 1), b("d", ok, 0)},
 			v1alpha1.Retention{KeepLast: ptr.To[int32](3), MaxAge: &metav1.Duration{Duration: 24 * time.Hour}}, []string{"a"}},
+		{"a backup whose drill failed counts as failed: it costs no older good one its place",
+			[]v1alpha1.EtcdBackup{b("a", ok, 3), b("b", ok, 2), drillFailed(b("c", ok, 1))}, keep(2), nil},
 		{"the newest three failed stay",
 			[]v1alpha1.EtcdBackup{b("f1", failed, 5), b("f2", failed, 4), b("f3", failed, 3), b("f4", failed, 2), b("f5", failed, 1)},
 			v1alpha1.Retention{}, []string{"f2", "f1"}},

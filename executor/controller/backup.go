@@ -44,17 +44,21 @@ type BackupReconciler struct {
 	Open openFunc
 	// Now is the clock.
 	Now func() time.Time
+	// Images are what a restore drill's Pod runs.
+	Images resources.Images
+	// Inspect reads what a drill's scratch etcd holds; etcd.ContentsAt outside tests.
+	Inspect func(ctx context.Context, url string, rev int64) (etcd.Contents, error)
 }
 
 // SetupWithManager registers the reconciler.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// A few at once: each holds one part (8 MiB) in memory, and a large database's backup
-	// should not hold up another cluster's.
-	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdBackup{}).
+	// should not hold up another cluster's. A drill's Pod wakes its backup.
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdBackup{}).Owns(&corev1.Pod{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
 }
 
-// Reconcile takes the backup unless it ended; a failure that retrying may cure (the
+// Reconcile takes the backup unless it ended, then drills it when it asks; a failure that retrying may cure (the
 // cluster not ready yet, the store unreachable, a Secret not there yet) is tried again until
 // the deadline. The backup is read from the API server: the event of its own Running write
 // can wake a reconcile whose cache has not yet seen it end, and that would take the
@@ -64,7 +68,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if ended(*b) {
+	if ended(*b) && !drillDue(b) {
 		return reconcile.Result{}, nil
 	}
 	patcher := patch.NewSerialPatcher(b, r.Client)
@@ -74,6 +78,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			retErr = err
 		}
 	}()
+	if ended(*b) {
+		return r.drill(ctx, b)
+	}
 	taken, err := r.take(ctx, b, func() error {
 		b.Status.Phase = v1alpha1.BackupRunning
 		conditions.MarkReconciling(b, "Running", "streaming a snapshot to %s", b.Spec.Destination.URI(""))
@@ -85,6 +92,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		conditions.Delete(b, meta.ReconcilingCondition)
 		conditions.MarkTrue(b, meta.ReadyCondition, "Succeeded", "stored %s (%d bytes, revision %d), matching etcd's integrity hash",
 			taken.URI, taken.Size, taken.Revision)
+		if drillDue(b) {
+			return r.drill(ctx, b)
+		}
 		return reconcile.Result{}, nil
 	case errors.Is(err, store.ErrRefused), errors.Is(err, store.ErrUnsupported):
 		fail(b, reason(err), err.Error())
@@ -155,7 +165,8 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		return nil, err
 	}
 	return &v1alpha1.Artifact{URI: st.URI(t.Key), Size: t.Size, SHA256: t.SHA256, Revision: t.Revision, EtcdVersion: m.Version,
-		Member: m.Name, ClusterID: view.ClusterID, TakenAt: metav1.NewTime(at)}, nil
+		Member: m.Name, ClusterID: view.ClusterID, TakenAt: metav1.NewTime(at),
+		Contents: &v1alpha1.Contents{Keys: t.Contents.Keys, HashKV: t.Contents.HashKV, CompactRevision: t.Contents.CompactRevision}}, nil
 }
 
 // openFunc prepares a destination's store; store.Open outside tests (and when nil).
@@ -197,7 +208,7 @@ func stall(obj conditions.Setter, why, msg string) {
 // object deleted meanwhile is no error.
 func writeStatus(ctx context.Context, p *patch.SerialPatcher, obj conditions.Setter) error {
 	return client.IgnoreNotFound(p.Patch(ctx, obj,
-		patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}},
+		patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition, v1alpha1.VerifiedCondition}},
 		patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName)))
 }
 

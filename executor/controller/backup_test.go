@@ -11,11 +11,14 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
 )
@@ -32,6 +35,7 @@ type backupFixture struct {
 func newBackupFixture(t *testing.T) *backupFixture {
 	f := &backupFixture{fixture: newFixture(t, 3, nil), store: storefake.New()}
 	f.etcd.Database, f.etcd.Revision = []byte(strings.Repeat("kv", 1000)), 4711
+	f.etcd.Held = etcd.Contents{Keys: 1000, HashKV: 0xfeed, CompactRevision: 4000}
 	f.br = &BackupReconciler{Client: f.kube, APIReader: f.kube, Dial: f.etcd.Dial, Now: func() time.Time { return f.now },
 		Open: func(_ context.Context, d v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error) {
 			f.creds = creds
@@ -63,7 +67,7 @@ func TestBackupStoresACheckedSnapshotOfAFollower(t *testing.T) {
 	require.Equal(t, v1alpha1.BackupSucceeded, b.Status.Phase)
 	require.Zero(t, res.RequeueAfter)
 	require.True(t, conditions.IsReady(b), "Ready: %v", b.Status.Conditions)
-	require.Equal(t, []string{"Snapshot 2"}, f.etcd.Calls(), "a follower, by its member ID, and nothing else")
+	require.Equal(t, []string{"Snapshot 2", "Contents 2 4711"}, f.etcd.Calls(), "a follower, by its member ID, and nothing else")
 	require.Nil(t, f.creds, "no Secret named, none read")
 	a := b.Status.Artifact
 	require.NotNil(t, a)
@@ -75,9 +79,10 @@ func TestBackupStoresACheckedSnapshotOfAFollower(t *testing.T) {
 	key := "ns/demo/demo-20270115T080000Z-r4711-01234567.db"
 	require.Equal(t, []string{key}, f.store.Keys())
 	require.Equal(t, "s3://backups/"+key, a.URI)
+	require.Equal(t, &v1alpha1.Contents{Keys: 1000, HashKV: 0xfeed, CompactRevision: 4000}, a.Contents, "what the member held at the revision")
 
 	f.reconcile()
-	require.Len(t, f.etcd.Calls(), 1, "a backup that succeeded is not taken again")
+	require.Len(t, f.etcd.Calls(), 2, "a backup that succeeded is not taken again")
 }
 
 func TestBackupWaitsForItsSecretAndFailsWhenTheStoreRefuses(t *testing.T) {
@@ -120,4 +125,125 @@ func TestBackupRetriesUntilItsDeadline(t *testing.T) {
 	require.Equal(t, "DeadlineExceeded", conditions.GetReason(b, meta.StalledCondition))
 	require.Contains(t, conditions.GetMessage(b, meta.StalledCondition), "no member answers")
 	require.Empty(t, f.store.Keys())
+}
+
+// drillFixture is a backup fixture whose backup asks for a restore drill, and whose
+// scratch etcd holds what contents says.
+func newDrillFixture(t *testing.T) (*backupFixture, *[]string, *etcd.Contents) {
+	f := newBackupFixture(t)
+	f.br.Images = resources.Images{EtcdRepository: "etcd", Operator: "op"}
+	var asked []string
+	held := f.etcd.Held
+	f.br.Inspect = func(_ context.Context, url string, rev int64) (etcd.Contents, error) {
+		asked = append(asked, fmt.Sprintf("%s@%d", url, rev))
+		return held, nil
+	}
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1", UID: "0123456789abcdef", CreationTimestamp: metav1.NewTime(f.now)}}
+	b.Spec.ClusterRef.Name = "demo"
+	b.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups"}
+	b.Spec.Verify = true
+	require.NoError(t, f.kube.Create(context.Background(), b))
+	return f, &asked, &held
+}
+
+// drillPod is the drill's Pod, as the kubelet would report it once init containers ran
+// (init) and etcd is ready (ready).
+func (f *backupFixture) drillPod(init []corev1.ContainerStatus, ready bool) *corev1.Pod {
+	f.t.Helper()
+	p := &corev1.Pod{}
+	require.NoError(f.t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "b1-drill"}, p))
+	p.CreationTimestamp = metav1.NewTime(f.now)
+	require.NoError(f.t, f.kube.Update(context.Background(), p))
+	p.Status.InitContainerStatuses = init
+	if ready {
+		p.Status.PodIP = "10.0.9.1"
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	require.NoError(f.t, f.kube.Status().Update(context.Background(), p))
+	return p
+}
+
+func (f *backupFixture) drillGone() bool {
+	err := f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "b1-drill"}, &corev1.Pod{})
+	return apierrors.IsNotFound(err)
+}
+
+func TestDrillRestoresTheBackupIntoAScratchEtcdAndComparesWhatItHolds(t *testing.T) {
+	f, asked, _ := newDrillFixture(t)
+	b, res := f.reconcile()
+	require.Equal(t, v1alpha1.BackupSucceeded, b.Status.Phase)
+	require.Equal(t, metav1.ConditionUnknown, conditions.Get(b, v1alpha1.VerifiedCondition).Status)
+	require.True(t, conditions.IsReconciling(b), "a drill running is progress")
+	require.Equal(t, drillPoll, res.RequeueAfter)
+
+	p := f.drillPod(nil, false)
+	require.True(t, metav1.IsControlledBy(p, b), "the backup owns its drill")
+	require.Equal(t, map[string]string{resources.LabelDrill: "b1", resources.LabelManagedBy: resources.ManagerName}, p.Labels,
+		"no cluster label: no Service or member list selects the scratch etcd")
+	require.Equal(t, []string{"restore-fetch", "restore"}, []string{p.Spec.InitContainers[0].Name, p.Spec.InitContainers[1].Name})
+	require.Contains(t, p.Spec.InitContainers[0].Command, "--sha256="+b.Status.Artifact.SHA256, "the object is checked before use")
+	require.Equal(t, "etcd:v3.6.16", p.Spec.Containers[0].Image, "the version a recovery would restore with")
+	require.Contains(t, p.Spec.Containers[0].Command, "--initial-cluster=drill=http://127.0.0.1:2380", "it joins nothing")
+
+	_, res = f.reconcile()
+	require.Equal(t, drillPoll, res.RequeueAfter, "etcd not ready yet")
+	require.Empty(t, *asked)
+
+	f.drillPod([]corev1.ContainerStatus{{Name: "restore-fetch", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}}}, true)
+	b, res = f.reconcile()
+	require.Equal(t, []string{"http://10.0.9.1:2379@4711"}, *asked, "read at the artifact's revision")
+	require.Zero(t, res.RequeueAfter)
+	require.True(t, conditions.IsTrue(b, v1alpha1.VerifiedCondition), "%v", b.Status.Conditions)
+	require.Contains(t, conditions.GetMessage(b, v1alpha1.VerifiedCondition), "holds the 1000 keys and the history hash the cluster had at revision 4711")
+	require.True(t, conditions.IsReady(b))
+	require.False(t, conditions.IsReconciling(b))
+	require.True(t, f.drillGone(), "the scratch etcd goes once read")
+
+	f.reconcile()
+	require.Len(t, *asked, 1, "a verdict is not drilled again")
+}
+
+func TestDrillFailsWhenTheRestoredDataDiffers(t *testing.T) {
+	f, _, held := newDrillFixture(t)
+	f.reconcile()
+	f.drillPod(nil, true)
+	held.Keys = 999
+	b, _ := f.reconcile()
+	require.True(t, conditions.IsFalse(b, v1alpha1.VerifiedCondition))
+	require.Equal(t, "ContentsDiffer", conditions.GetReason(b, v1alpha1.VerifiedCondition))
+	require.Contains(t, conditions.GetMessage(b, v1alpha1.VerifiedCondition), "holds 999 keys at revision 4711 where the cluster held 1000")
+	require.False(t, conditions.IsReady(b), "a backup that may not restore is not ready")
+	require.True(t, conditions.IsStalled(b))
+	require.Equal(t, v1alpha1.BackupSucceeded, b.Status.Phase, "the snapshot was stored")
+	require.True(t, f.drillGone())
+
+	held.Keys = 1000
+	held.HashKV++
+	require.False(t, must(compareContents(b.Status.Artifact, *held)), "same keys, another history")
+	held.CompactRevision++
+	require.True(t, must(compareContents(b.Status.Artifact, *held)), "a hash since another compaction is not compared")
+}
+
+func must(ok bool, _, _ string) bool { return ok }
+
+func TestDrillFailsWithTheFailedContainersMessage(t *testing.T) {
+	f, asked, _ := newDrillFixture(t)
+	f.reconcile()
+	f.drillPod([]corev1.ContainerStatus{{Name: "restore-fetch", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 1, Message: "fetching s3://backups/k: snapshot corrupt: the object's SHA-256 is 00, its EtcdBackup recorded ff\n"}}}}, false)
+	b, _ := f.reconcile()
+	require.Equal(t, "DrillFailed", conditions.GetReason(b, v1alpha1.VerifiedCondition))
+	require.Contains(t, conditions.GetMessage(b, v1alpha1.VerifiedCondition), "failed in restore-fetch (exit code 1): fetching s3://backups/k: snapshot corrupt")
+	require.Empty(t, *asked)
+	require.True(t, f.drillGone())
+}
+
+func TestDrillFailsAtItsDeadline(t *testing.T) {
+	f, _, _ := newDrillFixture(t)
+	f.reconcile()
+	f.drillPod(nil, false)
+	f.now = f.now.Add(drillDeadline + time.Second)
+	b, _ := f.reconcile()
+	require.Equal(t, "DrillDeadlineExceeded", conditions.GetReason(b, v1alpha1.VerifiedCondition))
+	require.True(t, f.drillGone())
 }

@@ -92,6 +92,10 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	case last != nil && last.Status.Phase == v1alpha1.BackupFailed:
 		conditions.MarkFalse(s, meta.ReadyCondition, "LastBackupFailed", "the last backup, %s, failed: %s; next at %s",
 			last.Name, conditions.GetMessage(last, meta.ReadyCondition), next.UTC().Format(time.RFC3339))
+	case lastDrillFailed(owned) != nil:
+		d := lastDrillFailed(owned)
+		conditions.MarkFalse(s, meta.ReadyCondition, "LastDrillFailed", "the last restore drill, of %s, failed: %s; next backup at %s",
+			d.Name, conditions.GetMessage(d, v1alpha1.VerifiedCondition), next.UTC().Format(time.RFC3339))
 	default:
 		conditions.MarkTrue(s, meta.ReadyCondition, "Scheduled", "next backup at %s", next.UTC().Format(time.RFC3339))
 	}
@@ -121,14 +125,28 @@ func (r *ScheduleReconciler) take(ctx context.Context, s *v1alpha1.EtcdBackupSch
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: backupName(s.Name, due),
 		Labels: map[string]string{LabelSchedule: s.Name, resources.LabelCluster: s.Spec.ClusterRef.Name}}}
 	b.Spec.ClusterRef, b.Spec.Destination = s.Spec.ClusterRef, *s.Spec.Destination.DeepCopy()
+	b.Spec.Verify = drillNext(s)
 	if err := controllerutil.SetControllerReference(s, b, r.Scheme()); err != nil {
 		return "", due, err
 	}
-	if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := r.Create(ctx, b)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", due, err
+	}
+	if err == nil {
+		s.Status.BackupsTaken++
 	}
 	s.Status.LastScheduleTime = &metav1.Time{Time: due}
 	return "", due, nil
+}
+
+// drillNext: the schedule's next backup is one of those spec.verify drills.
+func drillNext(s *v1alpha1.EtcdBackupSchedule) bool {
+	v := s.Spec.Verify
+	if v == nil {
+		return false
+	}
+	return s.Status.BackupsTaken%int64(max(v.Every, 1)) == 0
 }
 
 func ended(b v1alpha1.EtcdBackup) bool {
@@ -193,8 +211,14 @@ func ownedBy(bs []v1alpha1.EtcdBackup, s *v1alpha1.EtcdBackupSchedule) []v1alpha
 	return out
 }
 
-// recordSuccess records the newest successful backup in status.
+// recordSuccess records the newest successful backup in status, and the newest verified
+// (one drilled again and failed is no longer that).
 func recordSuccess(s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup) {
+	for _, b := range owned {
+		if b.Name == s.Status.LastVerifiedBackup && !b.Verified() {
+			s.Status.LastVerifiedBackup, s.Status.LastVerifiedTime = "", nil
+		}
+	}
 	for _, b := range owned {
 		a := b.Status.Artifact
 		if b.Status.Phase != v1alpha1.BackupSucceeded || a == nil {
@@ -203,7 +227,26 @@ func recordSuccess(s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup) 
 		if s.Status.LastSuccessfulTime == nil || a.TakenAt.After(s.Status.LastSuccessfulTime.Time) {
 			s.Status.LastSuccessfulBackup, s.Status.LastSuccessfulTime = b.Name, a.TakenAt.DeepCopy()
 		}
+		if b.Verified() &&
+			(s.Status.LastVerifiedTime == nil || a.TakenAt.After(s.Status.LastVerifiedTime.Time)) {
+			s.Status.LastVerifiedBackup, s.Status.LastVerifiedTime = b.Name, a.TakenAt.DeepCopy()
+		}
 	}
+}
+
+// lastDrillFailed is the newest drilled backup when its drill failed; nil otherwise.
+func lastDrillFailed(owned []v1alpha1.EtcdBackup) *v1alpha1.EtcdBackup {
+	var last *v1alpha1.EtcdBackup
+	for i, b := range owned {
+		v := conditions.Get(&b, v1alpha1.VerifiedCondition)
+		if v != nil && v.Status != metav1.ConditionUnknown && (last == nil || b.Name > last.Name) {
+			last = &owned[i]
+		}
+	}
+	if last == nil || !last.DrillFailed() {
+		return nil
+	}
+	return last
 }
 
 // lastEnded is the newest backup that ended, nil when none did. Names end in the time the

@@ -132,3 +132,43 @@ func TestBackupScheduleStallsOnAnInvalidSchedule(t *testing.T) {
 	require.Equal(t, "InvalidSchedule", conditions.GetReason(s, meta.StalledCondition))
 	require.Empty(t, f.backups())
 }
+
+// spec.verify.every 2 drills the first backup and every second one after; the newest
+// verified backup shows in status, and a failed drill makes the schedule not Ready.
+func TestBackupScheduleDrillsEveryOtherBackup(t *testing.T) {
+	f := newScheduleFixture(t, "0 * * * *", 5)
+	s := &v1alpha1.EtcdBackupSchedule{}
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "hourly"}, s))
+	s.Spec.Verify = &v1alpha1.VerifyPolicy{Every: 2}
+	require.NoError(t, f.kube.Update(context.Background(), s))
+	f.reconcileSchedule()
+	drilled := map[string]bool{}
+	for range 3 {
+		f.now = f.now.Add(time.Hour)
+		s, _ = f.reconcileSchedule()
+		name := backupName("hourly", f.now)
+		b := &v1alpha1.EtcdBackup{}
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, b))
+		drilled[name] = b.Spec.Verify
+		b.Status.Phase, b.Status.Artifact = v1alpha1.BackupSucceeded, &v1alpha1.Artifact{URI: "s3://backups/" + name, TakenAt: metav1.NewTime(f.now)}
+		if b.Spec.Verify {
+			conditions.MarkTrue(b, v1alpha1.VerifiedCondition, "Restored", "restored")
+		}
+		require.NoError(t, f.kube.Status().Update(context.Background(), b))
+	}
+	require.Equal(t, map[string]bool{"hourly-20270115-090000": true, "hourly-20270115-100000": false, "hourly-20270115-110000": true}, drilled)
+	s, _ = f.reconcileSchedule()
+	require.Equal(t, int64(3), s.Status.BackupsTaken)
+	require.Equal(t, "hourly-20270115-110000", s.Status.LastVerifiedBackup)
+	require.Equal(t, f.now, s.Status.LastVerifiedTime.Time)
+	require.True(t, conditions.IsReady(s))
+
+	b := &v1alpha1.EtcdBackup{}
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "hourly-20270115-110000"}, b))
+	conditions.MarkFalse(b, v1alpha1.VerifiedCondition, "ContentsDiffer", "holds 999 keys at revision 7 where the cluster held 1000")
+	require.NoError(t, f.kube.Status().Update(context.Background(), b))
+	s, _ = f.reconcileSchedule()
+	require.Equal(t, "LastDrillFailed", conditions.GetReason(s, meta.ReadyCondition))
+	require.Contains(t, conditions.GetMessage(s, meta.ReadyCondition), "the last restore drill, of hourly-20270115-110000, failed: holds 999 keys")
+	require.Equal(t, "hourly-20270115-090000", s.Status.LastVerifiedBackup, "a failed drill is no verified backup")
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,16 +42,16 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 		case b.Status.Phase != v1alpha1.BackupSucceeded || a == nil:
 			return nil, waiting("waiting for EtcdBackup %s to succeed before restoring from it", b.Name)
 		}
-		key, ok := b.Spec.Destination.KeyOf(a.URI)
-		if !ok {
-			return nil, &stepError{reason: "RestoreSourceFailed", msg: fmt.Sprintf("EtcdBackup %s: %s is not at its destination", b.Name, a.URI)}
+		src, err := snapshotOf(b)
+		if err != nil {
+			return nil, err
 		}
 		if newerMinor(a.EtcdVersion, c.Spec.Version) {
 			return nil, &stepError{reason: "RestoreVersionTooOld", msg: fmt.Sprintf(
 				"EtcdBackup %s was taken from etcd %s, which spec.version %s cannot restore: set spec.version to %s or later",
 				b.Name, a.EtcdVersion, c.Spec.Version, a.EtcdVersion)}
 		}
-		rs.Source, rs.SHA256 = v1alpha1.SnapshotSource{BackupDestination: b.Spec.Destination, Key: key}, a.SHA256
+		rs.Source, rs.SHA256 = src, a.SHA256
 	}
 	st, err := openDestination(ctx, r.APIReader, r.Open, c.Namespace, rs.Source.BackupDestination)
 	if err == nil {
@@ -63,6 +65,27 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 		return nil, restoreError(rs, err)
 	}
 	return rs, nil
+}
+
+// failedContainer says which of the containers ended in failure and how ("restore-fetch
+// (exit code 1): ..."), leaving out those named skip; "" when none did.
+func failedContainer(statuses []corev1.ContainerStatus, skip ...string) string {
+	for _, cs := range statuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && !slices.Contains(skip, cs.Name) {
+			return fmt.Sprintf("%s (exit code %d): %s", cs.Name, t.ExitCode, strings.TrimSpace(t.Message))
+		}
+	}
+	return ""
+}
+
+// snapshotOf is where a backup that succeeded stored its snapshot.
+func snapshotOf(b *v1alpha1.EtcdBackup) (v1alpha1.SnapshotSource, error) {
+	uri := b.Status.Artifact.URI
+	key, ok := b.Spec.Destination.KeyOf(uri)
+	if !ok {
+		return v1alpha1.SnapshotSource{}, &stepError{reason: "RestoreSourceFailed", msg: fmt.Sprintf("EtcdBackup %s: %s is not at its destination", b.Name, uri)}
+	}
+	return v1alpha1.SnapshotSource{BackupDestination: b.Spec.Destination, Key: key}, nil
 }
 
 // newerMinor: have is of a later minor version than want.
@@ -93,10 +116,8 @@ func restoreFailed(p *corev1.Pod, from string) string {
 		fix = fmt.Sprintf("fix the snapshot, or delete EtcdBackup %s and the volume claim %s, and the recovery is planned anew from the newest backup left "+
 			"(the Pod %s is kept for its logs until the new cluster answers)", b, p.Name, p.Name)
 	}
-	for _, cs := range p.Status.InitContainerStatuses {
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && cs.Name != "preflight" {
-			return fmt.Sprintf("restoring from %s failed in %s (exit code %d): %s; %s", from, cs.Name, t.ExitCode, t.Message, fix)
-		}
+	if why := failedContainer(p.Status.InitContainerStatuses, "preflight"); why != "" {
+		return fmt.Sprintf("restoring from %s failed in %s; %s", from, why, fix)
 	}
 	return ""
 }

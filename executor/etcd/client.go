@@ -62,6 +62,9 @@ type Cluster interface {
 	// SHA-256 etcd appends, and returns the revision the member had applied when it began;
 	// the caller closes the stream.
 	Snapshot(ctx context.Context, name string, id uint64) (io.ReadCloser, int64, error)
+	// Contents reads what the member of that name and ID held at a revision: how many
+	// keys, and the hash of its history.
+	Contents(ctx context.Context, name string, id uint64, rev int64) (Contents, error)
 	// SetCluster points the connection at the members' current endpoints (name -> URL), and
 	// sets the cluster ID every answer must carry ("" until the cluster first answered).
 	SetCluster(clusterID string, endpoints map[string]string)
@@ -313,20 +316,8 @@ func (c *Client) Defragment(ctx context.Context, name string, id uint64) error {
 // Snapshot streams one member's database from its own endpoint, once it answers as the
 // member the caller names. The stream holds its own connection, closed with it.
 func (c *Client) Snapshot(ctx context.Context, name string, id uint64) (io.ReadCloser, int64, error) {
-	ep, ok := c.endpoint(name)
-	if !ok {
-		return nil, 0, fmt.Errorf("member %s has no address", name)
-	}
-	one, err := dial(map[string]string{name: ep})
+	one, _, st, err := c.only(ctx, name, id)
 	if err != nil {
-		return nil, 0, err
-	}
-	st, err := statusOf(ctx, one.cli, ep, id)
-	if err == nil {
-		err = c.ours(st.Header)
-	}
-	if err != nil {
-		_ = one.Close()
 		return nil, 0, err
 	}
 	rc, err := one.cli.Snapshot(ctx)
@@ -335,6 +326,74 @@ func (c *Client) Snapshot(ctx context.Context, name string, id uint64) (io.ReadC
 		return nil, 0, err
 	}
 	return closeBoth{rc, one}, st.Header.Revision, nil
+}
+
+// Contents is what a store held at a revision.
+type Contents struct {
+	Keys            int64
+	HashKV          uint32
+	CompactRevision int64
+}
+
+// contentsTimeout bounds reading a store's contents: etcd hashes its whole history.
+const contentsTimeout = time.Minute
+
+// Contents reads what the member of that name and ID held at the revision.
+func (c *Client) Contents(ctx context.Context, name string, id uint64, rev int64) (Contents, error) {
+	one, ep, _, err := c.only(ctx, name, id)
+	if err != nil {
+		return Contents{}, err
+	}
+	defer one.Close()
+	return contentsOf(ctx, one.cli, ep, rev)
+}
+
+// ContentsAt reads what the etcd at url, of whatever cluster, held at the revision: a
+// restore drill's scratch etcd.
+func ContentsAt(ctx context.Context, url string, rev int64) (Contents, error) {
+	one, err := dial(map[string]string{"scratch": url})
+	if err != nil {
+		return Contents{}, err
+	}
+	defer one.Close()
+	return contentsOf(ctx, one.cli, url, rev)
+}
+
+// contentsOf counts the keys at rev and asks the member at ep for its history's hash.
+func contentsOf(ctx context.Context, cli *clientv3.Client, ep string, rev int64) (Contents, error) {
+	ctx, cancel := context.WithTimeout(ctx, contentsTimeout)
+	defer cancel()
+	r, err := cli.Get(ctx, "", clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithCountOnly(), clientv3.WithSerializable())
+	if err != nil {
+		return Contents{}, fmt.Errorf("counting the keys at revision %d: %w", rev, err)
+	}
+	h, err := cli.HashKV(ctx, ep, rev)
+	if err != nil {
+		return Contents{}, fmt.Errorf("hashing the history up to revision %d: %w", rev, err)
+	}
+	return Contents{Keys: r.Count, HashKV: h.Hash, CompactRevision: h.CompactRevision}, nil
+}
+
+// only connects to the member of that name and ID alone, once it proved to be that member
+// of this cluster.
+func (c *Client) only(ctx context.Context, name string, id uint64) (*Client, string, *clientv3.StatusResponse, error) {
+	ep, ok := c.endpoint(name)
+	if !ok {
+		return nil, "", nil, fmt.Errorf("member %s has no address", name)
+	}
+	one, err := dial(map[string]string{name: ep})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	st, err := statusOf(ctx, one.cli, ep, id)
+	if err == nil {
+		err = c.ours(st.Header)
+	}
+	if err != nil {
+		_ = one.Close()
+		return nil, "", nil, err
+	}
+	return one, ep, st, nil
 }
 
 // statusOf asks the member at ep for its status, and checks that it is the member of that

@@ -80,11 +80,7 @@ func pod(p *corev1.Pod) *planner.Pod {
 		ConfigFields: p.Annotations[resources.AnnotationConfigFields],
 		IP:           p.Status.PodIP,
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			out.Ready = c.Status == corev1.ConditionTrue
-		}
-	}
+	out.Ready = PodReady(p)
 	out.Running = etcdRunning(p)
 	for _, cs := range p.Status.InitContainerStatuses {
 		if cs.Name == "preflight" && (exitedWith(cs.State, resources.PreflightDataLost) || exitedWith(cs.LastTerminationState, resources.PreflightDataLost)) {
@@ -155,4 +151,14 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 		}
 	}
 	return v
+}
+
+// PodReady: the Pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

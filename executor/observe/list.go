@@ -46,30 +46,41 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items), Backups: backups.Items}, nil
 }
 
-// newestBackup is the newest successful backup taken of an etcd cluster with one of the
-// IDs (the cluster's, and the one before a recovery started it anew): the one a cluster
-// that lost every voter's data starts anew from. A backup that does not record the ID it
-// was taken from never counts: it may be of another cluster of the same name.
+// newestBackup is the backup a cluster that lost every voter's data starts anew from: one
+// taken of an etcd cluster with one of the IDs (the cluster's, and the one before a
+// recovery started it anew), succeeded, its restore drill not failed; the newest verified
+// one when a drill passed on any, else the newest. A backup that does not record the ID
+// it was taken from never counts: it may be of another cluster of the same name.
 func newestBackup(backups []v1alpha1.EtcdBackup, clusterIDs ...string) *planner.Backup {
-	var best *v1alpha1.Artifact
-	name := ""
+	var best *v1alpha1.EtcdBackup
 	for i := range backups {
-		a := backups[i].Status.Artifact
-		if backups[i].Status.Phase != v1alpha1.BackupSucceeded || a == nil || a.ClusterID == "" || !slices.Contains(clusterIDs, a.ClusterID) {
+		b := &backups[i]
+		a := b.Status.Artifact
+		if b.Status.Phase != v1alpha1.BackupSucceeded || a == nil || a.ClusterID == "" || !slices.Contains(clusterIDs, a.ClusterID) || b.DrillFailed() {
 			continue
 		}
-		if best == nil || a.TakenAt.After(best.TakenAt.Time) || (a.TakenAt.Equal(&best.TakenAt) && a.Revision > best.Revision) {
-			best, name = a, backups[i].Name
+		if best == nil || better(b, best) {
+			best = b
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	return backupOf(name, best)
+	return backupOf(best)
 }
 
-func backupOf(name string, a *v1alpha1.Artifact) *planner.Backup {
-	return &planner.Backup{Name: name, Revision: a.Revision, TakenAt: a.TakenAt.UTC().Format(time.RFC3339)}
+// better: a is verified and b not, or as verified as b and newer.
+func better(a, b *v1alpha1.EtcdBackup) bool {
+	if a.Verified() != b.Verified() {
+		return a.Verified()
+	}
+	x, y := a.Status.Artifact, b.Status.Artifact
+	return x.TakenAt.After(y.TakenAt.Time) || (x.TakenAt.Equal(&y.TakenAt) && x.Revision > y.Revision)
+}
+
+func backupOf(b *v1alpha1.EtcdBackup) *planner.Backup {
+	a := b.Status.Artifact
+	return &planner.Backup{Name: b.Name, Revision: a.Revision, TakenAt: a.TakenAt.UTC().Format(time.RFC3339), Verified: b.Verified()}
 }
 
 // restoring is the backup a mark names, as the planner describes it; only its name when
@@ -80,7 +91,7 @@ func restoring(backups []v1alpha1.EtcdBackup, name string) *planner.Backup {
 	}
 	for i := range backups {
 		if backups[i].Name == name && backups[i].Status.Artifact != nil {
-			return backupOf(name, backups[i].Status.Artifact)
+			return backupOf(&backups[i])
 		}
 	}
 	return &planner.Backup{Name: name}

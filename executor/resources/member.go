@@ -96,12 +96,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	if m.RestoreSeed != "" {
 		annotations[AnnotationRestoreSeed] = m.RestoreSeed
 	}
-	secure := &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false),
-		ReadOnlyRootFilesystem:   ptr.To(true),
-		RunAsNonRoot:             ptr.To(true),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-	}
+	secure := secureContainer()
 	inits := []corev1.Container{{
 		Name:            "preflight",
 		Image:           img.Operator,
@@ -121,12 +116,8 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			EnableServiceLinks:            ptr.To(false),
 			AutomountServiceAccountToken:  ptr.To(false),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsUser: ptr.To[int64](nonRootUID), RunAsGroup: ptr.To[int64](nonRootUID), FSGroup: ptr.To[int64](nonRootUID),
-				RunAsNonRoot:   ptr.To(true),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			InitContainers: inits,
+			SecurityContext:               securePod(),
+			InitContainers:                inits,
 			Containers: []corev1.Container{{
 				Name:            "etcd",
 				Image:           Image(c, img.EtcdRepository, m.Version),
@@ -159,6 +150,25 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 			PriorityClassName:         c.Spec.PriorityClassName,
 			ImagePullSecrets:          c.Spec.ImagePullSecrets,
 		},
+	}
+}
+
+// secureContainer: non-root, read-only root filesystem, no capabilities.
+func secureContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// securePod runs as a fixed non-root user under the runtime's default seccomp profile.
+func securePod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsUser: ptr.To[int64](nonRootUID), RunAsGroup: ptr.To[int64](nonRootUID), FSGroup: ptr.To[int64](nonRootUID),
+		RunAsNonRoot:   ptr.To(true),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 }
 
@@ -242,42 +252,53 @@ func clusterToken(c *v1alpha1.EtcdCluster) string {
 // into the data directory, unless a data directory is already there (a seed Pod that
 // ended after its restore starts on what it has).
 func restoreContainers(c *v1alpha1.EtcdCluster, img Images, m MemberSpec, secure *corev1.SecurityContext) []corev1.Container {
-	src := m.Restore.Source
-	source, _ := json.Marshal(src)
+	mounts := []corev1.VolumeMount{{Name: "data", MountPath: DataMount}}
+	return []corev1.Container{
+		fetchContainer(img, *m.Restore, secure),
+		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), RestoreDir+"/data", m.Name, PeerURL(c, m.Name), clusterToken(c), secure), {
+			Name:                     "restore-place",
+			Image:                    img.Operator,
+			Command:                  []string{"/manager", "restore-place", "--from=" + RestoreDir + "/data", "--data-dir=" + DataDir},
+			SecurityContext:          secure,
+			VolumeMounts:             mounts,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}}
+}
+
+// fetchContainer fetches a snapshot into RestoreDir, checking it on the way.
+func fetchContainer(img Images, rs Restore, secure *corev1.SecurityContext) corev1.Container {
+	source, _ := json.Marshal(rs.Source)
 	var env []corev1.EnvVar
-	if secret := src.CredentialsSecret(); secret != "" {
-		for _, k := range src.CredentialKeys() {
+	if secret := rs.Source.CredentialsSecret(); secret != "" {
+		for _, k := range rs.Source.CredentialKeys() {
 			env = append(env, corev1.EnvVar{Name: CredentialEnv(k), ValueFrom: &corev1.EnvVarSource{
 				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: k}}})
 		}
 	}
-	mounts := []corev1.VolumeMount{{Name: "data", MountPath: DataMount}}
-	return []corev1.Container{{
+	return corev1.Container{
 		Name:  "restore-fetch",
 		Image: img.Operator,
-		Command: []string{"/manager", "restore-fetch", "--source=" + string(source), "--sha256=" + m.Restore.SHA256,
+		Command: []string{"/manager", "restore-fetch", "--source=" + string(source), "--sha256=" + rs.SHA256,
 			"--out=" + RestoreDir + "/snapshot.db"},
 		Env:                      env,
 		SecurityContext:          secure,
-		VolumeMounts:             mounts,
+		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}, {
+	}
+}
+
+// etcdutlRestore restores the fetched snapshot into dataDir as a one-member cluster.
+func etcdutlRestore(image, dataDir, name, peerURL, token string, secure *corev1.SecurityContext) corev1.Container {
+	return corev1.Container{
 		Name:  "restore",
-		Image: Image(c, img.EtcdRepository, m.Version),
-		Command: []string{"etcdutl", "snapshot", "restore", RestoreDir + "/snapshot.db", "--data-dir=" + RestoreDir + "/data",
-			"--name=" + m.Name, "--initial-cluster=" + m.Name + "=" + PeerURL(c, m.Name),
-			"--initial-advertise-peer-urls=" + PeerURL(c, m.Name), "--initial-cluster-token=" + clusterToken(c)},
+		Image: image,
+		Command: []string{"etcdutl", "snapshot", "restore", RestoreDir + "/snapshot.db", "--data-dir=" + dataDir,
+			"--name=" + name, "--initial-cluster=" + name + "=" + peerURL,
+			"--initial-advertise-peer-urls=" + peerURL, "--initial-cluster-token=" + token},
 		SecurityContext:          secure,
-		VolumeMounts:             mounts,
+		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}, {
-		Name:                     "restore-place",
-		Image:                    img.Operator,
-		Command:                  []string{"/manager", "restore-place", "--from=" + RestoreDir + "/data", "--data-dir=" + DataDir},
-		SecurityContext:          secure,
-		VolumeMounts:             mounts,
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}}
+	}
 }
 
 // CredentialEnv is the environment variable a restore's fetch reads a credential key from.

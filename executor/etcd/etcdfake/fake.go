@@ -31,8 +31,10 @@ type Cluster struct {
 	Compacted func(v *planner.EtcdView)
 	// Database is what Snapshot streams, followed by its SHA-256 as etcd appends it, and
 	// Revision the revision it returns.
-	Database  []byte
-	Revision  int64
+	Database []byte
+	Revision int64
+	// Held is what Contents answers, at any revision.
+	Held      etcd.Contents
 	calls     []string
 	nextID    uint64
 	clusterID string // set by SetCluster: a view of another cluster is refused, as Client does
@@ -205,6 +207,15 @@ func (c *Cluster) Snapshot(_ context.Context, _ string, id uint64) (io.ReadClose
 	}
 	sum := sha256.Sum256(c.Database)
 	return io.NopCloser(bytes.NewReader(append(bytes.Clone(c.Database), sum[:]...))), c.Revision, nil
+}
+
+func (c *Cluster) Contents(_ context.Context, _ string, id uint64, rev int64) (etcd.Contents, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("Contents %s %d", etcd.ID(id), rev); err != nil {
+		return etcd.Contents{}, err
+	}
+	return c.Held, nil
 }
 
 // shows: a call's effect shows in the view.
