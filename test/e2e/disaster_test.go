@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/plan"
@@ -167,4 +168,92 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 		return ready != nil && ready.Reason == "StoreUnavailable" && strings.Contains(ready.Message, "192.0.2.1") &&
 			b.Status.Phase != v1alpha1.BackupSucceeded && !strings.Contains(fmt.Sprint(b.Status), m.Password)
 	}, time.Minute, 200*time.Millisecond, "an unreachable store is named, and retried")
+}
+
+// Restore drills on real etcd: a good backup restores into a scratch etcd holding the keys
+// and history hash the cluster had (compacted history included); a corrupt object, and an
+// artifact that records other contents than the snapshot holds, fail their drills and say
+// where. spec.verify set on a backup that succeeded drills it then.
+func TestRestoreDrillsVerifyBackups(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	createReady(t, ns, 1)
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
+	ctx := context.Background()
+	dest := v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
+	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	var rev int64
+	for i := range 150 {
+		r, err := cli.Put(ctx, fmt.Sprintf("/data/%04d", i), strings.Repeat("v", i))
+		require.NoError(t, err)
+		rev = r.Header.Revision
+	}
+	_, err := cli.Compact(ctx, rev-50)
+	require.NoError(t, err)
+	_, err = cli.Delete(ctx, "/data/0007")
+	require.NoError(t, err)
+
+	good := createBackup(t, ns, "good", dest)
+	good.Spec.Verify = true
+	require.NoError(t, env.client.Update(ctx, good))
+	for _, name := range []string{"corrupt", "forged"} {
+		createBackup(t, ns, name, dest)
+	}
+	good = waitVerified(t, ns, "good", metav1.ConditionTrue)
+	require.Equal(t, int64(149), good.Status.Artifact.Contents.Keys)
+	require.Equal(t, rev-50, good.Status.Artifact.Contents.CompactRevision)
+	require.Contains(t, conditions.GetMessage(good, v1alpha1.VerifiedCondition),
+		fmt.Sprintf("holds the 149 keys and the history hash the cluster had at revision %d", good.Status.Artifact.Revision))
+	require.True(t, conditions.IsReady(good))
+	require.Eventually(t, func() bool {
+		var pods corev1.PodList
+		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{resources.LabelDrill}))
+		return len(pods.Items) == 0
+	}, time.Minute, 200*time.Millisecond, "the scratch etcd goes once read")
+
+	corrupt := waitBackup(t, ns, "corrupt", v1alpha1.BackupSucceeded)
+	key := strings.TrimPrefix(corrupt.Status.Artifact.URI, "s3://etcd-backups/")
+	obj, err := m.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key)})
+	require.NoError(t, err)
+	data, err := io.ReadAll(obj.Body)
+	require.NoError(t, err)
+	data[len(data)/2] ^= 0xff
+	_, err = m.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key), Body: bytes.NewReader(data)})
+	require.NoError(t, err)
+	forged := waitBackup(t, ns, "forged", v1alpha1.BackupSucceeded)
+	forged.Status.Artifact.Contents.Keys++
+	require.NoError(t, env.client.Status().Update(ctx, forged))
+	for _, name := range []string{"corrupt", "forged"} {
+		b := &v1alpha1.EtcdBackup{}
+		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b))
+		b.Spec.Verify = true
+		require.NoError(t, env.client.Update(ctx, b))
+	}
+	corrupt = waitVerified(t, ns, "corrupt", metav1.ConditionFalse)
+	require.Equal(t, "DrillFailed", conditions.GetReason(corrupt, v1alpha1.VerifiedCondition))
+	require.Contains(t, conditions.GetMessage(corrupt, v1alpha1.VerifiedCondition), "failed in restore-fetch (exit code 1)")
+	require.False(t, conditions.IsReady(corrupt), "a backup that does not restore is not ready")
+	forged = waitVerified(t, ns, "forged", metav1.ConditionFalse)
+	require.Equal(t, "ContentsDiffer", conditions.GetReason(forged, v1alpha1.VerifiedCondition))
+	require.Contains(t, conditions.GetMessage(forged, v1alpha1.VerifiedCondition), "holds 149 keys at revision")
+	require.Contains(t, conditions.GetMessage(forged, v1alpha1.VerifiedCondition), "where the cluster held 150")
+}
+
+// waitVerified waits for a backup's drill verdict, and fails at once on the other one.
+func waitVerified(t *testing.T, ns, name string, want metav1.ConditionStatus) *v1alpha1.EtcdBackup {
+	t.Helper()
+	b := &v1alpha1.EtcdBackup{}
+	require.Eventually(t, func() bool {
+		require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, b))
+		v := apimeta.FindStatusCondition(b.Status.Conditions, v1alpha1.VerifiedCondition)
+		if v == nil || v.Status == metav1.ConditionUnknown || v.ObservedGeneration != b.Generation {
+			return false
+		}
+		if v.Status != want {
+			t.Fatalf("backup %s: Verified %s, not %s: %s: %s", name, v.Status, want, v.Reason, v.Message)
+		}
+		return true
+	}, 3*time.Minute, 200*time.Millisecond, "backup %s Verified %s", name, want)
+	return b
 }
