@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -39,6 +40,7 @@ type process struct {
 	cmd       *exec.Cmd
 	pid       int
 	spec      shim.Spec // for exec probes and hooks
+	termLog   string    // host file mounted at the container's terminationMessagePath
 	startedAt time.Time
 	exited    chan struct{} // closed once reaped
 	startedCh chan struct{} // closed once started (startup probe)
@@ -246,6 +248,11 @@ func (c *container) start(ctx context.Context) (*process, error) {
 			return nil, err
 		}
 	}
+	termLog, err := terminationLog(w.dir, cs, count, spec.UID)
+	if err != nil {
+		return nil, err
+	}
+	spec.Mounts = append(spec.Mounts, shim.Mount{Source: termLog, Target: terminationPath(cs)})
 	if err := shim.Write(specPath, spec); err != nil {
 		return nil, err
 	}
@@ -260,7 +267,7 @@ func (c *container) start(ctx context.Context) (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, configErr("RunContainerError", err)
 	}
-	p := &process{cmd: cmd, pid: cmd.Process.Pid, spec: spec, startedAt: time.Now(),
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, spec: spec, termLog: termLog, startedAt: time.Now(),
 		exited: make(chan struct{}), startedCh: make(chan struct{})}
 	if err := recordPid(w.dir, cs.Name, p.pid); err != nil {
 		log.Printf("record pid: %v", err)
@@ -322,8 +329,8 @@ func (c *container) exited(p *process) int32 {
 	if code != 0 {
 		reason = "Error"
 	}
-	msg := ""
-	if code != 0 && c.spec().TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
+	msg := terminationMessage(p.termLog)
+	if msg == "" && code != 0 && c.spec().TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
 		msg = c.logTail(p)
 	}
 	forgetPid(c.w.dir, c.spec().Name)
@@ -339,6 +346,39 @@ func (c *container) exited(p *process) int32 {
 	c.w.mu.Unlock()
 	c.w.notify()
 	return code
+}
+
+// terminationPath is where the container writes its termination message.
+func terminationPath(c *v1.Container) string {
+	if c.TerminationMessagePath != "" {
+		return c.TerminationMessagePath
+	}
+	return v1.TerminationMessagePathDefault
+}
+
+// terminationLog makes the empty host file of one run's termination message, writable by
+// the container's user.
+func terminationLog(dir string, c *v1.Container, run int32, uid int64) (string, error) {
+	path := filepath.Join(dir, "termination", fmt.Sprintf("%s-%d", c.Name, run))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return "", err
+	}
+	return path, os.Chown(path, int(uid), -1)
+}
+
+// terminationMessage is what the run wrote to its termination message file: at most 4 KiB,
+// as the kubelet reads it.
+func terminationMessage(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, 4096))
+	return string(data)
 }
 
 // logTail returns the end of the run's log (at most 2 KiB), for the termination message.

@@ -179,6 +179,11 @@ func TestNodeRunsPods(t *testing.T) {
 		RestartPolicy: v1.RestartPolicyNever,
 		Containers:    []v1.Container{sh("main", "exit 3")},
 	}})
+	// A termination message, as a real kubelet reads it from terminationMessagePath.
+	n.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "reports"}, Spec: v1.PodSpec{
+		RestartPolicy: v1.RestartPolicyNever,
+		Containers:    []v1.Container{sh("main", `printf '{"ok":true}' > /dev/termination-log`)},
+	}})
 
 	n.wait("server ready", func() bool { return isReady(n.pod("server")) })
 	p := n.pod("server")
@@ -193,6 +198,10 @@ func TestNodeRunsPods(t *testing.T) {
 	n.wait("fails failed", func() bool { return n.pod("fails").Status.Phase == v1.PodFailed })
 	if st := n.pod("fails").Status.ContainerStatuses[0].State.Terminated; st == nil || st.ExitCode != 3 || st.Reason != "Error" {
 		t.Fatalf("exit status: %+v", st)
+	}
+	n.wait("reports succeeded", func() bool { return n.pod("reports").Status.Phase == v1.PodSucceeded })
+	if st := n.pod("reports").Status.ContainerStatuses[0].State.Terminated; st == nil || st.Message != `{"ok":true}` {
+		t.Fatalf("termination message: %+v", st)
 	}
 
 	// A killed container restarts: restartCount goes up, the last state shows the kill.
