@@ -459,8 +459,6 @@ func (s *EtcdClusterSpec) Unsupported() string {
 		return "spec.tls is not supported yet: remove it or set mode Disabled"
 	case s.Auth != nil && s.Auth.Enabled:
 		return "spec.auth is not supported yet: remove it"
-	case s.Bootstrap != nil && s.Bootstrap.Restore != nil && s.Bootstrap.Restore.Source != nil && s.Bootstrap.Restore.Source.PVC != nil:
-		return "spec.bootstrap.restore.source.pvc is not supported yet: restore from s3 or gcs"
 	}
 	return ""
 }

@@ -1,6 +1,7 @@
 // Command manager runs the etcdplan operator. `manager preflight` is the check member
 // Pods run before etcd starts; `manager restore-fetch` and `restore-place` restore a new
-// cluster's seed from a snapshot.
+// cluster's seed from a snapshot; `manager snapshot` and `delete-object` store and delete
+// snapshots on a volume claim, in Pods that mount it.
 package main
 
 import (
@@ -34,7 +35,8 @@ import (
 
 func main() {
 	if len(os.Args) > 1 {
-		if cmd, ok := map[string]func([]string) int{"preflight": preflight, "restore-fetch": restoreFetch, "restore-place": restorePlace}[os.Args[1]]; ok {
+		if cmd, ok := map[string]func([]string) int{"preflight": preflight, "restore-fetch": restoreFetch, "restore-place": restorePlace,
+			"snapshot": snapshotToPVC, "delete-object": deleteObject}[os.Args[1]]; ok {
 			os.Exit(cmd(os.Args[2:]))
 		}
 	}
@@ -135,7 +137,7 @@ func run() error {
 	if err := br.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	sr := &controller.ScheduleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Open: store.Open}
+	sr := &controller.ScheduleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Open: store.Open, Images: r.Images}
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -66,12 +66,12 @@ var ErrSnapshot = errors.New("snapshot")
 
 // Taken is a stored snapshot.
 type Taken struct {
-	Key      string
-	Size     int64
-	SHA256   string
-	Revision int64
+	Key      string `json:"key"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+	Revision int64  `json:"revision"`
 	// Contents is what the member held at Revision.
-	Contents etcd.Contents
+	Contents etcd.Contents `json:"contents"`
 }
 
 // Take streams a snapshot of member m into st under the key name gives it (from the

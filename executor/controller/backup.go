@@ -96,12 +96,14 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			return r.drill(ctx, b)
 		}
 		return reconcile.Result{}, nil
-	case errors.Is(err, store.ErrRefused), errors.Is(err, store.ErrUnsupported):
+	case errors.Is(err, store.ErrRefused):
 		fail(b, reason(err), err.Error())
 		return reconcile.Result{}, nil
 	case now(r.Now).Sub(b.CreationTimestamp.Time) > backupDeadline:
 		fail(b, "DeadlineExceeded", fmt.Sprintf("no snapshot stored within %v; last: %v", backupDeadline, err))
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, deletePod(ctx, r, b, "snapshot")
+	case errors.Is(err, errSnapshotRunning):
+		return reconcile.Result{RequeueAfter: drillPoll}, nil
 	}
 	b.Status.Phase = v1alpha1.BackupPending
 	conditions.MarkReconciling(b, reason(err), "%v; trying again", err)
@@ -119,11 +121,18 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		}
 		return nil, err
 	}
-	st, err := openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
-	if err != nil {
-		return nil, err
+	var st store.Store
+	if pvc := b.Spec.Destination.PVC; pvc != nil {
+		if a, done, err := r.claimSnapshot(ctx, b); done {
+			return a, err
+		}
+	} else {
+		var err error
+		if st, err = openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination); err != nil {
+			return nil, err
+		}
+		defer st.Close()
 	}
-	defer st.Close()
 	if c.Status.ClusterID == "" {
 		return nil, &stepError{reason: "ClusterNotReady", msg: fmt.Sprintf("EtcdCluster %s has not formed yet", c.Name)}
 	}
@@ -157,6 +166,9 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	if len(unique) > 8 {
 		unique = unique[:8]
 	}
+	if st == nil {
+		return nil, r.startClaimSnapshot(ctx, b, c, m, view.ClusterID, endpoints[m.Name], at, unique)
+	}
 	t, err := backup.Take(ctx, conn, m, st, func(rev int64) string { return backup.Key(c.Namespace, c.Name, at, rev, unique) })
 	if err != nil {
 		if errors.Is(err, snapshot.ErrCorrupt) {
@@ -164,9 +176,14 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		}
 		return nil, err
 	}
-	return &v1alpha1.Artifact{URI: st.URI(t.Key), Size: t.Size, SHA256: t.SHA256, Revision: t.Revision, EtcdVersion: m.Version,
-		Member: m.Name, ClusterID: view.ClusterID, TakenAt: metav1.NewTime(at),
-		Contents: &v1alpha1.Contents{Keys: t.Contents.Keys, HashKV: t.Contents.HashKV, CompactRevision: t.Contents.CompactRevision}}, nil
+	return artifact(st.URI(t.Key), t, m.Version, m.Name, view.ClusterID, at), nil
+}
+
+// artifact describes a stored snapshot.
+func artifact(uri string, t backup.Taken, version, member, clusterID string, at time.Time) *v1alpha1.Artifact {
+	return &v1alpha1.Artifact{URI: uri, Size: t.Size, SHA256: t.SHA256, Revision: t.Revision, EtcdVersion: version,
+		Member: member, ClusterID: clusterID, TakenAt: metav1.NewTime(at),
+		Contents: &v1alpha1.Contents{Keys: t.Contents.Keys, HashKV: t.Contents.HashKV, CompactRevision: t.Contents.CompactRevision}}
 }
 
 // openFunc prepares a destination's store; store.Open outside tests (and when nil).
@@ -220,8 +237,6 @@ func reason(err error) string {
 		return se.reason
 	case errors.Is(err, backup.ErrSnapshot):
 		return "SnapshotFailed"
-	case errors.Is(err, store.ErrUnsupported):
-		return "Unsupported"
 	case errors.Is(err, store.ErrRefused):
 		return "StoreRefused"
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,6 +38,8 @@ type ScheduleReconciler struct {
 	Open openFunc
 	// Now is the clock.
 	Now func() time.Time
+	// Images are what a Pod that prunes a claim runs.
+	Images resources.Images
 }
 
 // SetupWithManager registers the reconciler; a backup of a schedule ending wakes it.
@@ -73,8 +77,13 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	pruneErr := r.prune(ctx, s, owned, at)
+	pruning, pruneErr := r.prune(ctx, s, owned, at)
 	next := sched.Next(at)
+	wait := next.Sub(at) + 10*time.Millisecond
+	if pruning {
+		// A Pod deletes a snapshot from a claim: look again soon.
+		wait = drillPoll
+	}
 	switch {
 	case pruneErr != nil:
 		conditions.MarkFalse(s, meta.ReadyCondition, "RetentionFailed", "%v", pruneErr)
@@ -88,6 +97,9 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	switch {
 	case s.Spec.Suspend:
 		conditions.MarkTrue(s, meta.ReadyCondition, "Suspended", "suspended: no new backups")
+		if pruning {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
 		return reconcile.Result{}, nil
 	case last != nil && last.Status.Phase == v1alpha1.BackupFailed:
 		conditions.MarkFalse(s, meta.ReadyCondition, "LastBackupFailed", "the last backup, %s, failed: %s; next at %s",
@@ -99,7 +111,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	default:
 		conditions.MarkTrue(s, meta.ReadyCondition, "Scheduled", "next backup at %s", next.UTC().Format(time.RFC3339))
 	}
-	return reconcile.Result{RequeueAfter: next.Sub(at) + 10*time.Millisecond}, nil
+	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
 // take creates the backup for the schedule's last time, unless it was taken or the schedule
@@ -164,22 +176,28 @@ func backupName(schedule string, due time.Time) string {
 }
 
 // prune removes the backups retention no longer keeps: the stored object, then the
-// EtcdBackup. A backup whose object could not be deleted stays, and is tried again.
-func (r *ScheduleReconciler) prune(ctx context.Context, s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup, at time.Time) error {
+// EtcdBackup. A backup whose object could not be deleted stays, and is tried again;
+// pruning says a Pod still deletes one from a claim.
+func (r *ScheduleReconciler) prune(ctx context.Context, s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup, at time.Time) (pruning bool, _ error) {
 	var failed []string
 	for _, b := range backup.Expired(owned, s.Spec.Retention, at) {
-		if err := r.deleteStored(ctx, &b); err != nil {
+		err := r.deleteStored(ctx, &b)
+		switch {
+		case errors.Is(err, errPruning):
+			pruning = true
+			continue
+		case err != nil:
 			failed = append(failed, fmt.Sprintf("%s: %v", b.Name, err))
 			continue
 		}
 		if err := r.Delete(ctx, &b); client.IgnoreNotFound(err) != nil {
-			return err
+			return pruning, err
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("could not delete the stored snapshot of %s", strings.Join(failed, "; "))
+		return pruning, fmt.Errorf("could not delete the stored snapshot of %s", strings.Join(failed, "; "))
 	}
-	return nil
+	return pruning, nil
 }
 
 // deleteStored deletes a backup's stored object, if it has one.
@@ -191,12 +209,49 @@ func (r *ScheduleReconciler) deleteStored(ctx context.Context, b *v1alpha1.EtcdB
 	if !ok {
 		return fmt.Errorf("%s is not at the backup's destination", b.Status.Artifact.URI)
 	}
+	if b.Spec.Destination.PVC != nil {
+		return r.pruneOnClaim(ctx, b, key)
+	}
 	st, err := openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	return st.Delete(ctx, key)
+}
+
+// errPruning: a Pod deletes a snapshot from a claim.
+var errPruning = errors.New("a Pod deletes the snapshot")
+
+// pruneOnClaim deletes a snapshot from a claim through a Pod that mounts it, owned by the
+// backup (it goes with it): errPruning until the Pod succeeded; a failed Pod is replaced on
+// the next try.
+func (r *ScheduleReconciler) pruneOnClaim(ctx context.Context, b *v1alpha1.EtcdBackup, key string) error {
+	p := &corev1.Pod{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, "prune")}, p)
+	switch {
+	case apierrors.IsNotFound(err):
+		p = resources.PrunePod(b, r.Images, key)
+		if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Create(ctx, p); client.IgnoreAlreadyExists(err) != nil {
+			return err
+		}
+		return errPruning
+	case err != nil:
+		return err
+	case !metav1.IsControlledBy(p, b):
+		return fmt.Errorf("the Pod %s is in the way and is not the backup's: rename or delete it", p.Name)
+	}
+	switch p.Status.Phase {
+	case corev1.PodSucceeded:
+		return nil
+	case corev1.PodFailed:
+		why := failedContainer(p.Status.ContainerStatuses)
+		return errors.Join(fmt.Errorf("the Pod %s failed in %s", p.Name, why), deletePod(ctx, r, b, "prune"))
+	}
+	return errPruning
 }
 
 // ownedBy is the backups s created: labelled with its name and owned by its UID, so a

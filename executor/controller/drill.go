@@ -42,7 +42,7 @@ func drillDue(b *v1alpha1.EtcdBackup) bool {
 // cluster held, one look at a time: the Pod is made, then waited on, then read and removed.
 func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (reconcile.Result, error) {
 	p := &corev1.Pod{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.DrillName(b.Name)}, p)
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, "drill")}, p)
 	switch {
 	case apierrors.IsNotFound(err):
 		return r.startDrill(ctx, b)
@@ -54,11 +54,11 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	}
 	if why := failedContainer(append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...)); why != "" {
 		r.verdict(b, false, "DrillFailed", fmt.Sprintf("restoring %s failed in %s", b.Status.Artifact.URI, why))
-		return reconcile.Result{}, r.endDrill(ctx, p)
+		return reconcile.Result{}, deletePod(ctx, r, b, "drill")
 	}
 	if now(r.Now).Sub(p.CreationTimestamp.Time) > drillDeadline {
 		r.verdict(b, false, "DrillDeadlineExceeded", fmt.Sprintf("the scratch etcd restored from %s did not serve within %v", b.Status.Artifact.URI, drillDeadline))
-		return reconcile.Result{}, r.endDrill(ctx, p)
+		return reconcile.Result{}, deletePod(ctx, r, b, "drill")
 	}
 	if !observe.PodReady(p) || p.Status.PodIP == "" {
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
@@ -75,7 +75,7 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	}
 	ok, reason, msg := compareContents(a, got)
 	r.verdict(b, ok, reason, msg)
-	return reconcile.Result{}, r.endDrill(ctx, p)
+	return reconcile.Result{}, deletePod(ctx, r, b, "drill")
 }
 
 // startDrill makes the drill's Pod, on the version and placement of the backup's cluster
@@ -120,11 +120,6 @@ func (r *BackupReconciler) verdict(b *v1alpha1.EtcdBackup, ok bool, reason, msg 
 	}
 	conditions.MarkFalse(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
 	stall(b, reason, msg)
-}
-
-// endDrill removes the drill's Pod; its data was a copy.
-func (r *BackupReconciler) endDrill(ctx context.Context, p *corev1.Pod) error {
-	return client.IgnoreNotFound(r.Delete(ctx, p, client.Preconditions{UID: &p.UID}))
 }
 
 // compareContents checks what the scratch etcd holds at the artifact's revision against

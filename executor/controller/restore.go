@@ -53,6 +53,15 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 		}
 		rs.Source, rs.SHA256 = src, a.SHA256
 	}
+	if pvc := rs.Source.PVC; pvc != nil {
+		// Only a Pod that mounts the claim reads it: the seed's fetch says what it finds.
+		err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvc.ClaimName}, &corev1.PersistentVolumeClaim{})
+		if apierrors.IsNotFound(err) {
+			return nil, &stepError{reason: "RestoreSourceRefused", msg: fmt.Sprintf("cannot read %s to restore from: PersistentVolumeClaim %s does not exist in %s",
+				rs.Source.URI(rs.Source.Key), pvc.ClaimName, c.Namespace)}
+		}
+		return rs, err
+	}
 	st, err := openDestination(ctx, r.APIReader, r.Open, c.Namespace, rs.Source.BackupDestination)
 	if err == nil {
 		defer st.Close()

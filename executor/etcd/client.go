@@ -330,9 +330,9 @@ func (c *Client) Snapshot(ctx context.Context, name string, id uint64) (io.ReadC
 
 // Contents is what a store held at a revision.
 type Contents struct {
-	Keys            int64
-	HashKV          uint32
-	CompactRevision int64
+	Keys            int64  `json:"keys"`
+	HashKV          uint32 `json:"hashKV"`
+	CompactRevision int64  `json:"compactRevision"`
 }
 
 // contentsTimeout bounds reading a store's contents: etcd hashes its whole history.

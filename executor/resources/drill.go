@@ -17,15 +17,6 @@ const LabelDrill = "etcdplan.io/drill"
 // so nothing can join it.
 const drillMember = "drill"
 
-// DrillName is the name of a backup's drill Pod.
-func DrillName(backup string) string {
-	const suffix = "-drill"
-	if len(backup) > 253-len(suffix) {
-		backup = backup[:253-len(suffix)]
-	}
-	return backup + suffix
-}
-
 // DrillPod renders a backup's restore drill: the snapshot fetched and checked as a seed's
 // restore does, restored by etcdutl of version as a one-member cluster of its own (a new
 // cluster ID, peers on loopback), and etcd started on it, serving clients on the Pod's
@@ -47,7 +38,7 @@ func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Re
 		args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", *q))
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: DrillName(b.Name), Namespace: b.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: BackupPodName(b.Name, "drill"), Namespace: b.Namespace,
 			Labels: map[string]string{LabelDrill: b.Name, LabelManagedBy: ManagerName}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -73,7 +64,8 @@ func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Re
 				VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
-			Volumes:           []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Volumes: append([]corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+				restoreVolumes(rs)...),
 			Affinity:          c.Spec.Affinity,
 			NodeSelector:      c.Spec.NodeSelector,
 			Tolerations:       c.Spec.Tolerations,

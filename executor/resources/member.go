@@ -104,8 +104,10 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 		SecurityContext: secure,
 		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
 	}}
+	volumes := []corev1.Volume{dataVolume(c, m.Name)}
 	if m.Seed && m.Restore != nil {
 		inits = append(inits, restoreContainers(c, img, m, secure)...)
+		volumes = append(volumes, restoreVolumes(*m.Restore)...)
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: c.Namespace, Labels: labels, Annotations: annotations},
@@ -142,7 +144,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 				},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
 			}},
-			Volumes:                   []corev1.Volume{dataVolume(c, m.Name)},
+			Volumes:                   volumes,
 			Affinity:                  c.Spec.Affinity,
 			TopologySpreadConstraints: c.Spec.TopologySpreadConstraints,
 			NodeSelector:              c.Spec.NodeSelector,
@@ -275,6 +277,7 @@ func fetchContainer(img Images, rs Restore, secure *corev1.SecurityContext) core
 				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: k}}})
 		}
 	}
+	_, mounts := backupVolume(rs.Source.BackupDestination, true)
 	return corev1.Container{
 		Name:  "restore-fetch",
 		Image: img.Operator,
@@ -282,9 +285,16 @@ func fetchContainer(img Images, rs Restore, secure *corev1.SecurityContext) core
 			"--out=" + RestoreDir + "/snapshot.db"},
 		Env:                      env,
 		SecurityContext:          secure,
-		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: DataMount}}, mounts...),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+}
+
+// restoreVolumes are the volumes fetching a snapshot needs beside the data volume: the
+// claim of a pvc source, read-only.
+func restoreVolumes(rs Restore) []corev1.Volume {
+	vols, _ := backupVolume(rs.Source.BackupDestination, true)
+	return vols
 }
 
 // etcdutlRestore restores the fetched snapshot into dataDir as a one-member cluster.

@@ -56,6 +56,8 @@ const (
 	DataDir   = DataMount + "/data"
 	// RestoreDir is where a seed's snapshot is fetched and restored before it becomes DataDir.
 	RestoreDir = DataMount + "/restore"
+	// BackupMount is where a Pod that reads or writes a pvc destination mounts its claim.
+	BackupMount = "/backup"
 
 	// PreflightDataLost is the exit code of the preflight init container when a member
 	// that joined the cluster finds its data directory empty.

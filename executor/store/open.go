@@ -2,15 +2,13 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
 )
-
-// ErrUnsupported is a destination this version cannot write to.
-var ErrUnsupported = errors.New("unsupported destination")
 
 // Credentials are the data of the destination's credentials Secret; nil when it names none.
 type Credentials map[string][]byte
@@ -36,7 +34,8 @@ func Open(ctx context.Context, d v1alpha1.BackupDestination, creds Credentials) 
 	case d.GCS != nil:
 		return NewGCS(ctx, GCSConfig{Bucket: d.GCS.Bucket, Prefix: d.GCS.Prefix, Endpoint: d.GCS.Endpoint, ServiceAccountJSON: creds["serviceAccount.json"]})
 	case d.PVC != nil:
-		return nil, fmt.Errorf("%w: pvc destinations are not supported yet", ErrUnsupported)
+		// Only a Pod that mounts the claim at resources.BackupMount opens it.
+		return NewDir(filepath.Join(resources.BackupMount, d.PVC.SubPath), d.URI), nil
 	}
 	return nil, fmt.Errorf("%w: the destination names no store", ErrRefused)
 }

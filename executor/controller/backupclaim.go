@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// errSnapshotRunning: a Pod is storing the snapshot on the backup's claim.
+var errSnapshotRunning = errors.New("the snapshot Pod runs")
+
+// Annotations on a snapshot Pod: what the artifact says besides what the Pod reports.
+const (
+	annotationMember    = "etcdplan.io/member"
+	annotationVersion   = "etcdplan.io/version"
+	annotationClusterID = "etcdplan.io/cluster-id"
+	annotationTakenAt   = "etcdplan.io/taken-at"
+)
+
+// claimSnapshot looks at the Pod that stores the backup on its claim: done with the
+// artifact once it succeeded, done with a retried failure once it failed (the Pod goes, so
+// the next try makes a new one), done with errSnapshotRunning while it runs; not done when
+// there is no such Pod, or no claim (ClaimNotFound).
+func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBackup) (*v1alpha1.Artifact, bool, error) {
+	claim := b.Spec.Destination.PVC.ClaimName
+	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: claim}, &corev1.PersistentVolumeClaim{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, true, &stepError{reason: "ClaimNotFound", msg: fmt.Sprintf("PersistentVolumeClaim %s does not exist in %s", claim, b.Namespace)}
+		}
+		return nil, true, err
+	}
+	p := &corev1.Pod{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, "snapshot")}, p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, true, err
+	case !metav1.IsControlledBy(p, b):
+		return nil, true, &stepError{reason: "PodInTheWay", msg: fmt.Sprintf("the Pod %s is in the way of the backup and is not its: rename or delete it", p.Name)}
+	}
+	switch p.Status.Phase {
+	case corev1.PodSucceeded:
+		a, err := claimArtifact(b, p)
+		if err != nil {
+			return nil, true, err
+		}
+		return a, true, deletePod(ctx, r, b, "snapshot")
+	case corev1.PodFailed:
+		why := failedContainer(p.Status.ContainerStatuses)
+		if err := deletePod(ctx, r, b, "snapshot"); err != nil {
+			return nil, true, err
+		}
+		return nil, true, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s failed in %s", p.Name, why)}
+	}
+	return nil, true, errSnapshotRunning
+}
+
+// claimArtifact reads what the snapshot Pod stored from its termination message.
+func claimArtifact(b *v1alpha1.EtcdBackup, p *corev1.Pod) (*v1alpha1.Artifact, error) {
+	var msg string
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			msg = t.Message
+		}
+	}
+	var t backup.Taken
+	if err := json.Unmarshal([]byte(msg), &t); err != nil || t.Key == "" {
+		return nil, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s ended without saying what it stored: %q", p.Name, msg)}
+	}
+	at, err := time.Parse(time.RFC3339, p.Annotations[annotationTakenAt])
+	if err != nil {
+		return nil, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s has no time it was taken at", p.Name)}
+	}
+	return artifact(b.Spec.Destination.URI(t.Key), t, p.Annotations[annotationVersion], p.Annotations[annotationMember],
+		p.Annotations[annotationClusterID], at), nil
+}
+
+// startClaimSnapshot makes the Pod that streams a snapshot of member m onto the backup's
+// claim.
+func (r *BackupReconciler) startClaimSnapshot(ctx context.Context, b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, m planner.EtcdMember,
+	clusterID, endpoint string, at time.Time, unique string) error {
+	p := resources.SnapshotPod(b, r.Images, []string{"--endpoint=" + endpoint, "--member=" + m.Name, "--member-id=" + m.ID,
+		"--cluster-id=" + clusterID, "--namespace=" + c.Namespace, "--cluster=" + c.Name,
+		"--at=" + at.UTC().Format(time.RFC3339), "--unique=" + unique})
+	p.Annotations = map[string]string{annotationMember: m.Name, annotationVersion: m.Version, annotationClusterID: clusterID,
+		annotationTakenAt: at.UTC().Format(time.RFC3339)}
+	if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Create(ctx, p); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	return errSnapshotRunning
+}
+
+// deletePod deletes the backup's Pod that does what, when it is the backup's; one gone is
+// no error.
+func deletePod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, what string) error {
+	p := &corev1.Pod{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, what)}, p)
+	if err != nil || !metav1.IsControlledBy(p, b) {
+		return client.IgnoreNotFound(err)
+	}
+	return client.IgnoreNotFound(c.Delete(ctx, p, client.Preconditions{UID: &p.UID}))
+}
