@@ -183,7 +183,7 @@ func TestNodeRunsPods(t *testing.T) {
 	n.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "reports"}, Spec: v1.PodSpec{
 		RestartPolicy:   v1.RestartPolicyNever,
 		SecurityContext: &v1.PodSecurityContext{RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532)},
-		Containers:    []v1.Container{sh("main", `printf '{"ok":true}' > /dev/termination-log`)},
+		Containers:      []v1.Container{sh("main", `printf '{"ok":true}' > /dev/termination-log`)},
 	}})
 
 	n.wait("server ready", func() bool { return isReady(n.pod("server")) })
