@@ -247,3 +247,64 @@ func TestDrillFailsAtItsDeadline(t *testing.T) {
 	require.Equal(t, "DrillDeadlineExceeded", conditions.GetReason(b, v1alpha1.VerifiedCondition))
 	require.True(t, f.drillGone())
 }
+
+// A backup to a volume claim: the claim must exist; a Pod mounting it streams the snapshot
+// of the member the operator chose, and what it reports becomes the artifact; a failed Pod
+// is replaced on the next try.
+func TestBackupToAClaimRunsInAPodThatMountsIt(t *testing.T) {
+	f := newBackupFixture(t)
+	f.br.Images = resources.Images{EtcdRepository: "etcd", Operator: "op"}
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1", UID: "0123456789abcdef", CreationTimestamp: metav1.NewTime(f.now)}}
+	b.Spec.ClusterRef.Name = "demo"
+	b.Spec.Destination.PVC = &v1alpha1.PVCDestination{ClaimName: "backups", SubPath: "etcd"}
+	require.NoError(t, f.kube.Create(context.Background(), b))
+	b, _ = f.reconcile()
+	require.Equal(t, "ClaimNotFound", conditions.GetReason(b, meta.ReadyCondition))
+	require.Contains(t, conditions.GetMessage(b, meta.ReadyCondition), "PersistentVolumeClaim backups does not exist in ns")
+
+	require.NoError(t, f.kube.Create(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "backups"}}))
+	b, res := f.reconcile()
+	require.Equal(t, v1alpha1.BackupRunning, b.Status.Phase)
+	require.Equal(t, drillPoll, res.RequeueAfter)
+	require.Empty(t, f.etcd.Calls(), "the Pod reads etcd, not the operator")
+	p := &corev1.Pod{}
+	key := client.ObjectKey{Namespace: "ns", Name: "b1-snapshot"}
+	require.NoError(t, f.kube.Get(context.Background(), key, p))
+	require.True(t, metav1.IsControlledBy(p, b))
+	cmd := p.Spec.Containers[0].Command
+	require.Equal(t, []string{"/manager", "snapshot"}, cmd[:2])
+	require.Contains(t, cmd, "--member=demo-1", "a follower")
+	require.Contains(t, cmd, "--member-id=2")
+	require.Contains(t, cmd, "--endpoint=http://10.0.0.1:2379")
+	require.Contains(t, cmd, "--cluster-id=c1")
+	require.Equal(t, "backups", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
+	require.Equal(t, resources.BackupMount, p.Spec.Containers[0].VolumeMounts[0].MountPath)
+
+	p.Status.Phase = corev1.PodFailed
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "snapshot", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 1, Message: "mkdir /backup/etcd/ns: no space left on device"}}}}
+	require.NoError(t, f.kube.Status().Update(context.Background(), p))
+	b, res = f.reconcile()
+	require.Equal(t, v1alpha1.BackupPending, b.Status.Phase)
+	require.Equal(t, "SnapshotFailed", conditions.GetReason(b, meta.ReadyCondition))
+	require.Contains(t, conditions.GetMessage(b, meta.ReadyCondition), "failed in snapshot (exit code 1): mkdir /backup/etcd/ns: no space left on device")
+	require.Equal(t, backupRetry, res.RequeueAfter)
+	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), key, &corev1.Pod{})), "the failed Pod goes")
+
+	f.reconcile()
+	require.NoError(t, f.kube.Get(context.Background(), key, p), "the next try makes a new Pod")
+	p.Status.Phase = corev1.PodSucceeded
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "snapshot", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		Message: `{"key":"ns/demo/demo-r4711.db","size":2032,"sha256":"ab","revision":4711,"contents":{"keys":1000,"hashKV":7,"compactRevision":4000}}`}}}}
+	require.NoError(t, f.kube.Status().Update(context.Background(), p))
+	b, _ = f.reconcile()
+	require.Equal(t, v1alpha1.BackupSucceeded, b.Status.Phase)
+	a := b.Status.Artifact
+	require.Equal(t, "pvc://backups/etcd/ns/demo/demo-r4711.db", a.URI)
+	require.Equal(t, int64(4711), a.Revision)
+	require.Equal(t, "demo-1", a.Member)
+	require.Equal(t, "c1", a.ClusterID)
+	require.Equal(t, "3.6.16", a.EtcdVersion)
+	require.Equal(t, &v1alpha1.Contents{Keys: 1000, HashKV: 7, CompactRevision: 4000}, a.Contents)
+	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), key, &corev1.Pod{})), "the Pod goes once read")
+}
