@@ -110,7 +110,8 @@ type GCSDestination struct {
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
 }
 
-// PVCDestination is a PersistentVolumeClaim in the backup's namespace.
+// PVCDestination is a PersistentVolumeClaim in the backup's namespace: Pods that mount it
+// store, read and delete snapshots there.
 type PVCDestination struct {
 	// +kubebuilder:validation:MinLength=1
 	ClaimName string `json:"claimName"`
