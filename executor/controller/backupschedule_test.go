@@ -9,12 +9,16 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 )
 
@@ -171,4 +175,49 @@ func TestBackupScheduleDrillsEveryOtherBackup(t *testing.T) {
 	require.Equal(t, "LastDrillFailed", conditions.GetReason(s, meta.ReadyCondition))
 	require.Contains(t, conditions.GetMessage(s, meta.ReadyCondition), "the last restore drill, of hourly-20270115-110000, failed: holds 999 keys")
 	require.Equal(t, "hourly-20270115-090000", s.Status.LastVerifiedBackup, "a failed drill is no verified backup")
+}
+
+// Retention on a volume claim deletes through a Pod that mounts it: the EtcdBackup goes
+// once the Pod succeeded; a failed Pod says why and is replaced on the next try.
+func TestRetentionOnAClaimDeletesThroughAPod(t *testing.T) {
+	f := newScheduleFixture(t, "0 * * * *", 1)
+	f.sr.Images = resources.Images{Operator: "op"}
+	s := &v1alpha1.EtcdBackupSchedule{}
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "hourly"}, s))
+	s.Spec.Destination = v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: "backups"}}
+	require.NoError(t, f.kube.Update(context.Background(), s))
+	for i, name := range []string{"old", "new"} {
+		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{LabelSchedule: "hourly"}}}
+		b.Spec.Destination = s.Spec.Destination
+		require.NoError(t, controllerutil.SetControllerReference(s, b, f.kube.Scheme()))
+		require.NoError(t, f.kube.Create(context.Background(), b))
+		b.Status.Phase = v1alpha1.BackupSucceeded
+		b.Status.Artifact = &v1alpha1.Artifact{URI: "pvc://backups/ns/demo/" + name + ".db", TakenAt: metav1.NewTime(f.now.Add(time.Duration(i) * time.Minute))}
+		require.NoError(t, f.kube.Status().Update(context.Background(), b))
+	}
+	_, res := f.reconcileSchedule()
+	require.Equal(t, drillPoll, res.RequeueAfter, "a Pod deletes the snapshot: look again soon")
+	p := &corev1.Pod{}
+	key := client.ObjectKey{Namespace: "ns", Name: "old-prune"}
+	require.NoError(t, f.kube.Get(context.Background(), key, p))
+	require.Equal(t, []string{"/manager", "delete-object", `--destination={"pvc":{"claimName":"backups"}}`, "--key=ns/demo/old.db"}, p.Spec.Containers[0].Command)
+	require.Equal(t, "backups", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
+	require.Len(t, f.backups(), 2, "the EtcdBackup stays until its snapshot is gone")
+
+	p.Status.Phase = corev1.PodFailed
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "prune", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 1, Message: "deleting pvc://backups/ns/demo/old.db: read-only file system"}}}}
+	require.NoError(t, f.kube.Status().Update(context.Background(), p))
+	s, _ = f.reconcileSchedule()
+	require.Equal(t, "RetentionFailed", conditions.GetReason(s, meta.ReadyCondition))
+	require.Contains(t, conditions.GetMessage(s, meta.ReadyCondition), "read-only file system")
+	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), key, &corev1.Pod{})), "the failed Pod goes")
+
+	f.reconcileSchedule()
+	require.NoError(t, f.kube.Get(context.Background(), key, p), "a new Pod on the next try")
+	p.Status.Phase = corev1.PodSucceeded
+	require.NoError(t, f.kube.Status().Update(context.Background(), p))
+	s, _ = f.reconcileSchedule()
+	require.Equal(t, map[string]v1alpha1.BackupPhase{"new": v1alpha1.BackupSucceeded}, f.backups(), "the old backup went with its snapshot")
+	require.True(t, conditions.IsReady(s))
 }
