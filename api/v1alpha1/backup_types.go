@@ -138,8 +138,9 @@ type Contents struct {
 	// Keys is how many keys there were at the revision.
 	Keys int64 `json:"keys"`
 	// HashKV is etcd's hash of the key-value history up to the revision, since
-	// CompactRevision: two stores with the same history give the same hash.
-	HashKV uint32 `json:"hashKV"`
+	// CompactRevision: two stores with the same history give the same hash. (A 32-bit
+	// unsigned value, kept in 64 bits: the schema's integers are signed.)
+	HashKV int64 `json:"hashKV"`
 	// CompactRevision is the revision the history was compacted at.
 	CompactRevision int64 `json:"compactRevision"`
 }

@@ -183,7 +183,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 func artifact(uri string, t backup.Taken, version, member, clusterID string, at time.Time) *v1alpha1.Artifact {
 	return &v1alpha1.Artifact{URI: uri, Size: t.Size, SHA256: t.SHA256, Revision: t.Revision, EtcdVersion: version,
 		Member: member, ClusterID: clusterID, TakenAt: metav1.NewTime(at),
-		Contents: &v1alpha1.Contents{Keys: t.Contents.Keys, HashKV: t.Contents.HashKV, CompactRevision: t.Contents.CompactRevision}}
+		Contents: &v1alpha1.Contents{Keys: t.Contents.Keys, HashKV: int64(t.Contents.HashKV), CompactRevision: t.Contents.CompactRevision}}
 }
 
 // openFunc prepares a destination's store; store.Open outside tests (and when nil).

@@ -35,7 +35,7 @@ type backupFixture struct {
 func newBackupFixture(t *testing.T) *backupFixture {
 	f := &backupFixture{fixture: newFixture(t, 3, nil), store: storefake.New()}
 	f.etcd.Database, f.etcd.Revision = []byte(strings.Repeat("kv", 1000)), 4711
-	f.etcd.Held = etcd.Contents{Keys: 1000, HashKV: 0xfeed, CompactRevision: 4000}
+	f.etcd.Held = etcd.Contents{Keys: 1000, HashKV: 0xfeedbeef, CompactRevision: 4000}
 	f.br = &BackupReconciler{Client: f.kube, APIReader: f.kube, Dial: f.etcd.Dial, Now: func() time.Time { return f.now },
 		Open: func(_ context.Context, d v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error) {
 			f.creds = creds
@@ -79,7 +79,7 @@ func TestBackupStoresACheckedSnapshotOfAFollower(t *testing.T) {
 	key := "ns/demo/demo-20270115T080000Z-r4711-01234567.db"
 	require.Equal(t, []string{key}, f.store.Keys())
 	require.Equal(t, "s3://backups/"+key, a.URI)
-	require.Equal(t, &v1alpha1.Contents{Keys: 1000, HashKV: 0xfeed, CompactRevision: 4000}, a.Contents, "what the member held at the revision")
+	require.Equal(t, &v1alpha1.Contents{Keys: 1000, HashKV: 0xfeedbeef, CompactRevision: 4000}, a.Contents, "what the member held at the revision")
 
 	f.reconcile()
 	require.Len(t, f.etcd.Calls(), 2, "a backup that succeeded is not taken again")

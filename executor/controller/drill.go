@@ -134,7 +134,7 @@ func compareContents(a *v1alpha1.Artifact, got etcd.Contents) (bool, string, str
 	case got.Keys != want.Keys:
 		return false, "ContentsDiffer", fmt.Sprintf("%s restored, but holds %d keys at revision %d where the cluster held %d",
 			a.URI, got.Keys, a.Revision, want.Keys)
-	case got.CompactRevision == want.CompactRevision && got.HashKV != want.HashKV:
+	case got.CompactRevision == want.CompactRevision && int64(got.HashKV) != want.HashKV:
 		return false, "ContentsDiffer", fmt.Sprintf("%s restored, but the hash of its history up to revision %d is %d where the cluster's was %d",
 			a.URI, a.Revision, got.HashKV, want.HashKV)
 	case got.CompactRevision != want.CompactRevision:
