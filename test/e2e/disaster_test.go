@@ -62,8 +62,12 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	backedUp := maps.Clone(written)
 	put(200, 250) // lost with the volumes: no backup holds them
 
+	// Every volume wiped before any Pod goes: a Pod re-created while another member's
+	// volume still held data would let the plan count that member as a survivor.
 	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
 		require.NoError(t, env.stack.WipePVC(ctx, ns, name))
+	}
+	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
 		require.NoError(t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, name)}))
 	}
 	c := waitFor(t, ns, "demo", 3*time.Minute, "a restore awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
