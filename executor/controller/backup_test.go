@@ -178,7 +178,7 @@ func TestDrillRestoresTheBackupIntoAScratchEtcdAndComparesWhatItHolds(t *testing
 
 	p := f.drillPod(nil, false)
 	require.True(t, metav1.IsControlledBy(p, b), "the backup owns its drill")
-	require.Equal(t, map[string]string{resources.LabelDrill: "b1", resources.LabelManagedBy: resources.ManagerName}, p.Labels,
+	require.Equal(t, map[string]string{resources.LabelBackup: "b1", resources.LabelManagedBy: resources.ManagerName}, p.Labels,
 		"no cluster label: no Service or member list selects the scratch etcd")
 	require.Equal(t, []string{"restore-fetch", "restore"}, []string{p.Spec.InitContainers[0].Name, p.Spec.InitContainers[1].Name})
 	require.Contains(t, p.Spec.InitContainers[0].Command, "--sha256="+b.Status.Artifact.SHA256, "the object is checked before use")

@@ -42,15 +42,14 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 		}
 		return nil, true, err
 	}
-	p := &corev1.Pod{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, "snapshot")}, p)
+	p, err := backupPod(ctx, r, b, "snapshot")
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil, false, nil
+	case errors.Is(err, errInTheWay):
+		return nil, true, &stepError{reason: "PodInTheWay", msg: err.Error()}
 	case err != nil:
 		return nil, true, err
-	case !metav1.IsControlledBy(p, b):
-		return nil, true, &stepError{reason: "PodInTheWay", msg: fmt.Sprintf("the Pod %s is in the way of the backup and is not its: rename or delete it", p.Name)}
+	case p == nil:
+		return nil, false, nil
 	}
 	switch p.Status.Phase {
 	case corev1.PodSucceeded:
@@ -98,22 +97,45 @@ func (r *BackupReconciler) startClaimSnapshot(ctx context.Context, b *v1alpha1.E
 		"--at=" + at.UTC().Format(time.RFC3339), "--unique=" + unique})
 	p.Annotations = map[string]string{annotationMember: m.Name, annotationVersion: m.Version, annotationClusterID: clusterID,
 		annotationTakenAt: at.UTC().Format(time.RFC3339)}
-	if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {
-		return err
-	}
-	if err := r.Create(ctx, p); client.IgnoreAlreadyExists(err) != nil {
+	if err := createPod(ctx, r, b, p); err != nil {
 		return err
 	}
 	return errSnapshotRunning
 }
 
+// errInTheWay: a Pod of the name a backup's Pod takes is not the backup's.
+var errInTheWay = errors.New("is not the backup's and is in the way: rename or delete it")
+
+// backupPod reads the backup's Pod that does what ("snapshot", "prune", "drill"): nil when
+// there is none, errInTheWay when the Pod of that name is another's.
+func backupPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, what string) (*corev1.Pod, error) {
+	p := &corev1.Pod{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, what)}, p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !metav1.IsControlledBy(p, b):
+		return nil, fmt.Errorf("the Pod %s %w", p.Name, errInTheWay)
+	}
+	return p, nil
+}
+
+// createPod creates a Pod the backup owns (it goes with the backup); one there is no error.
+func createPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, p *corev1.Pod) error {
+	if err := controllerutil.SetControllerReference(b, p, c.Scheme()); err != nil {
+		return err
+	}
+	return client.IgnoreAlreadyExists(c.Create(ctx, p))
+}
+
 // deletePod deletes the backup's Pod that does what, when it is the backup's; one gone is
 // no error.
 func deletePod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, what string) error {
-	p := &corev1.Pod{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, what)}, p)
-	if err != nil || !metav1.IsControlledBy(p, b) {
-		return client.IgnoreNotFound(err)
+	p, err := backupPod(ctx, c, b, what)
+	if p == nil || err != nil {
+		return nil
 	}
 	return client.IgnoreNotFound(c.Delete(ctx, p, client.Preconditions{UID: &p.UID}))
 }

@@ -93,7 +93,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	default:
 		conditions.Delete(s, meta.ReconcilingCondition)
 	}
-	last := lastEnded(owned)
+	last, failedDrill := lastEnded(owned), lastDrillFailed(owned)
 	switch {
 	case s.Spec.Suspend:
 		conditions.MarkTrue(s, meta.ReadyCondition, "Suspended", "suspended: no new backups")
@@ -104,10 +104,9 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	case last != nil && last.Status.Phase == v1alpha1.BackupFailed:
 		conditions.MarkFalse(s, meta.ReadyCondition, "LastBackupFailed", "the last backup, %s, failed: %s; next at %s",
 			last.Name, conditions.GetMessage(last, meta.ReadyCondition), next.UTC().Format(time.RFC3339))
-	case lastDrillFailed(owned) != nil:
-		d := lastDrillFailed(owned)
+	case failedDrill != nil:
 		conditions.MarkFalse(s, meta.ReadyCondition, "LastDrillFailed", "the last restore drill, of %s, failed: %s; next backup at %s",
-			d.Name, conditions.GetMessage(d, v1alpha1.VerifiedCondition), next.UTC().Format(time.RFC3339))
+			failedDrill.Name, conditions.GetMessage(failedDrill, v1alpha1.VerifiedCondition), next.UTC().Format(time.RFC3339))
 	default:
 		conditions.MarkTrue(s, meta.ReadyCondition, "Scheduled", "next backup at %s", next.UTC().Format(time.RFC3339))
 	}
@@ -227,22 +226,15 @@ var errPruning = errors.New("a Pod deletes the snapshot")
 // backup (it goes with it): errPruning until the Pod succeeded; a failed Pod is replaced on
 // the next try.
 func (r *ScheduleReconciler) pruneOnClaim(ctx context.Context, b *v1alpha1.EtcdBackup, key string) error {
-	p := &corev1.Pod{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, "prune")}, p)
+	p, err := backupPod(ctx, r, b, "prune")
 	switch {
-	case apierrors.IsNotFound(err):
-		p = resources.PrunePod(b, r.Images, key)
-		if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Create(ctx, p); client.IgnoreAlreadyExists(err) != nil {
+	case err != nil:
+		return err
+	case p == nil:
+		if err := createPod(ctx, r, b, resources.PrunePod(b, r.Images, key)); err != nil {
 			return err
 		}
 		return errPruning
-	case err != nil:
-		return err
-	case !metav1.IsControlledBy(p, b):
-		return fmt.Errorf("the Pod %s is in the way and is not the backup's: rename or delete it", p.Name)
 	}
 	switch p.Status.Phase {
 	case corev1.PodSucceeded:

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -9,11 +10,8 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -41,16 +39,15 @@ func drillDue(b *v1alpha1.EtcdBackup) bool {
 // drill restores the backup into a scratch etcd and checks what it holds against what the
 // cluster held, one look at a time: the Pod is made, then waited on, then read and removed.
 func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (reconcile.Result, error) {
-	p := &corev1.Pod{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: resources.BackupPodName(b.Name, "drill")}, p)
+	p, err := backupPod(ctx, r, b, "drill")
 	switch {
-	case apierrors.IsNotFound(err):
-		return r.startDrill(ctx, b)
+	case errors.Is(err, errInTheWay):
+		r.verdict(b, false, "DrillBlocked", err.Error())
+		return reconcile.Result{}, nil
 	case err != nil:
 		return reconcile.Result{}, err
-	case !metav1.IsControlledBy(p, b):
-		r.verdict(b, false, "DrillBlocked", fmt.Sprintf("the Pod %s is in the way of the restore drill and is not its: rename or delete it", p.Name))
-		return reconcile.Result{}, nil
+	case p == nil:
+		return r.startDrill(ctx, b)
 	}
 	if why := failedContainer(append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...)); why != "" {
 		r.verdict(b, false, "DrillFailed", fmt.Sprintf("restoring %s failed in %s", b.Status.Artifact.URI, why))
@@ -97,10 +94,7 @@ func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBacku
 		version = a.EtcdVersion
 	}
 	p := resources.DrillPod(b, c, r.Images, resources.Restore{From: b.Name, Source: src, SHA256: a.SHA256}, version)
-	if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := r.Create(ctx, p); client.IgnoreAlreadyExists(err) != nil {
+	if err := createPod(ctx, r, b, p); err != nil {
 		return reconcile.Result{}, err
 	}
 	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "restoring %s into a scratch etcd of version %s (Pod %s)", a.URI, version, p.Name)

@@ -10,7 +10,8 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
-// LabelBackup on a Pod that works on a pvc destination names the EtcdBackup it works for.
+// LabelBackup on a Pod that works for a backup (its snapshot or pruning on a pvc
+// destination, its restore drill) names the EtcdBackup.
 const LabelBackup = "etcdplan.io/backup"
 
 // BackupPodName is the name of a Pod working for a backup: suffix says what it does

@@ -10,9 +10,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
-// LabelDrill on a restore drill's Pod names the EtcdBackup it drills.
-const LabelDrill = "etcdplan.io/drill"
-
 // drillMember is the name of a drill's scratch member; it listens for peers on loopback,
 // so nothing can join it.
 const drillMember = "drill"
@@ -39,7 +36,7 @@ func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Re
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: BackupPodName(b.Name, "drill"), Namespace: b.Namespace,
-			Labels: map[string]string{LabelDrill: b.Name, LabelManagedBy: ManagerName}},
+			Labels: map[string]string{LabelBackup: b.Name, LabelManagedBy: ManagerName}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](5),

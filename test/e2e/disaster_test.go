@@ -213,7 +213,7 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	require.True(t, conditions.IsReady(good))
 	require.Eventually(t, func() bool {
 		var pods corev1.PodList
-		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{resources.LabelDrill}))
+		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{resources.LabelBackup}))
 		return len(pods.Items) == 0
 	}, time.Minute, 200*time.Millisecond, "the scratch etcd goes once read")
 
