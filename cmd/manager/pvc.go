@@ -34,9 +34,13 @@ func snapshotToPVC(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	taken, err := snapshotTo(*endpoint, *member, *memberID, *clusterID, *dest, func(rev int64) (string, error) {
-		t, err := time.Parse(time.RFC3339, *at)
-		return backup.Key(*namespace, *cluster, t, rev, *unique), err
+	takenAt, err := time.Parse(time.RFC3339, *at)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--at: %v\n", err)
+		return 2
+	}
+	taken, err := snapshotTo(*endpoint, *member, *memberID, *clusterID, *dest, func(rev int64) string {
+		return backup.Key(*namespace, *cluster, takenAt, rev, *unique)
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "snapshot of %s: %v\n", *member, err)
@@ -52,10 +56,10 @@ func snapshotToPVC(args []string) int {
 	return 0
 }
 
-func snapshotTo(endpoint, member, memberID, clusterID, dest string, key func(rev int64) (string, error)) (backup.Taken, error) {
-	var d v1alpha1.BackupDestination
-	if err := json.Unmarshal([]byte(dest), &d); err != nil {
-		return backup.Taken{}, fmt.Errorf("--destination: %w", err)
+func snapshotTo(endpoint, member, memberID, clusterID, dest string, key func(rev int64) string) (backup.Taken, error) {
+	d, err := destination(dest)
+	if err != nil {
+		return backup.Taken{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -71,16 +75,7 @@ func snapshotTo(endpoint, member, memberID, clusterID, dest string, key func(rev
 	}
 	defer conn.Close()
 	conn.SetCluster(clusterID, endpoints)
-	var keyErr error
-	t, err := backup.Take(ctx, conn, planner.EtcdMember{ID: memberID, Name: member}, st, func(rev int64) string {
-		k, err := key(rev)
-		keyErr = err
-		return k
-	})
-	if keyErr != nil {
-		return backup.Taken{}, keyErr
-	}
-	return t, err
+	return backup.Take(ctx, conn, planner.EtcdMember{ID: memberID, Name: member}, st, key)
 }
 
 // deleteObject runs in a Pod that mounts a pvc destination: it deletes one stored snapshot,
@@ -92,13 +87,14 @@ func deleteObject(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var d v1alpha1.BackupDestination
-	if err := json.Unmarshal([]byte(*dest), &d); err != nil {
-		fmt.Fprintf(os.Stderr, "--destination: %v\n", err)
+	d, err := destination(*dest)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	st, err := store.Open(context.Background(), d, nil)
 	if err == nil {
+		defer st.Close()
 		err = st.Delete(context.Background(), *key)
 	}
 	if err != nil {
@@ -107,4 +103,13 @@ func deleteObject(args []string) int {
 	}
 	fmt.Printf("deleted %s\n", d.URI(*key))
 	return 0
+}
+
+// destination reads a --destination flag.
+func destination(s string) (v1alpha1.BackupDestination, error) {
+	var d v1alpha1.BackupDestination
+	if err := json.Unmarshal([]byte(s), &d); err != nil {
+		return d, fmt.Errorf("--destination: %w", err)
+	}
+	return d, nil
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -139,6 +140,24 @@ func minioFor(t *testing.T, ns, addr string) *objstore.MinIO {
 	return m
 }
 
+// minioDest is the bucket minioFor makes, served at endpoint, with its credentials Secret.
+func minioDest(endpoint string) v1alpha1.BackupDestination {
+	return v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
+}
+
+// spoil replaces the object a backup stored in minioFor's bucket with what f makes of it.
+func spoil(t *testing.T, m *objstore.MinIO, uri string, f func([]byte) []byte) {
+	t.Helper()
+	ctx := context.Background()
+	key := strings.TrimPrefix(uri, "s3://etcd-backups/")
+	obj, err := m.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key)})
+	require.NoError(t, err)
+	data, err := io.ReadAll(obj.Body)
+	require.NoError(t, err)
+	_, err = m.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key), Body: bytes.NewReader(f(data))})
+	require.NoError(t, err)
+}
+
 func createBackup(t *testing.T, ns, name string, d v1alpha1.BackupDestination) *v1alpha1.EtcdBackup {
 	t.Helper()
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metaName(ns, name)}
@@ -213,7 +232,7 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 	ctx := context.Background()
 	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metaName(ns, "often")}
 	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", "*/5 * * * * *"
-	s.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}
+	s.Spec.Destination = minioDest(m.Endpoint)
 	s.Spec.Retention.KeepLast = ptr.To[int32](2)
 	require.NoError(t, env.client.Create(ctx, s))
 

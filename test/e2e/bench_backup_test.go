@@ -55,8 +55,7 @@ func TestBenchBackup(t *testing.T) {
 		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
 	rssBefore, peakBefore := memory(t, op.pid())
 	start := time.Now()
-	createBackup(t, ns, "big", v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint,
-		ForcePathStyle: true, CredentialsSecret: "s3"}})
+	createBackup(t, ns, "big", minioDest(m.Endpoint))
 	bk := &v1alpha1.EtcdBackup{}
 	require.Eventually(t, func() bool {
 		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, bk))

@@ -1,18 +1,14 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
@@ -40,7 +36,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	before := createReady(t, ns, 3)
 	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
 	ctx := context.Background()
-	dest := v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
+	dest := minioDest(m.Endpoint)
 
 	cli := etcdClient(t, endpoints(t, ns, "demo"))
 	written := map[string]string{}
@@ -129,9 +125,6 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 	createReady(t, ns, 1)
 	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
 	ctx := context.Background()
-	dest := func(endpoint string) v1alpha1.BackupDestination {
-		return v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
-	}
 	_, err := etcdClient(t, endpoints(t, ns, "demo")).Put(ctx, "/data/k", strings.Repeat("v", 4096))
 	require.NoError(t, err)
 
@@ -140,16 +133,9 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 		"corrupt":   func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b },
 		"truncated": func(b []byte) []byte { return b[:len(b)/2] },
 	}
-	for name, spoil := range bad {
-		createBackup(t, ns, name, dest(m.Endpoint))
-		a := waitBackup(t, ns, name, v1alpha1.BackupSucceeded).Status.Artifact
-		key := strings.TrimPrefix(a.URI, "s3://etcd-backups/")
-		obj, err := m.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key)})
-		require.NoError(t, err)
-		data, err := io.ReadAll(obj.Body)
-		require.NoError(t, err)
-		_, err = m.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key), Body: bytes.NewReader(spoil(data))})
-		require.NoError(t, err)
+	for name, f := range bad {
+		createBackup(t, ns, name, minioDest(m.Endpoint))
+		spoil(t, m, waitBackup(t, ns, name, v1alpha1.BackupSucceeded).Status.Artifact.URI, f)
 		c := newCluster(ns, "from-"+name, 3)
 		c.Spec.UpdateStrategy.ProgressDeadlineSeconds = 20
 		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: name}}
@@ -165,7 +151,7 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 	}
 
 	// 192.0.2.0/24 is reserved for documentation: nothing answers there.
-	createBackup(t, ns, "unreachable", dest("http://192.0.2.1:9000"))
+	createBackup(t, ns, "unreachable", minioDest("http://192.0.2.1:9000"))
 	require.Eventually(t, func() bool {
 		var b v1alpha1.EtcdBackup
 		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unreachable"}, &b))
@@ -186,7 +172,7 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	createReady(t, ns, 1)
 	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
 	ctx := context.Background()
-	dest := v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: m.Endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
+	dest := minioDest(m.Endpoint)
 	cli := etcdClient(t, endpoints(t, ns, "demo"))
 	var rev int64
 	for i := range 150 {
@@ -218,14 +204,7 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	}, time.Minute, 200*time.Millisecond, "the scratch etcd goes once read")
 
 	corrupt := waitBackup(t, ns, "corrupt", v1alpha1.BackupSucceeded)
-	key := strings.TrimPrefix(corrupt.Status.Artifact.URI, "s3://etcd-backups/")
-	obj, err := m.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key)})
-	require.NoError(t, err)
-	data, err := io.ReadAll(obj.Body)
-	require.NoError(t, err)
-	data[len(data)/2] ^= 0xff
-	_, err = m.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("etcd-backups"), Key: aws.String(key), Body: bytes.NewReader(data)})
-	require.NoError(t, err)
+	spoil(t, m, corrupt.Status.Artifact.URI, func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b })
 	forged := waitBackup(t, ns, "forged", v1alpha1.BackupSucceeded)
 	forged.Status.Artifact.Contents.Keys++
 	require.NoError(t, env.client.Status().Update(ctx, forged))
