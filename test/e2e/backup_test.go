@@ -140,6 +140,9 @@ func minioFor(t *testing.T, ns, addr string) *objstore.MinIO {
 	return m
 }
 
+// verify asks a backup for a restore drill.
+func verify(b *v1alpha1.EtcdBackup) { b.Spec.Verify = true }
+
 // minioDest is the bucket minioFor makes, served at endpoint, with its credentials Secret.
 func minioDest(endpoint string) v1alpha1.BackupDestination {
 	return v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
@@ -158,10 +161,13 @@ func spoil(t *testing.T, m *objstore.MinIO, uri string, f func([]byte) []byte) {
 	require.NoError(t, err)
 }
 
-func createBackup(t *testing.T, ns, name string, d v1alpha1.BackupDestination) *v1alpha1.EtcdBackup {
+func createBackup(t *testing.T, ns, name string, d v1alpha1.BackupDestination, edits ...func(*v1alpha1.EtcdBackup)) *v1alpha1.EtcdBackup {
 	t.Helper()
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metaName(ns, name)}
 	b.Spec.ClusterRef.Name, b.Spec.Destination = "demo", d
+	for _, edit := range edits {
+		edit(b)
+	}
 	require.NoError(t, env.client.Create(context.Background(), b))
 	return b
 }

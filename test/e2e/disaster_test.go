@@ -185,13 +185,11 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	_, err = cli.Delete(ctx, "/data/0007")
 	require.NoError(t, err)
 
-	good := createBackup(t, ns, "good", dest)
-	good.Spec.Verify = true
-	require.NoError(t, env.client.Update(ctx, good))
+	createBackup(t, ns, "good", dest, verify)
 	for _, name := range []string{"corrupt", "forged"} {
 		createBackup(t, ns, name, dest)
 	}
-	good = waitVerified(t, ns, "good", metav1.ConditionTrue)
+	good := waitVerified(t, ns, "good", metav1.ConditionTrue)
 	require.Equal(t, int64(149), good.Status.Artifact.Contents.Keys)
 	require.Equal(t, rev-50, good.Status.Artifact.Contents.CompactRevision)
 	require.Contains(t, conditions.GetMessage(good, v1alpha1.VerifiedCondition),
@@ -276,10 +274,8 @@ func TestBackupToAVolumeClaimAndRestore(t *testing.T) {
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
 	require.NoError(t, env.client.Create(ctx, claim))
-	b := createBackup(t, ns, "onclaim", dest("backups"))
-	b.Spec.Verify = true
-	require.NoError(t, env.client.Update(ctx, b))
-	b = waitVerified(t, ns, "onclaim", metav1.ConditionTrue)
+	createBackup(t, ns, "onclaim", dest("backups"), verify)
+	b := waitVerified(t, ns, "onclaim", metav1.ConditionTrue)
 	a := b.Status.Artifact
 	require.True(t, strings.HasPrefix(a.URI, "pvc://backups/etcd/"+ns+"/demo/demo-"), a.URI)
 	require.Equal(t, int64(120), a.Contents.Keys)
