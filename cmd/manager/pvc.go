@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/backup"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -45,6 +47,9 @@ func snapshotToPVC(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "snapshot of %s: %v\n", *member, err)
 		_ = os.WriteFile(*result, []byte(err.Error()), 0o600)
+		if errors.Is(err, store.ErrFull) {
+			return resources.SnapshotStoreFull
+		}
 		return 1
 	}
 	out, _ := json.Marshal(taken)

@@ -31,6 +31,8 @@ import (
 const (
 	backupDeadline = 10 * time.Minute
 	backupRetry    = 10 * time.Second
+	// reasonStoreFull: the destination is out of space; the backup is tried again.
+	reasonStoreFull = "StoreFull"
 )
 
 // BackupReconciler takes the one snapshot each EtcdBackup asks for.
@@ -106,6 +108,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
 	}
 	b.Status.Phase = v1alpha1.BackupPending
+	if reason(err) == reasonStoreFull {
+		err = fmt.Errorf("%w; free space there (delete older backups, or lower a schedule's keepLast or maxAge)", err)
+	}
 	conditions.MarkReconciling(b, reason(err), "%v; trying again", err)
 	conditions.MarkFalse(b, meta.ReadyCondition, reason(err), "%v", err)
 	return reconcile.Result{RequeueAfter: backupRetry}, nil
@@ -237,6 +242,8 @@ func reason(err error) string {
 		return se.reason
 	case errors.Is(err, backup.ErrSnapshot):
 		return "SnapshotFailed"
+	case errors.Is(err, store.ErrFull):
+		return reasonStoreFull
 	case errors.Is(err, store.ErrRefused):
 		return "StoreRefused"
 	}

@@ -282,12 +282,13 @@ func TestBackupToAClaimRunsInAPodThatMountsIt(t *testing.T) {
 
 	p.Status.Phase = corev1.PodFailed
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "snapshot", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		ExitCode: 1, Message: "mkdir /backup/etcd/ns: no space left on device"}}}}
+		ExitCode: resources.SnapshotStoreFull, Message: "the destination is full: mkdir /backup/etcd/ns: no space left on device"}}}}
 	require.NoError(t, f.kube.Status().Update(context.Background(), p))
 	b, res = f.reconcile()
 	require.Equal(t, v1alpha1.BackupPending, b.Status.Phase)
-	require.Equal(t, "SnapshotFailed", conditions.GetReason(b, meta.ReadyCondition))
-	require.Contains(t, conditions.GetMessage(b, meta.ReadyCondition), "failed in snapshot (exit code 1): mkdir /backup/etcd/ns: no space left on device")
+	require.Equal(t, "StoreFull", conditions.GetReason(b, meta.ReadyCondition))
+	require.Contains(t, conditions.GetMessage(b, meta.ReadyCondition), "failed in snapshot (exit code 4): the destination is full: "+
+		"mkdir /backup/etcd/ns: no space left on device; free space there")
 	require.Equal(t, backupRetry, res.RequeueAfter)
 	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), key, &corev1.Pod{})), "the failed Pod goes")
 

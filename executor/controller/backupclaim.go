@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +64,13 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 		if err := deletePod(ctx, r, b, "snapshot"); err != nil {
 			return nil, true, err
 		}
-		return nil, true, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s failed in %s", p.Name, why)}
+		err := &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s failed in %s", p.Name, why)}
+		if slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
+			return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == resources.SnapshotStoreFull
+		}) {
+			err.reason = reasonStoreFull
+		}
+		return nil, true, err
 	}
 	return nil, true, errSnapshotRunning
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -65,7 +63,7 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	if inspect == nil {
 		inspect = etcd.ContentsAt
 	}
-	got, err := inspect(ctx, "http://"+net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort)), a.Revision)
+	got, err := inspect(ctx, observe.ClientURL(p), a.Revision)
 	if err != nil {
 		conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "reading the scratch etcd %s: %v; trying again", p.Name, err)
 		return reconcile.Result{RequeueAfter: drillPoll}, nil

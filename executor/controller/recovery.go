@@ -18,12 +18,24 @@ func recoveryStep(rec *v1alpha1.PlanStatus) *plan.Step {
 	return nil
 }
 
-// recoveryHeld: the plan recovers from quorum loss, which can lose writes, and
-// spec.recovery does not let it run without approval.
+// recoveryHeld: the plan's current step recovers from quorum loss, which can lose writes,
+// and spec.recovery does not let it run without approval. The steps before it run first:
+// they start survivors whose Pods were gone, which costs nothing, and only a survivor's
+// preflight can tell whether it kept its data (if not, the recovery is planned anew, from a
+// backup, and approved on that evidence).
 func recoveryHeld(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) bool {
 	rs := c.Spec.Recovery
 	auto := rs != nil && rs.QuorumLoss == v1alpha1.QuorumLossAutomatic && rs.AutoApproveDataLoss
-	return recoveryStep(rec) != nil && !auto
+	s := recoveryStep(rec)
+	return !auto && s != nil && s == currentStep(rec)
+}
+
+// currentStep is the plan's step to run, nil once all ran.
+func currentStep(rec *v1alpha1.PlanStatus) *plan.Step {
+	if int(rec.Current) < len(rec.Steps) {
+		return &rec.Steps[rec.Current]
+	}
+	return nil
 }
 
 // recoveryMessage says what a held recovery does, what it can cost, and how to let it run.

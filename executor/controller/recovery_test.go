@@ -162,6 +162,58 @@ func TestFailedRestoreIsPlannedAnewFromTheNextBackup(t *testing.T) {
 	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase, "a new plan, approved anew")
 }
 
+// A survivor whose Pod is gone is started before the recovery waits for approval: starting
+// it costs nothing, and only its preflight can tell whether it kept its data. Here it did
+// not, so the recovery becomes a restore from the newest backup, approved on that evidence.
+func TestSurvivorWithoutAPodStartsBeforeTheRecoveryIsApproved(t *testing.T) {
+	f, backup := totalLoss(t)
+	ctx := context.Background()
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-0"}}))
+	c, _ := f.reconcile()
+	require.Nil(t, c.Status.Plan.Blocked)
+	require.Equal(t, "StartMember demo-0", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
+	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[1].Action, "its data would be trusted next")
+	pod := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod), "started without approval")
+	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster)
+
+	f.dataLost("demo-0")
+	c, _ = f.reconcile()
+	s := c.Status.Plan.Steps[0]
+	require.Equal(t, "RestoreFromBackup demo-3 nightly", string(s.Action)+" "+s.Member+" "+s.Backup)
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
+	require.Equal(t, "c1", c.Status.ClusterID, "nothing happens before approval")
+}
+
+// A survivor whose Pod was gone and that kept its data: once started, the same plan goes on
+// to the restart alone, which waits for approval there.
+func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	ctx := context.Background()
+	f.dataLost("demo-1", "demo-2")
+	require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-0"}}))
+	f.etcd.SetView(nil)
+	c, _ := f.reconcile()
+	id := c.Status.Plan.ID
+	require.Equal(t, "StartMember demo-0", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
+	require.Equal(t, v1alpha1.PlanRunning, c.Status.Plan.Phase)
+
+	pod := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.0",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.etcd.SetView(&planner.EtcdView{ClusterID: "c1", Members: []planner.EtcdMember{{ID: "1", Name: "demo-0",
+		PeerURLs: []string{resources.PeerURL(c, "demo-0")}, Answering: true, Version: "3.6.16", RaftIndex: 100}}})
+	c, _ = f.reconcile()
+	require.Equal(t, id, c.Status.Plan.ID, "the same plan")
+	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
+	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster, "nothing more before approval")
+}
+
 // totalLoss is a cluster of three whose voters all lost their data, and a way to give it
 // stored backups.
 func totalLoss(t *testing.T) (*fixture, func(name, clusterID string, at time.Time)) {

@@ -1,8 +1,9 @@
 package observe
 
 import (
-	"fmt"
+	"net"
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -106,10 +107,15 @@ func Endpoints(pods []corev1.Pod) map[string]string {
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdRunning(p) {
-			out[p.Name] = fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
+			out[p.Name] = ClientURL(p)
 		}
 	}
 	return out
+}
+
+// ClientURL is the etcd client URL of a Pod at its Pod IP.
+func ClientURL(p *corev1.Pod) string {
+	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
 }
 
 func exitedWith(s corev1.ContainerState, code int32) bool {

@@ -63,11 +63,21 @@ func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Re
 			}},
 			Volumes: append([]corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				restoreVolumes(rs)...),
-			Affinity:          c.Spec.Affinity,
+			Affinity:          nodeAffinity(c.Spec.Affinity),
 			NodeSelector:      c.Spec.NodeSelector,
 			Tolerations:       c.Spec.Tolerations,
 			PriorityClassName: c.Spec.PriorityClassName,
 			ImagePullSecrets:  c.Spec.ImagePullSecrets,
 		},
 	}
+}
+
+// nodeAffinity keeps a cluster's node affinity and drops its Pod (anti-)affinity: that
+// places members among each other, and a drill is no member (with one member per node
+// required, a drill would find no node).
+func nodeAffinity(a *corev1.Affinity) *corev1.Affinity {
+	if a == nil || a.NodeAffinity == nil {
+		return nil
+	}
+	return &corev1.Affinity{NodeAffinity: a.NodeAffinity}
 }

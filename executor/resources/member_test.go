@@ -62,3 +62,22 @@ func TestPDBKeepsQuorum(t *testing.T) {
 	}
 	require.True(t, Headless(demo()).Spec.PublishNotReadyAddresses, "peers find each other before they are ready")
 }
+
+// A drill runs where the cluster's members may (node affinity, selector, tolerations), but
+// is not placed among them: with one member per node required, it still finds a node.
+func TestDrillRunsWhereMembersMayButNotAmongThem(t *testing.T) {
+	c := demo()
+	zone := &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}
+	c.Spec.Affinity = &corev1.Affinity{NodeAffinity: zone, PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname",
+			LabelSelector: &metav1.LabelSelector{MatchLabels: ClusterLabels(c)}}}}}
+	c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Value: "etcd", Effect: corev1.TaintEffectNoSchedule}}
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns", UID: "b1"}}
+	p := DrillPod(b, c, Images{EtcdRepository: "etcd", Operator: "op:1"}, Restore{}, "3.6.16")
+	require.Equal(t, &corev1.Affinity{NodeAffinity: zone}, p.Spec.Affinity)
+	require.Equal(t, c.Spec.Tolerations, p.Spec.Tolerations)
+
+	c.Spec.Affinity.NodeAffinity = nil
+	require.Nil(t, DrillPod(b, c, Images{}, Restore{}, "3.6.16").Spec.Affinity)
+}

@@ -62,6 +62,9 @@ const (
 	// PreflightDataLost is the exit code of the preflight init container when a member
 	// that joined the cluster finds its data directory empty.
 	PreflightDataLost = 3
+	// SnapshotStoreFull is the exit code of a backup's snapshot Pod whose volume claim is
+	// out of space.
+	SnapshotStoreFull = 4
 )
 
 // ClusterLabels select every object of a cluster.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Dir is a directory on a mounted volume: a pvc destination, seen from a Pod that mounts
@@ -30,7 +31,16 @@ func (d *Dir) path(key string) (string, error) {
 }
 
 // Put writes r to a hidden file beside the key's, syncs it, and renames it into place.
-func (d *Dir) Put(_ context.Context, key string, r io.Reader) (err error) {
+// A volume out of space (or over its quota) is ErrFull, whatever step met it.
+func (d *Dir) Put(_ context.Context, key string, r io.Reader) error {
+	err := d.put(key, r)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: %v", ErrFull, err)
+	}
+	return err
+}
+
+func (d *Dir) put(key string, r io.Reader) (err error) {
 	p, err := d.path(key)
 	if err != nil {
 		return err

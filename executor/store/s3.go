@@ -155,7 +155,10 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Object, error) {
 var refusals = map[string]bool{"NoSuchBucket": true, "AccessDenied": true, "InvalidAccessKeyId": true,
 	"SignatureDoesNotMatch": true, "InvalidBucketName": true, "AllAccessDisabled": true, "NoSuchKey": true}
 
-// err says which bucket, and marks what retrying will not change.
+// full are the codes of a store out of space (MinIO's, and HTTP 507's).
+var full = map[string]bool{"XMinioStorageFull": true, "InsufficientStorage": true}
+
+// err says which bucket, and marks what retrying will not change and a store out of space.
 func (s *S3) err(err error) error {
 	if err == nil {
 		return nil
@@ -164,6 +167,9 @@ func (s *S3) err(err error) error {
 	if errors.As(err, &api) {
 		if refusals[api.ErrorCode()] {
 			return fmt.Errorf("%w: bucket %s: %s: %s", ErrRefused, s.bucket, api.ErrorCode(), api.ErrorMessage())
+		}
+		if full[api.ErrorCode()] {
+			return fmt.Errorf("%w: bucket %s: %s: %s", ErrFull, s.bucket, api.ErrorCode(), api.ErrorMessage())
 		}
 		return fmt.Errorf("bucket %s: %s: %s", s.bucket, api.ErrorCode(), api.ErrorMessage())
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -102,4 +103,32 @@ func random(n int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// A store that fills up says so (retrying after space is freed can succeed), leaves no
+// part of the object behind, and takes it once there is room.
+func TestS3StoreThatFillsUp(t *testing.T) {
+	t.Parallel()
+	m := objstore.StartSmallMinIO(t, "", 4<<20)
+	m.Bucket(t, "backups")
+	ctx := context.Background()
+	st, err := store.NewS3(ctx, store.S3Config{Bucket: "backups", Endpoint: m.Endpoint, ForcePathStyle: true,
+		AccessKeyID: m.User, SecretAccessKey: m.Password})
+	require.NoError(t, err)
+	require.NoError(t, st.Put(ctx, "small.db", bytes.NewReader(make([]byte, 1000))))
+	for _, size := range []int{3 << 20, 20 << 20} { // one part, and several
+		err := st.Put(ctx, "big.db", bytes.NewReader(make([]byte, size)))
+		require.ErrorIs(t, err, store.ErrFull, "%d bytes", size)
+		require.False(t, errors.Is(err, store.ErrRefused), "space can be freed: %v", err)
+	}
+	objs, err := st.List(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, objs, 1, "only what was stored before")
+	ups, err := m.Client().ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String("backups")})
+	require.NoError(t, err)
+	require.Empty(t, ups.Uploads, "the failed upload was aborted")
+
+	m.Resize(t, 128<<20)
+	require.Eventually(t, func() bool { return st.Put(ctx, "big.db", bytes.NewReader(make([]byte, 20<<20))) == nil },
+		30*time.Second, 500*time.Millisecond, "room again")
 }

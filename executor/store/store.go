@@ -37,5 +37,8 @@ type Store interface {
 // access denied, credentials it does not accept.
 var ErrRefused = errors.New("refused by the store")
 
+// ErrFull is the store out of space: a try after space is freed there can succeed.
+var ErrFull = errors.New("the destination is full")
+
 // partSize is what a store holds in memory of an object being written.
 const partSize = 8 << 20

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +22,14 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/objstore"
 	"github.com/etcdplan/etcdplan/test/stack"
 )
@@ -140,6 +146,31 @@ func minioFor(t *testing.T, ns, addr string) *objstore.MinIO {
 	return m
 }
 
+// claimDest is the directory etcd on the volume claim claim.
+func claimDest(claim string) v1alpha1.BackupDestination {
+	return v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: claim, SubPath: "etcd"}}
+}
+
+// createClaim creates a volume claim of 1 GiB to back up to.
+func createClaim(t *testing.T, ns, name string) {
+	t.Helper()
+	require.NoError(t, env.client.Create(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: metaName(ns, name),
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}))
+}
+
+// putData writes the keys /data/<from> to /data/<to-1>, with values of varied length, and
+// records them in written.
+func putData(t *testing.T, cli *clientv3.Client, written map[string]string, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		k, v := fmt.Sprintf("/data/%04d", i), strings.Repeat(fmt.Sprint(i), 1+i%40)
+		_, err := cli.Put(context.Background(), k, v)
+		require.NoError(t, err)
+		written[k] = v
+	}
+}
+
 // verify asks a backup for a restore drill.
 func verify(b *v1alpha1.EtcdBackup) { b.Spec.Verify = true }
 
@@ -191,7 +222,7 @@ func podEndpoint(t *testing.T, ns, pod string) string {
 	t.Helper()
 	var p corev1.Pod
 	require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pod}, &p))
-	return clientURL(&p)
+	return observe.ClientURL(&p)
 }
 
 // restoredKeys restores a snapshot file with etcdutl (which checks its integrity hash),
@@ -240,43 +271,7 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", "*/5 * * * * *"
 	s.Spec.Destination = minioDest(m.Endpoint)
 	s.Spec.Retention.KeepLast = ptr.To[int32](2)
-	require.NoError(t, env.client.Create(ctx, s))
-
-	list := func() []v1alpha1.EtcdBackup {
-		var l v1alpha1.EtcdBackupList
-		require.NoError(t, env.client.List(ctx, &l, client.InNamespace(ns)))
-		return l.Items
-	}
-	first := ""
-	require.Eventually(t, func() bool {
-		bs := list()
-		if first == "" && len(bs) > 0 {
-			first = bs[0].Name
-		}
-		for _, b := range bs {
-			require.NotEqual(t, v1alpha1.BackupFailed, b.Status.Phase, "%s: %+v", b.Name, b.Status.Conditions)
-			if b.Name == first {
-				return false
-			}
-		}
-		return first != ""
-	}, 90*time.Second, 200*time.Millisecond, "the first backup went")
-
-	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
-	s.Spec.Suspend = true
-	require.NoError(t, env.client.Update(ctx, s))
-	var uris []string
-	require.Eventually(t, func() bool {
-		bs, done := list(), true
-		uris = nil
-		for _, b := range bs {
-			done = done && b.Status.Phase == v1alpha1.BackupSucceeded
-			if b.Status.Artifact != nil {
-				uris = append(uris, b.Status.Artifact.URI)
-			}
-		}
-		return done && len(bs) == 2
-	}, time.Minute, 200*time.Millisecond, "two succeeded backups stay")
+	_, uris := keepLastTwo(t, s)
 	out, err := m.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("etcd-backups")})
 	require.NoError(t, err)
 	var stored []string
@@ -288,4 +283,96 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
 	require.NotNil(t, s.Status.LastSuccessfulTime)
 	require.Equal(t, "Suspended", meta.FindStatusCondition(s.Status.Conditions, fluxmeta.ReadyCondition).Reason)
+}
+
+// A schedule onto a volume claim that drills every other backup: the first, third, ...
+// are restored into scratch etcds and verified, retention deletes the third-oldest's file
+// through a Pod that mounts the claim, and the claim holds the kept backups' files alone.
+func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	startOperator(t, ns)
+	createReady(t, ns, 1)
+	ctx := context.Background()
+	createClaim(t, ns, "backups")
+	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metaName(ns, "often")}
+	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", "*/5 * * * * *"
+	s.Spec.Destination = claimDest("backups")
+	s.Spec.Retention.KeepLast = ptr.To[int32](2)
+	s.Spec.Verify = &v1alpha1.VerifyPolicy{Every: 2}
+	seen, uris := keepLastTwo(t, s)
+
+	for i, b := range seen {
+		require.Equal(t, i%2 == 0, b.Spec.Verify, "backup %d of the schedule, %s", i+1, b.Name)
+	}
+	var kept v1alpha1.EtcdBackupList
+	require.NoError(t, env.client.List(ctx, &kept, client.InNamespace(ns)))
+	verified := ""
+	for _, b := range kept.Items {
+		if b.Spec.Verify {
+			verified = waitVerified(t, ns, b.Name, metav1.ConditionTrue).Name
+		}
+	}
+	require.NotEmpty(t, verified, "one of two kept backups was drilled")
+	require.Eventually(t, func() bool {
+		require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+		return s.Status.LastVerifiedBackup == verified
+	}, time.Minute, 200*time.Millisecond, "the schedule names its last verified backup")
+
+	dir, err := env.stack.ClaimDir(ctx, ns, "backups")
+	require.NoError(t, err)
+	var stored []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			stored = append(stored, "pvc://backups/"+filepath.ToSlash(rel))
+		}
+		return err
+	}))
+	require.ElementsMatch(t, uris, stored, "the claim holds the kept backups' snapshots and nothing else")
+	require.Eventually(t, func() bool {
+		var pods corev1.PodList
+		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{resources.LabelBackup}))
+		return len(pods.Items) == 0
+	}, time.Minute, 200*time.Millisecond, "the snapshot, drill and prune Pods go")
+}
+
+// keepLastTwo creates a schedule with keepLast 2, waits until its first backup is deleted,
+// suspends it, and waits until its two newest backups alone stay, succeeded. It returns
+// every backup it saw, oldest first, and the kept ones' artifact URIs.
+func keepLastTwo(t *testing.T, s *v1alpha1.EtcdBackupSchedule) (seen []v1alpha1.EtcdBackup, uris []string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, env.client.Create(ctx, s))
+	list := func() []v1alpha1.EtcdBackup {
+		var l v1alpha1.EtcdBackupList
+		require.NoError(t, env.client.List(ctx, &l, client.InNamespace(s.Namespace)))
+		for _, b := range l.Items {
+			require.NotEqual(t, v1alpha1.BackupFailed, b.Status.Phase, "%s: %+v", b.Name, b.Status.Conditions)
+			if !slices.ContainsFunc(seen, func(o v1alpha1.EtcdBackup) bool { return o.Name == b.Name }) {
+				seen = append(seen, b)
+			}
+		}
+		return l.Items
+	}
+	require.Eventually(t, func() bool {
+		bs := list()
+		return len(seen) > 0 && !slices.ContainsFunc(bs, func(b v1alpha1.EtcdBackup) bool { return b.Name == seen[0].Name })
+	}, 2*time.Minute, 200*time.Millisecond, "the first backup went")
+
+	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+	patchSpec(t, s, func() { s.Spec.Suspend = true })
+	require.Eventually(t, func() bool {
+		bs, done := list(), true
+		uris = nil
+		for _, b := range bs {
+			done = done && b.Status.Phase == v1alpha1.BackupSucceeded
+			if b.Status.Artifact != nil {
+				uris = append(uris, b.Status.Artifact.URI)
+			}
+		}
+		return done && len(bs) == 2
+	}, time.Minute, 200*time.Millisecond, "two succeeded backups stay")
+	slices.SortStableFunc(seen, func(a, b v1alpha1.EtcdBackup) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return seen, uris
 }

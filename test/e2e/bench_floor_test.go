@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
@@ -78,7 +79,7 @@ func (f *floor) endpoint(name string) string {
 		if env.client.Get(ctx, client.ObjectKey{Namespace: f.c.Namespace, Name: name}, &p) != nil || p.Status.PodIP == "" {
 			return false, nil
 		}
-		ep = clientURL(&p)
+		ep = observe.ClientURL(&p)
 		return true, nil
 	}), "Pod %s gets an IP", name)
 	return ep

@@ -25,6 +25,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -393,7 +394,7 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 		if p.DeletionTimestamp != nil || !podReady(&p) || p.Annotations[resources.AnnotationVersion] != version {
 			return false
 		}
-		eps = append(eps, clientURL(&p))
+		eps = append(eps, observe.ClientURL(&p))
 	}
 	cli := etcdClient(b.t, eps[:1])
 	defer cli.Close() // polled every 20 ms: not left to the test's end

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,14 +41,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 
 	cli := etcdClient(t, endpoints(t, ns, "demo"))
 	written := map[string]string{}
-	put := func(from, to int) {
-		for i := from; i < to; i++ {
-			k, v := fmt.Sprintf("/data/%04d", i), strings.Repeat(fmt.Sprint(i), 1+i%40)
-			_, err := cli.Put(ctx, k, v)
-			require.NoError(t, err)
-			written[k] = v
-		}
-	}
+	put := func(from, to int) { putData(t, cli, written, from, to) }
 	put(0, 100)
 	createBackup(t, ns, "older", dest)
 	waitBackup(t, ns, "older", v1alpha1.BackupSucceeded)
@@ -159,6 +153,28 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 		return ready != nil && ready.Reason == "StoreUnavailable" && strings.Contains(ready.Message, "192.0.2.1") &&
 			b.Status.Phase != v1alpha1.BackupSucceeded && !strings.Contains(fmt.Sprint(b.Status), m.Password)
 	}, time.Minute, 200*time.Millisecond, "an unreachable store is named, and retried")
+
+	// A store that fills up says StoreFull, keeps no part of the snapshot, and is tried
+	// again: once there is room, the backup succeeds.
+	small := objstore.StartSmallMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP), 4<<20)
+	small.Bucket(t, "etcd-backups")
+	for i := range 5 {
+		_, err := etcdClient(t, endpoints(t, ns, "demo")).Put(ctx, fmt.Sprintf("/big/%d", i), strings.Repeat("v", 1<<20))
+		require.NoError(t, err)
+	}
+	createBackup(t, ns, "full", minioDest(small.Endpoint))
+	require.Eventually(t, func() bool {
+		var b v1alpha1.EtcdBackup
+		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "full"}, &b))
+		ready := apimeta.FindStatusCondition(b.Status.Conditions, fluxmeta.ReadyCondition)
+		return ready != nil && ready.Reason == "StoreFull" && strings.Contains(ready.Message, "XMinioStorageFull") &&
+			strings.Contains(ready.Message, "free space there") && b.Status.Phase == v1alpha1.BackupPending
+	}, time.Minute, 200*time.Millisecond, "a full store is named, and retried")
+	objs, err := small.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("etcd-backups")})
+	require.NoError(t, err)
+	require.Empty(t, objs.Contents, "no part of the snapshot stays")
+	small.Resize(t, 256<<20)
+	require.Greater(t, waitBackup(t, ns, "full", v1alpha1.BackupSucceeded).Status.Artifact.Size, int64(5<<20))
 }
 
 // Restore drills on real etcd: a good backup restores into a scratch etcd holding the keys
@@ -209,8 +225,7 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	for _, name := range []string{"corrupt", "forged"} {
 		b := &v1alpha1.EtcdBackup{}
 		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b))
-		b.Spec.Verify = true
-		require.NoError(t, env.client.Update(ctx, b))
+		patchSpec(t, b, func() { b.Spec.Verify = true })
 	}
 	corrupt = waitVerified(t, ns, "corrupt", metav1.ConditionFalse)
 	require.Equal(t, "DrillFailed", conditions.GetReason(corrupt, v1alpha1.VerifiedCondition))
@@ -252,16 +267,8 @@ func TestBackupToAVolumeClaimAndRestore(t *testing.T) {
 	ctx := context.Background()
 	cli := etcdClient(t, endpoints(t, ns, "demo"))
 	written := map[string]string{}
-	for i := range 120 {
-		k, v := fmt.Sprintf("/data/%04d", i), strings.Repeat(fmt.Sprint(i), 1+i%30)
-		_, err := cli.Put(ctx, k, v)
-		require.NoError(t, err)
-		written[k] = v
-	}
-	dest := func(claim string) v1alpha1.BackupDestination {
-		return v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: claim, SubPath: "etcd"}}
-	}
-	createBackup(t, ns, "missing", dest("backups"))
+	putData(t, cli, written, 0, 120)
+	createBackup(t, ns, "missing", claimDest("backups"))
 	require.Eventually(t, func() bool {
 		var b v1alpha1.EtcdBackup
 		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "missing"}, &b))
@@ -270,11 +277,8 @@ func TestBackupToAVolumeClaimAndRestore(t *testing.T) {
 			strings.Contains(ready.Message, "PersistentVolumeClaim backups does not exist")
 	}, time.Minute, 200*time.Millisecond, "a missing claim is named, and waited for")
 
-	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metaName(ns, "backups"), Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-	require.NoError(t, env.client.Create(ctx, claim))
-	createBackup(t, ns, "onclaim", dest("backups"), verify)
+	createClaim(t, ns, "backups")
+	createBackup(t, ns, "onclaim", claimDest("backups"), verify)
 	b := waitVerified(t, ns, "onclaim", metav1.ConditionTrue)
 	a := b.Status.Artifact
 	require.True(t, strings.HasPrefix(a.URI, "pvc://backups/etcd/"+ns+"/demo/demo-"), a.URI)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
@@ -168,6 +169,15 @@ func update(t *testing.T, ns, name string, f func(c *v1alpha1.EtcdCluster)) {
 		}))
 }
 
+// patchSpec applies f to obj and sends the difference as a merge patch: unlike an update it
+// cannot lose to a status write of the operator's in between.
+func patchSpec(t *testing.T, obj client.Object, f func()) {
+	t.Helper()
+	before := obj.DeepCopyObject().(client.Object)
+	f()
+	require.NoError(t, env.client.Patch(context.Background(), obj, client.MergeFrom(before)))
+}
+
 // waitFor polls the cluster until cond holds, failing with the last status when it does not.
 func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, cond func(c *v1alpha1.EtcdCluster) bool) *v1alpha1.EtcdCluster {
 	t.Helper()
@@ -243,16 +253,11 @@ func endpoints(t *testing.T, ns, name string) []string {
 	var out []string
 	for _, p := range memberPods(t, ns, name) {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			out = append(out, clientURL(&p))
+			out = append(out, observe.ClientURL(&p))
 		}
 	}
 	sort.Strings(out)
 	return out
-}
-
-// clientURL is a member Pod's etcd client URL, at its Pod IP.
-func clientURL(p *corev1.Pod) string {
-	return fmt.Sprintf("http://%s:%d", p.Status.PodIP, resources.ClientPort)
 }
 
 func etcdClient(t *testing.T, eps []string) *clientv3.Client {

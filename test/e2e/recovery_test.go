@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -121,12 +119,7 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	ctx := context.Background()
 	cli := etcdClient(t, endpoints(t, ns, "demo"))
 	written := map[string]string{}
-	for i := range 200 {
-		k, v := fmt.Sprintf("/data/%04d", i), strings.Repeat(fmt.Sprint(i), 1+i%40)
-		_, err := cli.Put(ctx, k, v)
-		require.NoError(t, err)
-		written[k] = v
-	}
+	putData(t, cli, written, 0, 200)
 	// A linearizable read through demo-0 returns once it applied every write acknowledged
 	// so far: the survivor has them all.
 	survivor := etcdClient(t, []string{podEndpoint(t, ns, "demo-0")})

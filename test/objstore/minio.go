@@ -21,21 +21,57 @@ import (
 // MinIO is a MinIO server of the test's own, with its data in a temporary directory.
 type MinIO struct {
 	Endpoint, User, Password string
+	dir                      string
+	cmd                      *exec.Cmd
 }
 
 // StartMinIO starts a MinIO server listening on addr ("" for a free local port) and stops
 // it when the test ends. It fails the test when bin/ has no MinIO: make test builds it.
 func StartMinIO(t testing.TB, addr string) *MinIO {
 	t.Helper()
+	m := minio(t, addr)
+	startServer(t, m.cmd, "minio", m.Endpoint+"/minio/health/ready")
+	return m
+}
+
+// StartSmallMinIO is StartMinIO on a volume of size bytes, to see a store fill up: a tmpfs
+// in a mount namespace of the server's own, so nothing stays mounted once it ends. It
+// needs root, as the local stack does.
+func StartSmallMinIO(t testing.TB, addr string, size int64) *MinIO {
+	t.Helper()
+	m := minio(t, addr)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// unshare and sh exec what follows: the server keeps the process, and its namespace.
+	m.cmd.Args = append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c",
+		fmt.Sprintf(`mount -t tmpfs -o size=%d etcdplan-test "%s" && exec "$@"`, size, m.dir), "sh"}, m.cmd.Args...)
+	m.cmd.Path = unshare
+	startServer(t, m.cmd, "minio", m.Endpoint+"/minio/health/ready")
+	return m
+}
+
+// Resize gives a StartSmallMinIO's volume size bytes, as freeing space there would.
+func (m *MinIO) Resize(t testing.TB, size int64) {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--target", fmt.Sprint(m.cmd.Process.Pid), "--mount",
+		"mount", "-o", fmt.Sprintf("remount,size=%d", size), m.dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("resizing MinIO's volume: %v: %s", err, out)
+	}
+}
+
+// minio is the command of a MinIO server listening on addr, not started.
+func minio(t testing.TB, addr string) *MinIO {
 	bin := serverBin(t, "minio", stack.MinioVersion)
 	if addr == "" {
 		addr = FreeAddr(t)
 	}
-	m := &MinIO{Endpoint: "http://" + addr, User: "etcdplan-test", Password: "etcdplan-test-secret"}
-	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", FreeAddr(t), t.TempDir())
-	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.User, "MINIO_ROOT_PASSWORD="+m.Password, "MINIO_BROWSER=off",
+	m := &MinIO{Endpoint: "http://" + addr, User: "etcdplan-test", Password: "etcdplan-test-secret", dir: t.TempDir()}
+	m.cmd = exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", FreeAddr(t), m.dir)
+	m.cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.User, "MINIO_ROOT_PASSWORD="+m.Password, "MINIO_BROWSER=off",
 		"MINIO_UPDATE=off", "HOME="+t.TempDir())
-	startServer(t, cmd, "minio", m.Endpoint+"/minio/health/ready")
 	return m
 }
 

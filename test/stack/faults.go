@@ -103,26 +103,36 @@ func (s *Stack) StartNode(ctx context.Context, name string) error {
 	})
 }
 
-// WipePVC deletes everything in the volume bound to a PVC, as a lost disk would; the Pods
-// using it see an empty directory.
-func (s *Stack) WipePVC(ctx context.Context, namespace, pvc string) error {
+// ClaimDir is the directory on the host that holds a bound claim's volume, one of the
+// stack's own.
+func (s *Stack) ClaimDir(ctx context.Context, namespace, pvc string) (string, error) {
 	claim, err := s.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, pvc, metav1.GetOptions{})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if claim.Spec.VolumeName == "" {
-		return fmt.Errorf("stack: PVC %s/%s is not bound", namespace, pvc)
+		return "", fmt.Errorf("stack: PVC %s/%s is not bound", namespace, pvc)
 	}
 	pv, err := s.client.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if pv.Spec.HostPath == nil {
-		return fmt.Errorf("stack: PV %s is not a hostPath volume", pv.Name)
+		return "", fmt.Errorf("stack: PV %s is not a hostPath volume", pv.Name)
 	}
 	dir := filepath.Clean(pv.Spec.HostPath.Path)
 	if !strings.HasPrefix(dir, s.l.volumes()+"/") {
-		return fmt.Errorf("stack: PV %s is at %s, not under %s: not wiping it", pv.Name, dir, s.l.volumes())
+		return "", fmt.Errorf("stack: PV %s is at %s, not under %s", pv.Name, dir, s.l.volumes())
+	}
+	return dir, nil
+}
+
+// WipePVC deletes everything in the volume bound to a PVC, as a lost disk would; the Pods
+// using it see an empty directory.
+func (s *Stack) WipePVC(ctx context.Context, namespace, pvc string) error {
+	dir, err := s.ClaimDir(ctx, namespace, pvc)
+	if err != nil {
+		return err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
