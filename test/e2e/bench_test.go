@@ -18,8 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -65,6 +67,10 @@ func TestBench(t *testing.T) {
 		t.Logf("bench: restart %s; %d clusters reconciled %v after a restart", span(r.Start, r.Start.Add(r.Operator)), sr.Clusters, sr.ReconciledAfterStart)
 		return
 	}
+	var results []benchResult
+	if os.Getenv("BENCH_ONLY") == "" {
+		results = append(results, b.freshBootstrap())
+	}
 	startOperator(t, opNS)
 	// BENCH_ONLY=day2 measures only the upgrade and the defragmentation, each against a
 	// naive rollout, and writes no docs.
@@ -78,7 +84,6 @@ func TestBench(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("BENCH_REPEAT")); err == nil && n > 0 {
 		runs = n
 	}
-	var results []benchResult
 	var fl *floor // the floor's three members, for the scenarios that follow
 	for i := 1; i <= runs; i++ {
 		five, _ := b.bootstrap("five", 5)
@@ -112,6 +117,7 @@ func TestBench(t *testing.T) {
 		results = append(results, up, down)
 	}
 
+	results = append(results, b.podDeleted(fl, "demo-1"))
 	results = append(results, b.run("member replaced after data loss", "demo", 3, "3.6.16", func() {
 		b.loseData(opNS, "demo-1")
 	}, func() {
@@ -148,6 +154,43 @@ func (b *bench) bootstrap(name string, n int32) (benchResult, *floor) {
 		require.NoError(b.t, env.client.Create(context.Background(), c))
 	}, func() { fl.bootstrap(int(n), "3.6.16") }, nil)
 	return r, fl
+}
+
+// freshBootstrap measures creating a cluster of 3 the moment its operator starts (as
+// deployed, with leader election), as after an install or with a rollout under way.
+func (b *bench) freshBootstrap() benchResult {
+	c := newCluster(b.opNS, "fresh", 3)
+	fl := newFloor(b.t, b.floorNS, c)
+	var op *benchOperator
+	r := b.run("bootstrap 3, operator started with it", "fresh", 3, "3.6.16", func() {
+		op = b.managerWith(b.opNS, "0")
+		require.NoError(b.t, env.client.Create(context.Background(), c))
+	}, func() { fl.bootstrap(3, "3.6.16") }, nil)
+	b.deleteCluster("fresh")
+	op.stop()
+	return r
+}
+
+// podDeleted measures a member's Pod deleted (its claim kept) until the member is back;
+// the floor waits for the old Pod to go and creates it again.
+func (b *bench) podDeleted(fl *floor, member string) benchResult {
+	old := map[string]types.UID{}
+	for _, ns := range []string{b.opNS, b.floorNS} {
+		var p corev1.Pod
+		require.NoError(b.t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: member}, &p))
+		old[ns] = p.UID
+	}
+	del := func(ns string) {
+		require.NoError(b.t, env.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metaName(ns, member)}))
+	}
+	return b.run("a member's Pod deleted", fl.c.Name, 3, "3.6.16", func() { del(b.opNS) }, func() {
+		del(b.floorNS)
+		require.Eventually(b.t, func() bool { return !b.podExists(b.floorNS, member) }, time.Minute, floorPoll)
+		fl.start(member, "3.6.16", false, true)
+	}, func(ns string) bool {
+		var p corev1.Pod
+		return env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: member}, &p) == nil && p.UID != old[ns]
+	})
 }
 
 // restart measures an operator restarted (as a rollout does: the old one stops and releases
@@ -188,11 +231,14 @@ func (b *bench) restart(n int) benchResult {
 	r := benchResult{Name: name}
 	stop()
 	loseOne()
+	pods := watchPods(t, ns)
 	r.Start = time.Now()
 	stop = b.manager(ns)
 	r.Operator = b.until(r.Start, allSettled)
+	t.Logf("bench: %s, operator's Pods: %s", name, pods.stop(r.Start))
 	stop()
 	loseOne()
+	pods = watchPods(t, ns)
 	start := time.Now()
 	for _, c := range clusters {
 		fl := &floor{t: t, c: c, members: map[string]uint64{}}
@@ -202,6 +248,7 @@ func (b *bench) restart(n int) benchResult {
 		fl.start(c.Name+"-1", c.Spec.Version, false, true)
 	}
 	r.Floor = b.until(start, allSettled)
+	t.Logf("bench: %s, floor's Pods: %s", name, pods.stop(start))
 	t.Logf("bench: %s: operator %v, floor %v", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond))
 	return r
 }
@@ -659,4 +706,61 @@ func ms(d time.Duration) string {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	}
 	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// podTimes records when the API server's watch first showed each Pod of a namespace, and
+// when it first showed it ready.
+type podTimes struct {
+	mu             sync.Mutex
+	created, ready map[string]time.Time
+	cancel         context.CancelFunc
+	done           chan struct{}
+}
+
+func watchPods(t *testing.T, ns string) *podTimes {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := kubernetes.NewForConfigOrDie(env.stack.RESTConfig()).CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	pt := &podTimes{created: map[string]time.Time{}, ready: map[string]time.Time{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(pt.done)
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || p.DeletionTimestamp != nil {
+				continue
+			}
+			pt.mu.Lock()
+			if _, seen := pt.created[p.Name]; !seen {
+				pt.created[p.Name] = time.Now()
+			}
+			if _, seen := pt.ready[p.Name]; !seen && podReady(p) {
+				pt.ready[p.Name] = time.Now()
+			}
+			pt.mu.Unlock()
+		}
+	}()
+	return pt
+}
+
+// stop ends the watch and says when the Pods came after start (first, median, last) and
+// how long each took to be ready after it came.
+func (pt *podTimes) stop(start time.Time) string {
+	pt.cancel()
+	<-pt.done
+	var came, readyAfter []time.Duration
+	for name, at := range pt.created {
+		came = append(came, at.Sub(start))
+		if r, ok := pt.ready[name]; ok {
+			readyAfter = append(readyAfter, r.Sub(at))
+		}
+	}
+	spread := func(ds []time.Duration) string {
+		if len(ds) == 0 {
+			return "-"
+		}
+		slices.Sort(ds)
+		return fmt.Sprintf("%v / %v / %v", ds[0].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%d came after %s (first / median / last), ready %s after they came", len(came), spread(came), spread(readyAfter))
 }

@@ -69,6 +69,11 @@ func apiserverProc(l layout) process {
 			"--tls-cert-file=" + l.cert("apiserver.crt"),
 			"--tls-private-key-file=" + l.cert("apiserver.key"),
 			"--client-ca-file=" + l.cert("ca.crt"),
+			// kubectl logs, exec and port-forward reach the nodes' kubelet API.
+			"--kubelet-client-certificate=" + l.cert("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key=" + l.cert("apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority=" + l.cert("ca.crt"),
+			"--kubelet-preferred-address-types=InternalIP",
 			"--service-account-issuer=" + defaultSAIssuer,
 			"--service-account-key-file=" + l.cert("sa.pub"),
 			"--service-account-signing-key-file=" + l.cert("sa.key"),
@@ -145,6 +150,10 @@ func nodeProc(l layout, name string) process {
 			"--state-dir=" + l.state("nodes", name),
 			fmt.Sprintf("--pod-cidr=10.88.%d.0/24", i),
 			"--admin=" + admin,
+			"--kubelet-api=" + KubeletAPIAddr(name),
+			"--tls-cert-file=" + l.cert("kubelet.crt"),
+			"--tls-private-key-file=" + l.cert("kubelet.key"),
+			"--client-ca-file=" + l.cert("ca.crt"),
 			"--images=" + l.state("images.json"),
 		},
 	}

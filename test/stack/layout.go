@@ -44,6 +44,7 @@ const (
 	serviceIP       = "10.96.0.1"
 	clusterDomain   = "cluster.local"
 	adminPortBase   = 10250
+	kubeletPortBase = 10260
 	StorageClass    = "local"
 	Provisioner     = "etcdplan.io/local"
 	nodeCount       = 3
@@ -78,6 +79,13 @@ func AdminAddr(node string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("127.0.0.1:%d", adminPortBase+i), nil
+}
+
+// KubeletAPIAddr is the host:port of node-N's kubelet API (on the bridge: the address the
+// Node reports).
+func KubeletAPIAddr(node string) string {
+	i, _ := nodeIndex(node)
+	return fmt.Sprintf("%s:%d", BridgeIP, kubeletPortBase+i)
 }
 
 // layout names the files of a stack rooted at a checkout of the repository.

@@ -111,10 +111,31 @@ func writePKI(l layout) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFile(l.cert("apiserver.crt"), crt, 0o644); err != nil {
+	if err := writePair(l, "apiserver", crt, key); err != nil {
 		return err
 	}
-	if err := writeFile(l.cert("apiserver.key"), key, 0o600); err != nil {
+	// The nodes' kubelet API serving certificate (every node listens on the bridge's
+	// address), and the apiserver's client certificate for it (allowed by RBAC, see up).
+	crt, key, err = issue("kubelet", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "localkubelet"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    Nodes(),
+		IPAddresses: []net.IP{net.ParseIP(BridgeIP)},
+	})
+	if err != nil {
+		return err
+	}
+	if err := writePair(l, "kubelet", crt, key); err != nil {
+		return err
+	}
+	crt, key, err = issue(kubeletClientUser, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: kubeletClientUser},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return err
+	}
+	if err := writePair(l, "apiserver-kubelet-client", crt, key); err != nil {
 		return err
 	}
 
@@ -152,6 +173,17 @@ func writePKI(l layout) error {
 		}
 	}
 	return nil
+}
+
+// kubeletClientUser is the apiserver's user toward the kubelets' API.
+const kubeletClientUser = "kube-apiserver-kubelet-client"
+
+// writePair writes NAME.crt and NAME.key under the certificates' directory.
+func writePair(l layout, name string, crt, key []byte) error {
+	if err := writeFile(l.cert(name+".crt"), crt, 0o644); err != nil {
+		return err
+	}
+	return writeFile(l.cert(name+".key"), key, 0o600)
 }
 
 func writeKubeconfig(path, server string, caPEM, crt, key []byte, user string) error {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +70,8 @@ func up(ctx context.Context, l layout, out io.Writer) error {
 	etcd := etcdProc(l)
 	_, errCA := os.Stat(l.cert("ca.crt"))
 	_, errKC := os.Stat(l.kubeconfig())
-	if etcd.pid(l) == 0 || errCA != nil || errKC != nil {
+	_, errKL := os.Stat(l.cert("kubelet.crt")) // a stack from before the kubelet API
+	if etcd.pid(l) == 0 || errCA != nil || errKC != nil || errKL != nil {
 		log.printf("starting a new stack in %s", l.state())
 		if _, err := teardown(ctx, l, log); err != nil {
 			return err
@@ -133,6 +135,9 @@ func up(ctx context.Context, l layout, out io.Writer) error {
 		}
 	}
 	if err := ensureStorageClass(ctx, client); err != nil {
+		return err
+	}
+	if err := ensureKubeletAPIAccess(ctx, client); err != nil {
 		return err
 	}
 	if err := start(clusterProc(l)); err != nil {
@@ -277,6 +282,21 @@ func ensureStorageClass(ctx context.Context, client kubernetes.Interface) error 
 		AllowVolumeExpansion: &expand,
 	}
 	_, err := client.StorageV1().StorageClasses().Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// ensureKubeletAPIAccess lets the apiserver use the kubelets' API (logs, exec,
+// port-forward), as kubeadm does: the kubelets ask the API server, by SubjectAccessReview.
+func ensureKubeletAPIAccess(ctx context.Context, client kubernetes.Interface) error {
+	want := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "etcdplan-stack:kubelet-api-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeletClientUser}},
+	}
+	_, err := client.RbacV1().ClusterRoleBindings().Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}

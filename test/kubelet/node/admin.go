@@ -173,7 +173,12 @@ func (k *Kubelet) handleLogs(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("previous") != "" {
 		n--
 	}
-	http.ServeFile(w, r, filepath.Join(pw.dir, "logs", c.spec().Name, strconv.Itoa(n)+".log"))
+	text, err := plainLog(filepath.Join(pw.dir, "logs", c.spec().Name, strconv.Itoa(n)+".log"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	_, _ = w.Write(text)
 }
 
 // setCut takes the Pod's link down (cut) or up (heal).

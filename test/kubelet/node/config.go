@@ -29,8 +29,13 @@ type Config struct {
 	// NodeIP is reported as the Node's InternalIP and the Pods' hostIP.
 	NodeIP string
 	// AdminAddr serves health and fault injection over HTTP; empty disables it.
-	AdminAddr  string
-	ImagesPath string
+	AdminAddr string
+	// APIAddr serves the kubelet API (logs, exec, port-forward) over TLS with TLSCertFile
+	// and TLSKeyFile, to clients with a certificate of ClientCAFile or a bearer token;
+	// empty disables it.
+	APIAddr                               string
+	TLSCertFile, TLSKeyFile, ClientCAFile string
+	ImagesPath                            string
 	// ClusterDomain and DNSServer go to the Pods' resolv.conf.
 	ClusterDomain string
 	DNSServer     string
@@ -85,6 +90,9 @@ func (c *Config) complete() error {
 	def(&c.APIHost, c.Gateway.Addr().String())
 	def(&c.APIPort, "6443")
 	def(&c.KubeletVersion, "v1.36.3")
+	if c.APIAddr != "" && (c.TLSCertFile == "" || c.TLSKeyFile == "" || c.ClientCAFile == "") {
+		return fmt.Errorf("the kubelet API needs a serving certificate, its key and a client CA")
+	}
 	if c.Capacity == nil {
 		c.Capacity = DefaultCapacity()
 	}

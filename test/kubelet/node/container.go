@@ -41,6 +41,7 @@ type process struct {
 	pid       int
 	spec      shim.Spec // for exec probes and hooks
 	termLog   string    // host file mounted at the container's terminationMessagePath
+	logPath   string    // the run's log (logs.go)
 	startedAt time.Time
 	exited    chan struct{} // closed once reaped
 	startedCh chan struct{} // closed once started (startup probe)
@@ -256,24 +257,26 @@ func (c *container) start(ctx context.Context) (*process, error) {
 	if err := shim.Write(specPath, spec); err != nil {
 		return nil, err
 	}
-	logFile, err := os.OpenFile(filepath.Join(logDir, fmt.Sprintf("%d.log", count)),
-		os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logPath := filepath.Join(logDir, fmt.Sprintf("%d.log", count))
+	cmd := w.shimCommand(specPath, !pod.Spec.HostNetwork)
+	sink, err := startOutput(cmd, logPath)
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
-	cmd := w.shimCommand(specPath, !pod.Spec.HostNetwork)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
+		closeWriters(cmd)
+		sink.close(time.Second)
 		return nil, configErr("RunContainerError", err)
 	}
-	p := &process{cmd: cmd, pid: cmd.Process.Pid, spec: spec, termLog: termLog, startedAt: time.Now(),
+	closeWriters(cmd)
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, spec: spec, termLog: termLog, logPath: logPath, startedAt: time.Now(),
 		exited: make(chan struct{}), startedCh: make(chan struct{})}
 	if err := recordPid(w.dir, cs.Name, p.pid); err != nil {
 		log.Printf("record pid: %v", err)
 	}
 	go func() {
 		_ = cmd.Wait()
+		sink.close(time.Second) // the output is in the file before the run is seen to end
 		close(p.exited)
 	}()
 
@@ -381,13 +384,9 @@ func terminationMessage(path string) string {
 	return string(data)
 }
 
-// logTail returns the end of the run's log (at most 2 KiB), for the termination message.
+// logTail returns the end of the run's output (at most 2 KiB), for the termination message.
 func (c *container) logTail(p *process) string {
-	f, ok := p.cmd.Stdout.(*os.File)
-	if !ok {
-		return ""
-	}
-	data, err := os.ReadFile(f.Name())
+	data, err := plainLog(p.logPath)
 	if err != nil {
 		return ""
 	}

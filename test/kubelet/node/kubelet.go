@@ -102,6 +102,11 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 			return err
 		}
 	}
+	if cfg.APIAddr != "" {
+		if err := k.serveAPI(ctx); err != nil {
+			return err
+		}
+	}
 	log.Printf("node %s running, state in %s", cfg.NodeName, cfg.StateDir)
 	<-ctx.Done()
 	k.halt()

@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"log"
+	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,6 +139,10 @@ func (k *Kubelet) fillNodeStatus(st *v1.NodeStatus) {
 		{Type: v1.NodeHostName, Address: k.cfg.NodeName},
 	}
 	st.DaemonEndpoints = v1.NodeDaemonEndpoints{}
+	if _, port, err := net.SplitHostPort(k.cfg.APIAddr); err == nil {
+		n, _ := strconv.Atoi(port)
+		st.DaemonEndpoints.KubeletEndpoint.Port = int32(n)
+	}
 	st.NodeInfo = v1.NodeSystemInfo{
 		KubeletVersion:          k.cfg.KubeletVersion,
 		OperatingSystem:         runtime.GOOS,

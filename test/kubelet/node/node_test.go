@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "container-exec: %v\n", err)
 		os.Exit(128)
 	}
+	if len(os.Args) == 3 && os.Args[1] == "tcp-echo" {
+		tcpEcho(os.Args[2])
+	}
 	os.Exit(m.Run())
 }
 
@@ -43,6 +46,12 @@ type testNode struct {
 // startNode runs a node against a fake API server; containers are real processes in real
 // network namespaces on a bridge of their own (the stack's may be in use by a parallel test).
 func startNode(t *testing.T) *testNode {
+	t.Helper()
+	return startNodeWith(t, nil)
+}
+
+// startNodeWith is startNode with the configuration changed by configure, and the client.
+func startNodeWith(t *testing.T, configure func(*Config, *fake.Clientset)) *testNode {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -60,7 +69,13 @@ func startNode(t *testing.T) *testNode {
 		t.Fatal(err)
 	}
 	images := filepath.Join(dir, "images.json")
-	if err := os.WriteFile(images, []byte(`[{"pattern": "busybox", "dir": "/bin", "entrypoint": "sh"}]`), 0o644); err != nil {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := fmt.Sprintf(`[{"pattern": "busybox", "dir": "/bin", "entrypoint": "sh"}, {"pattern": "self", "dir": %q, "entrypoint": %q}]`,
+		filepath.Dir(self), filepath.Base(self))
+	if err := os.WriteFile(images, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -69,14 +84,13 @@ func startNode(t *testing.T) *testNode {
 	}
 	admin := ln.Addr().String()
 	ln.Close()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := Config{NodeName: "node-test", StateDir: filepath.Join(dir, "node"), Gateway: gw, Bridge: bridge,
 		PodCIDR: netip.MustParsePrefix("10.78.1.0/24"), AdminAddr: admin, ImagesPath: images,
 		Executable: self, BackoffInitial: 200 * time.Millisecond, BackoffMax: time.Second}
 	client := fake.NewClientset()
+	if configure != nil {
+		configure(&cfg, client)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg, client) }()
@@ -124,7 +138,9 @@ func (n *testNode) create(p *v1.Pod) {
 	p.UID = types.UID("uid-" + p.Name)
 	p.Spec.NodeName = "node-test"
 	for i := range p.Spec.Containers {
-		p.Spec.Containers[i].Image = "busybox"
+		if p.Spec.Containers[i].Image == "" {
+			p.Spec.Containers[i].Image = "busybox"
+		}
 	}
 	for i := range p.Spec.InitContainers {
 		p.Spec.InitContainers[i].Image = "busybox"

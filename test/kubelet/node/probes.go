@@ -255,30 +255,40 @@ func (c *container) tcp(ctx context.Context, host string, port intstr.IntOrStrin
 // execIn runs a command the way the container runs: same namespaces, mounts, user and
 // environment. command[0] is looked up in the image's directory, then in the PATH.
 func (c *container) execIn(ctx context.Context, p *process, command []string) error {
-	if len(command) == 0 {
-		return fmt.Errorf("empty command")
-	}
-	s := p.spec
-	path, err := lookCommand(command[0], s.Env)
+	cmd, cleanup, err := c.command(p, command)
 	if err != nil {
 		return err
 	}
-	s.Path, s.Argv = path, command
-	f, err := os.CreateTemp(filepath.Join(c.w.dir, "specs"), c.spec().Name+"-exec-*.json")
-	if err != nil {
-		return err
-	}
-	f.Close()
-	defer os.Remove(f.Name())
-	if err := shim.Write(f.Name(), s); err != nil {
-		return err
-	}
-	cmd := c.w.shimCommand(f.Name(), !c.w.podCopy().Spec.HostNetwork)
+	defer cleanup()
 	out, err := runContext(ctx, cmd)
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(truncate(out, 512)))
 	}
 	return nil
+}
+
+// command prepares command to run the way the container runs; cleanup removes its spec
+// once it ended.
+func (c *container) command(p *process, command []string) (cmd *exec.Cmd, cleanup func(), err error) {
+	if len(command) == 0 {
+		return nil, nil, fmt.Errorf("empty command")
+	}
+	s := p.spec
+	if s.Path, err = lookCommand(command[0], s.Env); err != nil {
+		return nil, nil, err
+	}
+	s.Argv = command
+	f, err := os.CreateTemp(filepath.Join(c.w.dir, "specs"), c.spec().Name+"-exec-*.json")
+	if err != nil {
+		return nil, nil, err
+	}
+	f.Close()
+	cleanup = func() { _ = os.Remove(f.Name()) }
+	if err := shim.Write(f.Name(), s); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return c.w.shimCommand(f.Name(), !c.w.podCopy().Spec.HostNetwork), cleanup, nil
 }
 
 func runContext(ctx context.Context, cmd *exec.Cmd) (string, error) {
