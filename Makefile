@@ -27,7 +27,7 @@ generate:
 # The end-to-end tests run many clusters side by side; each waits mostly on etcd and Pods.
 # The stack self-tests that need the stack to themselves (a node stopped, the stack taken
 # down and checked for leftovers) run after all the others: the stack is down at the end.
-test: lint build $(TEST_DEPS)
+test: lint build build-plan $(TEST_DEPS)
 	$(GO) test -timeout 60m -parallel 4 ./...
 	CHAOS_SEEDS=1,2 $(GO) test -count=1 -timeout 30m -parallel 4 -run '^TestChaos$$' ./test/e2e/
 	$(MAKE) --no-print-directory stack-selftest-exclusive

@@ -56,6 +56,9 @@ The cluster runs in namespace $NS of the local stack. Try:
   export KUBECONFIG=$PWD/.stack/kubeconfig PATH=$PWD/bin:\$PATH
   kubectl etcd status demo -n $NS            # members, leader, plan, history
   kubectl -n $NS get etcdcluster demo -o yaml  # status.plan and status.history
+  kubectl -n etcdplan-system logs deploy/etcdplan   # the operator's log (-f to follow)
+  kubectl -n $NS logs demo-0 -c etcd         # a member's log (--previous after a restart)
+  kubectl -n $NS exec demo-0 -c etcd -- etcdctl endpoint status -w table
   kubectl -n $NS delete pod demo-1           # the same member comes back
   kubectl -n $NS patch etcdcluster demo --type merge -p '{"spec":{"updateStrategy":{"approval":"Manual"}}}'
   kubectl -n $NS apply -k examples/scale-out   # the plan above now waits for approval

@@ -11,8 +11,10 @@ ETCD_PREV_VERSION := v3.5.35
 MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 FAKE_GCS_VERSION := v1.56.1
 
-# At most two packages at a time: CI machines have two cores.
+# At most two packages at a time: CI machines have two cores. Each slow build says when it
+# starts and how long it took (test/build-step.sh NAME DIR COMMAND...).
 STACK_GOBUILD := $(GO) build -trimpath -p 2
+BUILD_STEP := @$(CURDIR)/test/build-step.sh
 
 # --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl -----------
 KUBE_BIN := $(BIN)/kube-$(KUBE_VERSION)
@@ -25,17 +27,17 @@ KUBE_VERSION_X := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg
 KUBE_TOOLS := test/tools/kube
 
 $(KUBE_BIN)/%: $(KUBE_TOOLS)/go.mod $(KUBE_TOOLS)/go.sum
-	cd $(KUBE_TOOLS) && $(STACK_GOBUILD) -ldflags "-s -w $(KUBE_VERSION_X)" -o $@ k8s.io/kubernetes/cmd/$*
+	$(BUILD_STEP) "$* $(KUBE_VERSION)" $(KUBE_TOOLS) $(STACK_GOBUILD) -ldflags "-s -w $(KUBE_VERSION_X)" -o $@ k8s.io/kubernetes/cmd/$*
 
 # --- etcd, etcdctl, etcdutl: one tools module per minor version ------------------------------
 # $(1): version (v3.6.16), $(2): tools module directory.
 define ETCD_RULES
 $(BIN)/etcd-$(1)/etcd: $(2)/go.mod $(2)/go.sum
-	cd $(2) && $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/server/v3
+	$(BUILD_STEP) "etcd $(1)" $(2) $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/server/v3
 $(BIN)/etcd-$(1)/etcdctl: $(2)/go.mod $(2)/go.sum
-	cd $(2) && $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/etcdctl/v3
+	$(BUILD_STEP) "etcdctl $(1)" $(2) $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/etcdctl/v3
 $(BIN)/etcd-$(1)/etcdutl: $(2)/go.mod $(2)/go.sum
-	cd $(2) && $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/etcdutl/v3
+	$(BUILD_STEP) "etcdutl $(1)" $(2) $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/etcdutl/v3
 endef
 $(eval $(call ETCD_RULES,$(ETCD_VERSION),test/tools/etcd-3.6))
 $(eval $(call ETCD_RULES,$(ETCD_PREV_VERSION),test/tools/etcd-3.5))
@@ -61,18 +63,26 @@ STACK_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS) $(BIN)/kubectl
 MINIO_BIN := $(BIN)/minio-$(MINIO_VERSION)/minio
 FAKE_GCS_BIN := $(BIN)/fake-gcs-server-$(FAKE_GCS_VERSION)/fake-gcs-server
 $(MINIO_BIN): test/tools/minio/go.mod test/tools/minio/go.sum
-	cd test/tools/minio && $(STACK_GOBUILD) -ldflags "-s -w" -o $@ github.com/minio/minio
+	$(BUILD_STEP) "minio (S3 for the backup tests)" test/tools/minio $(STACK_GOBUILD) -ldflags "-s -w" -o $@ github.com/minio/minio
 $(FAKE_GCS_BIN): test/tools/fake-gcs-server/go.mod test/tools/fake-gcs-server/go.sum
-	cd test/tools/fake-gcs-server && $(STACK_GOBUILD) -ldflags "-s -w" -o $@ github.com/fsouza/fake-gcs-server
+	$(BUILD_STEP) "fake-gcs-server (GCS for the backup tests)" test/tools/fake-gcs-server $(STACK_GOBUILD) -ldflags "-s -w" -o $@ github.com/fsouza/fake-gcs-server
 
-.PHONY: kube-bins etcd-bins stack-bins backup-bins stack-up stack-down stack-status stack-selftest-exclusive
+# build-plan (make test) and stack-build-plan (the stack alone) say, before the slow builds,
+# which binaries a first run builds and roughly how long each takes, or that all are built.
+STACK_SLOW_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS)
+build-plan:
+	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN)
+stack-build-plan:
+	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS)
+
+.PHONY: build-plan stack-build-plan kube-bins etcd-bins stack-bins backup-bins stack-up stack-down stack-status stack-selftest-exclusive
 kube-bins: $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(BIN)/kubectl
 etcd-bins: $(ETCD_BINS) $(BIN)/etcdctl
 stack-bins: $(STACK_BINS)
 backup-bins: $(MINIO_BIN) $(FAKE_GCS_BIN)
 
 # Starts the stack in the background (or reuses a running one) and waits until it is ready.
-stack-up: $(STACK_BINS)
+stack-up: stack-build-plan $(STACK_BINS)
 	$(BIN)/stackctl --root $(CURDIR) up
 
 # Stops every process of the stack and removes its network namespaces, mounts, bridge and state.

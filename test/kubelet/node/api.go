@@ -73,7 +73,7 @@ func (k *Kubelet) serveAPI(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		// A certificate of another CA is no credential (401), not a failed handshake.
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12},
-		ErrorLog: log.New(io.Discard, "", 0), // TLS handshakes of port scans and health checks
+		ErrorLog:  log.New(io.Discard, "", 0), // TLS handshakes of port scans and health checks
 	}
 	go func() {
 		<-ctx.Done()
