@@ -153,6 +153,13 @@ figures of both swing by up to twice between runs; compare the ratios within one
   so either run loses those 7 s whenever it happens to it: the column *publish waits*
   counts them in each run (etcd logs "failed to publish local member"). A fresh cluster
   with no writes has a full log, and its joins never wait.
+- **bootstrap 3, operator started with it**: the operator process (with leader election, as
+  deployed) starts at the moment the cluster is created, as after an install or during a
+  rollout; the floor's row is a plain bootstrap. **a member's Pod deleted**: its claim is
+  kept; the floor waits for the old Pod to go and creates it again. **operator restart**: the
+  old operator stops (releasing its lease) and one member Pod of each cluster is deleted;
+  the time runs from the new operator's start until every cluster is whole; the floor
+  re-creates the same Pods itself.
 - **Against a naive rollout**: the upgrade and the defragmentation (each member's database
   holding 64 MiB of keys and 32 MiB free) run a third time on the floor's side, the way a
   tool that knows nothing of etcd's leader does them: a StatefulSet's rolling update (Pods

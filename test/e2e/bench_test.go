@@ -58,11 +58,15 @@ func TestBench(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard()) // the sampler's informers log through it
 	opNS, floorNS := namespace(t), namespace(t)
 	b := &bench{t: t, opNS: opNS, floorNS: floorNS}
-	// BENCH_ONLY=clusters measures only the operator restart and the many clusters, and
-	// writes no docs: for looking into those two alone.
-	if os.Getenv("BENCH_ONLY") == "clusters" {
+	// BENCH_ONLY=clusters measures only the operator restart and the many clusters
+	// (restart: the restart alone), and writes no docs: for looking into those alone.
+	if only := os.Getenv("BENCH_ONLY"); only == "clusters" || only == "restart" {
 		r := b.restart(10)
 		b.clear(b.restartNS)
+		if only == "restart" {
+			t.Logf("bench: restart: operator %v, floor %v", r.Operator, r.Floor)
+			return
+		}
 		sr := b.scale(benchClusters())
 		t.Logf("bench: restart %s; %d clusters reconciled %v after a restart", span(r.Start, r.Start.Add(r.Operator)), sr.Clusters, sr.ReconciledAfterStart)
 		return
@@ -136,13 +140,13 @@ func TestBench(t *testing.T) {
 	report(t, results, b.scale(benchClusters()))
 }
 
-// benchClusters is how many clusters one operator runs at once: BENCH_CLUSTERS, 20 by
+// benchClusters is how many clusters one operator runs at once: BENCH_CLUSTERS, 50 by
 // default.
 func benchClusters() int {
 	if n, err := strconv.Atoi(os.Getenv("BENCH_CLUSTERS")); err == nil {
 		return n
 	}
-	return 20
+	return 50
 }
 
 // bootstrap measures creating a cluster of n members, and returns the floor's for the
@@ -233,10 +237,10 @@ func (b *bench) restart(n int) benchResult {
 	loseOne()
 	pods := watchPods(t, ns)
 	r.Start = time.Now()
-	stop = b.manager(ns)
+	op := b.managerWith(ns, "0")
 	r.Operator = b.until(r.Start, allSettled)
-	t.Logf("bench: %s, operator's Pods: %s", name, pods.stop(r.Start))
-	stop()
+	t.Logf("bench: %s, operator's Pods: %s; the operator used %d ms of CPU", name, pods.stop(r.Start), cpuTicks(t, op.pid())*10)
+	op.stop()
 	loseOne()
 	pods = watchPods(t, ns)
 	start := time.Now()
@@ -719,7 +723,10 @@ type podTimes struct {
 
 func watchPods(t *testing.T, ns string) *podTimes {
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := kubernetes.NewForConfigOrDie(env.stack.RESTConfig()).CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	pods := kubernetes.NewForConfigOrDie(env.stack.RESTConfig()).CoreV1().Pods(ns)
+	list, err := pods.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion}) // new Pods only
 	require.NoError(t, err)
 	pt := &podTimes{created: map[string]time.Time{}, ready: map[string]time.Time{}, cancel: cancel, done: make(chan struct{})}
 	go func() {

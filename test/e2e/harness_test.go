@@ -192,9 +192,27 @@ func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, 
 		return cond(last), nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for %s: %v\nstatus: %s", what, err, describe(last))
+		t.Fatalf("waiting for %s: %v\nstatus: %s\n%s", what, err, describe(last), memberLogs(ns, name, 15))
 	}
 	return last
+}
+
+// memberLogs is the end of each member's etcd log, for a failure's message.
+func memberLogs(ns, cluster string, lines int) string {
+	var pods corev1.PodList
+	if err := env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		log, err := env.stack.ContainerLog(context.Background(), ns, p.Name, "etcd")
+		if err != nil {
+			log = err.Error()
+		}
+		ls := strings.Split(strings.TrimRight(log, "\n"), "\n")
+		fmt.Fprintf(&b, "--- %s (etcd), last %d lines:\n%s\n", p.Name, lines, strings.Join(ls[max(0, len(ls)-lines):], "\n"))
+	}
+	return b.String()
 }
 
 func describe(c *v1alpha1.EtcdCluster) string {
