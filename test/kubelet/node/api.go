@@ -223,17 +223,7 @@ func (k *Kubelet) handleContainerLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := filepath.Join(pw.dir, "logs", name, strconv.Itoa(run)+".log")
-	running := func() bool {
-		if proc == nil || proc.logPath != path {
-			return false
-		}
-		select {
-		case <-proc.exited:
-			return false
-		default:
-			return true
-		}
-	}
+	running := func() bool { return proc != nil && proc.logPath == path && !isDone(proc.exited) }
 	w.Header().Set("Content-Type", "text/plain")
 	if err := writeLog(r.Context(), w, path, opts, running); err != nil {
 		log.Printf("kubelet API: logs of %s/%s %s: %v", pw.meta().Namespace, pw.meta().Name, name, err)

@@ -57,6 +57,11 @@ func runUntil(ctx context.Context, cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	return waitUntil(ctx, cmd)
+}
+
+// waitUntil waits for a started cmd until it ends or ctx does, then kills its process group.
+func waitUntil(ctx context.Context, cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -120,14 +125,7 @@ func runTTY(ctx context.Context, cmd *exec.Cmd, in io.Reader, out io.Writer, res
 			_, _ = io.Copy(out, term) // ends with EIO once every process of the terminal ended
 		}
 	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		err = <-done
-	}
+	err = waitUntil(ctx, cmd)
 	select {
 	case <-copied:
 	case <-time.After(time.Second):

@@ -292,20 +292,9 @@ func (l *limitedWriter) record(r logRecord, timestamps bool) error {
 
 // plainLog is a log file's text without its records' framing: what the container wrote.
 func plainLog(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	for _, line := range bytes.SplitAfter(data, []byte{'\n'}) {
-		if r, ok := parseRecord(bytes.TrimSuffix(line, []byte{'\n'})); ok {
-			out = append(out, r.text...)
-			if r.full {
-				out = append(out, '\n')
-			}
-		}
-	}
-	return out, nil
+	var out bytes.Buffer
+	err := writeLog(context.Background(), &out, path, logOptions{tail: -1}, nil)
+	return out.Bytes(), err
 }
 
 // startOutput points cmd's stdout and stderr at pipes whose records go to the log at path.

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -294,19 +293,11 @@ func (c *container) command(p *process, command []string) (cmd *exec.Cmd, cleanu
 func runContext(ctx context.Context, cmd *exec.Cmd) (string, error) {
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), err
-	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the shim runs in its own group
-		<-done
+	err := runUntil(ctx, cmd) // the shim runs in its own group, killed whole at the deadline
+	if ctx.Err() != nil {
 		return out.String(), fmt.Errorf("timed out")
 	}
+	return out.String(), err
 }
 
 func truncate(s string, n int) string {
