@@ -141,8 +141,11 @@ func createPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, p *
 // no error.
 func deletePod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, what string) error {
 	p, err := backupPod(ctx, c, b, what)
-	if p == nil || err != nil {
-		return nil
+	if p == nil || errors.Is(err, errInTheWay) {
+		return nil // none, or another's: nothing of the backup's to delete
+	}
+	if err != nil {
+		return err
 	}
 	return client.IgnoreNotFound(c.Delete(ctx, p, client.Preconditions{UID: &p.UID}))
 }
