@@ -89,6 +89,12 @@ func TestBench(t *testing.T) {
 		runs = n
 	}
 	var fl *floor // the floor's three members, for the scenarios that follow
+	// BENCH_ONLY=scale measures only the scaling 3 -> 5 and back, and writes no docs.
+	if os.Getenv("BENCH_ONLY") == "scale" {
+		_, fl := b.bootstrap("demo", 3)
+		fmt.Println(table(b.scaling(fl, runs)))
+		return
+	}
 	for i := 1; i <= runs; i++ {
 		five, _ := b.bootstrap("five", 5)
 		b.deleteCluster("five")
@@ -101,25 +107,7 @@ func TestBench(t *testing.T) {
 		results = append(results, three, five)
 	}
 
-	for i := 1; i <= runs; i++ {
-		up := b.run("scale 3 -> 5", "demo", 5, "3.6.16", func() {
-			update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-		}, func() {
-			fl.join("demo-0", "demo-3", "3.6.16")
-			fl.join("demo-0", "demo-4", "3.6.16")
-		}, nil)
-		// The member scale-down removes (the newest) leads when it starts.
-		b.operatorLeader("demo", b.newest("demo"))
-		fl.lead("demo-4")
-		down := b.run("scale 5 -> 3, the leader removed", "demo", 3, "3.6.16", func() {
-			update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
-		}, func() {
-			fl.leave("demo-0", "demo-4")
-			fl.leave("demo-0", "demo-3")
-		}, nil)
-		up.Run, up.Of, down.Run, down.Of = i, runs, i, runs
-		results = append(results, up, down)
-	}
+	results = append(results, b.scaling(fl, runs)...)
 
 	results = append(results, b.podDeleted(fl, "demo-1"))
 	results = append(results, b.run("member replaced after data loss", "demo", 3, "3.6.16", func() {
@@ -382,6 +370,10 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	time.Sleep(time.Second) // the sampler reads the last status
 	s.stop()
 	r.Steps = s.timings()
+	for _, st := range r.Steps {
+		t.Logf("bench: %s: %s %s: ready %s, started %s, applied %s, visible %s, finished %s", name, st.Action, st.Member,
+			span(r.Start, st.Ready), span(r.Start, st.Started), span(r.Start, st.Applied), span(r.Start, st.Visible), span(r.Start, st.Finished))
+	}
 	r.Publishes = b.publishWaits(b.opNS, cluster, opBefore)
 	if p != nil {
 		r.Samples = p.stop()
@@ -566,25 +558,7 @@ func (f *floor) leader() string {
 
 // report prints the table and writes docs/benchmarks.md with a plot per scenario.
 func report(t *testing.T, results []benchResult, sr scaleResult) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "| scenario | operator | floor | ratio | publish waits (floor) | steps | reaction p50 / max | noticed p50 / max | waiting on Pods / etcd | writes failed (floor) | write p99 idle -> during (floor) | write max (floor) |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range results {
-		react, seen := durations(r.Steps, stepTiming.Reaction), durations(r.Steps, stepTiming.Noticed)
-		pods, etcdWait := waits(r.Steps)
-		writes, p99, mx := "-", "-", "-"
-		if r.During.Writes > 0 {
-			writes = fmt.Sprintf("%d of %d (%d of %d)", r.During.Failed, r.During.Writes, r.FloorWrites.Failed, r.FloorWrites.Writes)
-			p99 = fmt.Sprintf("%s -> %s (%s)", ms(r.Idle.P99), ms(r.During.P99), ms(r.FloorWrites.P99))
-			mx = fmt.Sprintf("%s (%s)", ms(r.During.Max), ms(r.FloorWrites.Max))
-		}
-		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f | %d (%d) | %d (%d timed) | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
-			r.title(), r.Operator.Seconds(), r.Floor.Seconds(), r.Operator.Seconds()/r.Floor.Seconds(), r.Publishes, r.FloorPublishes, len(r.Steps), len(react),
-			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
-	}
-	b.WriteString(medians(results))
-	b.WriteString(naiveReport(results))
-	table := b.String() + scaleReport(sr)
+	table := table(results) + scaleReport(sr)
 	fmt.Println(table)
 	root := env.root
 	dir := filepath.Join(root, "docs", "benchmarks")
@@ -605,6 +579,29 @@ func report(t *testing.T, results []benchResult, sr scaleResult) {
 	}
 	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), table, steps.String())
 	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "benchmarks.md"), []byte(doc), 0o644))
+}
+
+// table is the scenarios' figures, their medians and the naive rollouts beside them.
+func table(results []benchResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| scenario | operator | floor | ratio | publish waits (floor) | steps | reaction p50 / max | noticed p50 / max | waiting on Pods / etcd | writes failed (floor) | write p99 idle -> during (floor) | write max (floor) |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		react, seen := durations(r.Steps, stepTiming.Reaction), durations(r.Steps, stepTiming.Noticed)
+		pods, etcdWait := waits(r.Steps)
+		writes, p99, mx := "-", "-", "-"
+		if r.During.Writes > 0 {
+			writes = fmt.Sprintf("%d of %d (%d of %d)", r.During.Failed, r.During.Writes, r.FloorWrites.Failed, r.FloorWrites.Writes)
+			p99 = fmt.Sprintf("%s -> %s (%s)", ms(r.Idle.P99), ms(r.During.P99), ms(r.FloorWrites.P99))
+			mx = fmt.Sprintf("%s (%s)", ms(r.During.Max), ms(r.FloorWrites.Max))
+		}
+		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f | %d (%d) | %d (%d timed) | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
+			r.title(), r.Operator.Seconds(), r.Floor.Seconds(), r.Operator.Seconds()/r.Floor.Seconds(), r.Publishes, r.FloorPublishes, len(r.Steps), len(react),
+			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
+	}
+	b.WriteString(medians(results))
+	b.WriteString(naiveReport(results))
+	return b.String()
 }
 
 func (r benchResult) title() string {
@@ -770,4 +767,30 @@ func (pt *podTimes) stop(start time.Time) string {
 		return fmt.Sprintf("%v / %v / %v", ds[0].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 	}
 	return fmt.Sprintf("%d came after %s (first / median / last), ready %s after they came", len(came), spread(came), spread(readyAfter))
+}
+
+// scaling scales the cluster demo (of three members) to five and back, runs times; the
+// member scale-down removes leads when it starts.
+func (b *bench) scaling(fl *floor, runs int) []benchResult {
+	t, opNS := b.t, b.opNS
+	var results []benchResult
+	for i := 1; i <= runs; i++ {
+		up := b.run("scale 3 -> 5", "demo", 5, "3.6.16", func() {
+			update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+		}, func() {
+			fl.join("demo-0", "demo-3", "3.6.16")
+			fl.join("demo-0", "demo-4", "3.6.16")
+		}, nil)
+		b.operatorLeader("demo", b.newest("demo"))
+		fl.lead("demo-4")
+		down := b.run("scale 5 -> 3, the leader removed", "demo", 3, "3.6.16", func() {
+			update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+		}, func() {
+			fl.leave("demo-0", "demo-4")
+			fl.leave("demo-0", "demo-3")
+		}, nil)
+		up.Run, up.Of, down.Run, down.Of = i, runs, i, runs
+		results = append(results, up, down)
+	}
+	return results
 }
