@@ -8,7 +8,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,8 +72,8 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if ended(*b) && !drillDue(b) {
 		return reconcile.Result{}, nil
 	}
-	patcher := patch.NewSerialPatcher(b, r.Client)
-	write := func() error { return writeStatus(ctx, patcher, b) }
+	status := newStatusWriter(r.Client, b)
+	write := func() error { return status.write(ctx, b) }
 	defer func() {
 		if err := write(); err != nil && retErr == nil {
 			retErr = err
@@ -224,14 +223,6 @@ func stall(obj conditions.Setter, why, msg string) {
 	conditions.Delete(obj, meta.ReconcilingCondition)
 	conditions.MarkStalled(obj, why, "%s", msg)
 	conditions.MarkFalse(obj, meta.ReadyCondition, why, "%s", msg)
-}
-
-// writeStatus patches an object's status and the kstatus conditions the operator owns; an
-// object deleted meanwhile is no error.
-func writeStatus(ctx context.Context, p *patch.SerialPatcher, obj conditions.Setter) error {
-	return client.IgnoreNotFound(p.Patch(ctx, obj,
-		patch.WithOwnedConditions{Conditions: []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition, v1alpha1.VerifiedCondition}},
-		patch.WithStatusObservedGeneration{}, patch.WithFieldOwner(resources.ManagerName)))
 }
 
 // reason is the condition reason for a failure.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,9 +53,9 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.Get(ctx, req.NamespacedName, s); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	patcher := patch.NewSerialPatcher(s, r.Client)
+	status := newStatusWriter(r.Client, s)
 	defer func() {
-		if err := writeStatus(ctx, patcher, s); err != nil && retErr == nil {
+		if err := status.write(ctx, s); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -112,9 +111,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		r.clients.forget(req.NamespacedName)
 		return reconcile.Result{}, nil // owner references take Pods and Services along
 	}
-	patcher := patch.NewSerialPatcher(c, r.Client)
+	status := newStatusWriter(r.Client, c)
 	defer func() {
-		if err := writeStatus(ctx, patcher, c); err != nil {
+		if err := status.write(ctx, c); err != nil {
 			retErr = err
 		}
 	}()
@@ -146,12 +145,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// A step whose effect shows within moments (etcd's answer to a membership call, a
 	// deletion once the cache has its event) is taken in a fresh look right away, and the
 	// next step goes on in this reconcile instead of after a requeue. Status is written
-	// first, so each step is on record before the next one starts.
+	// while the look goes on, and the next step waits for the write, so each step is on
+	// record before the next one starts.
 	for n := 0; err == nil && n < maxChained && settleLooks(o.applied) > 0; n++ {
-		if err := writeStatus(ctx, patcher, c); err != nil {
+		written := status.send(ctx, c)
+		next, fresh, done := r.lookUntilDone(ctx, c, settleLooks(o.applied))
+		if err := written(); err != nil {
 			return reconcile.Result{}, err
 		}
-		next, fresh, done := r.lookUntilDone(ctx, c, settleLooks(o.applied))
 		if !done {
 			break // the requeue looks again
 		}

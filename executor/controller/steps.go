@@ -74,10 +74,10 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 	case plan.DisarmAlarm:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.DisarmNoSpace(ctx, ids[0]) }, s.MemberID)
 	case plan.DeleteMember:
-		if err := r.deletePod(ctx, c, o, s.Member); err != nil {
-			return err
-		}
-		return r.deletePVC(ctx, c, o, s)
+		// Two requests at once: the claim's deletion waits for no Pod (its protection does).
+		pvc := make(chan error, 1)
+		go func() { pvc <- r.deletePVC(ctx, c, o, s) }()
+		return errors.Join(r.deletePod(ctx, c, o, s.Member), <-pvc)
 	case plan.StopMember:
 		return r.deletePod(ctx, c, o, s.Member)
 	case plan.ExpandVolume:

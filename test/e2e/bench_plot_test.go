@@ -120,7 +120,7 @@ figures of both swing by up to twice between runs; compare the ratios within one
   spec asks, all Pods ready at the spec's version, and etcd listing that many voters, each
   answering with a leader.
 - **Reaction**: from the moment a step could run (the step before showed its effect and
-  the step's precondition held, as seen by an independent sampler every 20 ms that runs the
+  the step's precondition held, as seen by an independent sampler every 50 ms that runs the
   operator's own planner on its own look at the cluster) to the moment the operator applied
   it, by the operator's clock (the step records in status, to the microsecond). The
   sampler's period bounds its resolution. A learner's promotion is etcd's to allow: it
@@ -141,7 +141,7 @@ figures of both swing by up to twice between runs; compare the ratios within one
   until its leader has been connected to every voter for 5 s, and neither run is charged
   for the one before.
 - **Timed** steps: those the sampler saw pending before they were done; a step that became
-  possible, was applied and showed its effect between two looks is faster than 20 ms and
+  possible, was applied and showed its effect between two looks is faster than 50 ms and
   not timed.
 - The bootstraps and scaling 3 -> 5 and back run several times (` + "`BENCH_REPEAT`" + `, 3 by default): each run has its row,
   and a second table gives the medians. Joins swing most, by etcd itself: etcd 3.6 keeps
