@@ -86,7 +86,7 @@ stack-up: stack-build-plan $(STACK_BINS)
 	$(BIN)/stackctl --root $(CURDIR) up
 
 # Stops every process of the stack and removes its network namespaces, mounts, bridge and state.
-stack-down: $(BIN)/stackctl
+stack-down: $(BIN)/stackctl $(BIN)/localkubelet
 	$(BIN)/stackctl --root $(CURDIR) down
 
 stack-status: $(BIN)/stackctl

@@ -45,7 +45,7 @@ func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	createReady(t, ns, 3)
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
 	ctx := context.Background()
 	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "wrong"),
 		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": "not-the-password"}}))
@@ -80,7 +80,7 @@ func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, written, restoredKeys(t, download(t, obj.Body, a.Size), "/data/"), "every key and value came back from S3")
 
-	g := objstore.StartFakeGCS(t, objstore.FreeAddrOn(t, stack.BridgeIP))
+	g := objstore.StartFakeGCS(t, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
 	g.Bucket(t, "etcd-backups")
 	b = createBackup(t, ns, "to-gcs", v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "etcd-backups", Endpoint: g.Endpoint}})
 	a = waitBackup(t, ns, b.Name, v1alpha1.BackupSucceeded).Status.Artifact

@@ -20,7 +20,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/test/objstore"
-	"github.com/etcdplan/etcdplan/test/stack"
 )
 
 // TestBenchBackup measures a backup of a large database to MinIO: how long the snapshot
@@ -52,7 +51,7 @@ func TestBenchBackup(t *testing.T) {
 		_, err := cli.Put(ctx, fmt.Sprintf("/big/%05d", i), string(value))
 		require.NoError(t, err)
 	}
-	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP))
+	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
 	m.Bucket(t, "etcd-backups")
 	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
 		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))

@@ -24,7 +24,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/objstore"
-	"github.com/etcdplan/etcdplan/test/stack"
 )
 
 // Every member's volume wiped: once approved, the cluster starts anew from its newest
@@ -35,7 +34,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	before := createReady(t, ns, 3)
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
 	ctx := context.Background()
 	dest := minioDest(m.Endpoint)
 
@@ -117,7 +116,7 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	createReady(t, ns, 1)
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
 	ctx := context.Background()
 	_, err := etcdClient(t, endpoints(t, ns, "demo")).Put(ctx, "/data/k", strings.Repeat("v", 4096))
 	require.NoError(t, err)
@@ -156,7 +155,7 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 
 	// A store that fills up says StoreFull, keeps no part of the snapshot, and is tried
 	// again: once there is room, the backup succeeds.
-	small := objstore.StartSmallMinIO(t, objstore.FreeAddrOn(t, stack.BridgeIP), 4<<20)
+	small := objstore.StartSmallMinIO(t, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()), 4<<20)
 	small.Bucket(t, "etcd-backups")
 	for i := range 5 {
 		_, err := etcdClient(t, endpoints(t, ns, "demo")).Put(ctx, fmt.Sprintf("/big/%d", i), strings.Repeat("v", 1<<20))
@@ -186,7 +185,7 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns)
 	createReady(t, ns, 1)
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, stack.BridgeIP))
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
 	ctx := context.Background()
 	dest := minioDest(m.Endpoint)
 	cli := etcdClient(t, endpoints(t, ns, "demo"))

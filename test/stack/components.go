@@ -35,8 +35,8 @@ var controllers = []string{
 }
 
 func etcdProc(l layout) process {
-	client := fmt.Sprintf("http://127.0.0.1:%d", etcdClientPort)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort)
+	client := l.etcdURL()
+	peer := fmt.Sprintf("http://127.0.0.1:%d", l.n.port(etcdPeerPort))
 	return process{
 		name: "etcd",
 		bin:  l.etcdBin(EtcdVersion, "etcd"),
@@ -62,10 +62,10 @@ func apiserverProc(l layout) process {
 		name: "kube-apiserver",
 		bin:  l.kubeBin("kube-apiserver"),
 		args: []string{
-			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClientPort),
+			"--etcd-servers=" + l.etcdURL(),
 			"--bind-address=0.0.0.0",
-			"--secure-port=" + strconv.Itoa(APIServerPort),
-			"--advertise-address=" + BridgeIP,
+			"--secure-port=" + strconv.Itoa(l.n.APIServerPort()),
+			"--advertise-address=" + l.n.BridgeIP(),
 			"--tls-cert-file=" + l.cert("apiserver.crt"),
 			"--tls-private-key-file=" + l.cert("apiserver.key"),
 			"--client-ca-file=" + l.cert("ca.crt"),
@@ -99,11 +99,12 @@ func controllerManagerProc(l layout) process {
 		// Notice a stopped node within seconds, not the default 50 s.
 		"--node-monitor-period=2s",
 		"--node-monitor-grace-period=20s",
+		"--secure-port="+strconv.Itoa(l.n.port(controllerPort)),
 	)
 }
 
 func schedulerProc(l layout) process {
-	return controlPlaneClient(l, "kube-scheduler")
+	return controlPlaneClient(l, "kube-scheduler", "--secure-port="+strconv.Itoa(l.n.port(schedulerPort)))
 }
 
 // controlPlaneClient is a control-plane component that talks to the API server with its own
@@ -129,7 +130,9 @@ func clusterProc(l layout) process {
 			"cluster",
 			"--kubeconfig=" + l.kubeconfigFor("cluster"),
 			"--state-dir=" + l.state(),
-			"--dns-listen=" + BridgeIP + ":53",
+			"--dns-listen=" + l.n.BridgeIP() + ":53",
+			"--bridge=" + l.n.Bridge(),
+			"--bridge-addr=" + l.n.bridgeAddr(),
 		},
 	}
 }
@@ -139,7 +142,7 @@ func nodeProc(l layout, name string) process {
 	if err != nil {
 		panic(err)
 	}
-	admin, _ := AdminAddr(name)
+	admin, _ := l.adminAddr(name)
 	return process{
 		name: name,
 		bin:  l.localkubelet(),
@@ -148,9 +151,13 @@ func nodeProc(l layout, name string) process {
 			"--kubeconfig=" + l.kubeconfigFor(name),
 			"--name=" + name,
 			"--state-dir=" + l.state("nodes", name),
-			fmt.Sprintf("--pod-cidr=10.88.%d.0/24", i),
+			"--pod-cidr=" + l.n.podCIDR(i),
+			"--bridge=" + l.n.Bridge(),
+			"--bridge-addr=" + l.n.bridgeAddr(),
+			"--netns-prefix=" + l.n.NetnsPrefix(),
+			"--api-port=" + strconv.Itoa(l.n.APIServerPort()),
 			"--admin=" + admin,
-			"--kubelet-api=" + KubeletAPIAddr(name),
+			"--kubelet-api=" + l.kubeletAPIAddr(name),
 			"--tls-cert-file=" + l.cert("kubelet.crt"),
 			"--tls-private-key-file=" + l.cert("kubelet.key"),
 			"--client-ca-file=" + l.cert("ca.crt"),

@@ -54,7 +54,7 @@ func (s *Stack) podFault(ctx context.Context, fault, namespace, pod string, q ur
 	}
 	q.Set("namespace", namespace)
 	q.Set("pod", pod)
-	return adminPost(ctx, p.Spec.NodeName, "/faults/"+fault, q)
+	return s.l.adminPost(ctx, p.Spec.NodeName, "/faults/"+fault, q)
 }
 
 // StopNode stops a node as if it lost power: its containers are SIGKILLed, its kubelet exits
@@ -65,7 +65,7 @@ func (s *Stack) StopNode(ctx context.Context, name string) error {
 	if pid == 0 {
 		return fmt.Errorf("stack: node %s does not run", name)
 	}
-	if err := adminPost(ctx, name, "/faults/stop-node", nil); err != nil {
+	if err := s.l.adminPost(ctx, name, "/faults/stop-node", nil); err != nil {
 		return err
 	}
 	// The kubelet exits on its own; make sure it has before reporting the node stopped.
@@ -82,7 +82,7 @@ func (s *Stack) StartNode(ctx context.Context, name string) error {
 	if _, err := p.start(s.l); err != nil {
 		return err
 	}
-	addr, _ := AdminAddr(name)
+	addr, _ := s.l.adminAddr(name)
 	return poll(ctx, 200*time.Millisecond, "the admin server of "+name, func(ctx context.Context) error {
 		if p.pid(s.l) == 0 {
 			return withLog(s.l, p, fmt.Errorf("stack: %s exited", name))
@@ -153,18 +153,18 @@ func (s *Stack) ContainerLog(ctx context.Context, namespace, pod, container stri
 		return "", err
 	}
 	q := url.Values{"namespace": {namespace}, "pod": {pod}, "container": {container}}
-	body, err := admin(ctx, http.MethodGet, p.Spec.NodeName, "/logs", q, 64<<20)
+	body, err := s.l.admin(ctx, http.MethodGet, p.Spec.NodeName, "/logs", q, 64<<20)
 	return string(body), err
 }
 
-func adminPost(ctx context.Context, node, path string, q url.Values) error {
-	_, err := admin(ctx, http.MethodPost, node, path, q, 4096)
+func (l layout) adminPost(ctx context.Context, node, path string, q url.Values) error {
+	_, err := l.admin(ctx, http.MethodPost, node, path, q, 4096)
 	return err
 }
 
 // admin calls a node's admin endpoint and returns up to limit bytes of its answer.
-func admin(ctx context.Context, method, node, path string, q url.Values, limit int64) ([]byte, error) {
-	addr, err := AdminAddr(node)
+func (l layout) admin(ctx context.Context, method, node, path string, q url.Values, limit int64) ([]byte, error) {
+	addr, err := l.adminAddr(node)
 	if err != nil {
 		return nil, err
 	}

@@ -26,20 +26,13 @@ const (
 	FakeGCSVersion = "v1.56.1"
 )
 
-// Network layout.
+// Network layout of stack 0; stack N adds 100*N to each port (see Instance).
 const (
-	// BridgeName and BridgeIP: the Pods' bridge, created by `localkubelet cluster`. The
-	// apiserver advertises BridgeIP, so Pods reach it at https://10.88.0.1:6443.
-	BridgeName = "etcdplan0"
-	BridgeIP   = "10.88.0.1"
-	// NetnsPrefix starts the name of every Pod network namespace and of its files under
-	// /etc/netns; VethPrefix the host side of every Pod's veth pair (test/kubelet/netsetup).
-	NetnsPrefix = "lk-"
-	VethPrefix  = "lkh"
-
-	APIServerPort   = 6443
+	apiServerPort   = 6443
 	etcdClientPort  = 2479
 	etcdPeerPort    = 2480
+	controllerPort  = 10257
+	schedulerPort   = 10259
 	serviceCIDR     = "10.96.0.0/16"
 	serviceIP       = "10.96.0.1"
 	clusterDomain   = "cluster.local"
@@ -72,25 +65,26 @@ func nodeIndex(name string) (int, error) {
 	return 0, fmt.Errorf("stack: no node %q (nodes are node-1..node-%d)", name, nodeCount)
 }
 
-// AdminAddr is the host:port of node-N's local kubelet admin HTTP server.
-func AdminAddr(node string) (string, error) {
+// layout names the files and addresses of a stack rooted at a checkout of the repository.
+type layout struct {
+	root string // repository root (holds go.mod, bin/, .stack/)
+	n    Instance
+}
+
+// adminAddr is the host:port of node-N's local kubelet admin HTTP server.
+func (l layout) adminAddr(node string) (string, error) {
 	i, err := nodeIndex(node)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("127.0.0.1:%d", adminPortBase+i), nil
+	return fmt.Sprintf("127.0.0.1:%d", l.n.port(adminPortBase+i)), nil
 }
 
-// KubeletAPIAddr is the host:port of node-N's kubelet API (on the bridge: the address the
+// kubeletAPIAddr is the host:port of node-N's kubelet API (on the bridge: the address the
 // Node reports).
-func KubeletAPIAddr(node string) string {
+func (l layout) kubeletAPIAddr(node string) string {
 	i, _ := nodeIndex(node)
-	return fmt.Sprintf("%s:%d", BridgeIP, kubeletPortBase+i)
-}
-
-// layout names the files of a stack rooted at a checkout of the repository.
-type layout struct {
-	root string // repository root (holds go.mod, bin/, .stack/)
+	return fmt.Sprintf("%s:%d", l.n.BridgeIP(), l.n.port(kubeletPortBase+i))
 }
 
 func (l layout) bin(parts ...string) string {
@@ -105,6 +99,9 @@ func (l layout) cert(name string) string         { return l.state("certs", name)
 func (l layout) pidFile(name string) string      { return l.state("pids", name+".pid") }
 func (l layout) logFile(name string) string      { return l.state("logs", name+".log") }
 func (l layout) volumes() string                 { return l.state("volumes") }
+
+// etcdURL is the control plane's etcd's client URL.
+func (l layout) etcdURL() string { return fmt.Sprintf("http://127.0.0.1:%d", l.n.port(etcdClientPort)) }
 
 func (l layout) etcdBin(version, cmd string) string { return l.bin("etcd-"+version, cmd) }
 func (l layout) kubeBin(cmd string) string          { return l.bin("kube-"+KubeVersion, cmd) }

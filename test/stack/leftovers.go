@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/etcdplan/etcdplan/test/kubelet/mounts"
+	"github.com/etcdplan/etcdplan/test/kubelet/netsetup"
 )
 
 // Snapshot records what a running stack owns that cannot be found by name once it is gone:
 // the Pod network namespaces (by inode) and the processes inside them.
 type Snapshot struct {
-	root  string
+	l     layout
 	netns map[uint64]string // inode -> name under /run/netns
 	procs map[int]procID    // processes in those namespaces or running stack binaries
 }
@@ -30,10 +31,12 @@ type procID struct {
 	desc  string
 }
 
-// TakeSnapshot records the stack's network namespaces and processes.
-func TakeSnapshot(root string) *Snapshot {
-	s := &Snapshot{root: root, netns: map[uint64]string{}, procs: map[int]procID{}}
-	for _, name := range stackNetns() {
+// Snapshot records the stack's network namespaces and processes.
+func (st *Stack) Snapshot() *Snapshot { return takeSnapshot(st.l) }
+
+func takeSnapshot(l layout) *Snapshot {
+	s := &Snapshot{l: l, netns: map[uint64]string{}, procs: map[int]procID{}}
+	for _, name := range l.netns() {
 		var st syscall.Stat_t
 		if syscall.Stat(filepath.Join("/run/netns", name), &st) == nil {
 			s.netns[st.Ino] = name
@@ -73,6 +76,7 @@ type Leftovers struct {
 	Links     []string // host network interfaces: the bridge's veths
 	Mounts    []string // mount points under .stack/ or /run/netns/<prefix>
 	Bridge    bool     // the Pods' bridge still exists
+	bridge    string
 	pids      []int
 }
 
@@ -103,7 +107,7 @@ func (lo Leftovers) String() string {
 		parts = append(parts, "mounts: "+strings.Join(lo.Mounts, ", "))
 	}
 	if lo.Bridge {
-		parts = append(parts, "bridge "+BridgeName)
+		parts = append(parts, "bridge "+lo.bridge)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -112,7 +116,7 @@ func (lo Leftovers) String() string {
 // a stack binary, network namespaces with the kubelet's prefix, mounts under .stack/ and the
 // bridge.
 func (s *Snapshot) Leftovers() Leftovers {
-	var lo Leftovers
+	lo := Leftovers{bridge: s.l.n.Bridge()}
 	seen := map[int]bool{}
 	for _, p := range s.scanProcs() {
 		seen[p.pid] = true
@@ -129,17 +133,17 @@ func (s *Snapshot) Leftovers() Leftovers {
 		}
 	}
 	sort.Strings(lo.Processes)
-	lo.Netns = stackNetns()
-	lo.EtcNetns = listPrefixed("/etc/netns", NetnsPrefix)
+	lo.Netns = s.l.netns()
+	lo.EtcNetns = listPrefixed("/etc/netns", s.l.n.NetnsPrefix())
 	if ifs, err := net.Interfaces(); err == nil {
 		for _, i := range ifs {
-			if strings.HasPrefix(i.Name, VethPrefix) {
+			if strings.HasPrefix(i.Name, netsetup.VethPrefix(s.l.n.NetnsPrefix())) {
 				lo.Links = append(lo.Links, i.Name)
 			}
 		}
 	}
-	lo.Mounts = stackMounts(s.root)
-	if _, err := net.InterfaceByName(BridgeName); err == nil {
+	lo.Mounts = s.l.mounts()
+	if _, err := net.InterfaceByName(lo.bridge); err == nil {
 		lo.Bridge = true
 	}
 	return lo
@@ -182,8 +186,8 @@ func (lo Leftovers) Remove() error {
 		}
 	}
 	if lo.Bridge {
-		if out, err := exec.Command("ip", "link", "delete", BridgeName).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Sprintf("ip link delete %s: %v: %s", BridgeName, err, bytes.TrimSpace(out)))
+		if out, err := exec.Command("ip", "link", "delete", lo.bridge).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Sprintf("ip link delete %s: %v: %s", lo.bridge, err, bytes.TrimSpace(out)))
 		}
 	}
 	if len(errs) > 0 {
@@ -202,7 +206,7 @@ type procInfo struct {
 // namespace. The calling process is never one of them.
 func (s *Snapshot) scanProcs() []procInfo {
 	entries, _ := os.ReadDir("/proc")
-	bin := filepath.Join(s.root, "bin") + "/"
+	bin := s.l.bin() + "/"
 	self := os.Getpid()
 	var out []procInfo
 	for _, e := range entries {
@@ -256,8 +260,8 @@ func readProcID(pid int) (procID, bool) {
 	return procID{start: fields[19], desc: string(argv0)}, true
 }
 
-// stackNetns lists network namespaces named with the kubelet's prefix.
-func stackNetns() []string { return listPrefixed("/run/netns", NetnsPrefix) }
+// netns lists the network namespaces named with the stack's prefix.
+func (l layout) netns() []string { return listPrefixed("/run/netns", l.n.NetnsPrefix()) }
 
 func listPrefixed(dir, prefix string) []string {
 	entries, _ := os.ReadDir(dir)
@@ -275,13 +279,12 @@ func netIfExists(name string) bool {
 	return err == nil
 }
 
-// stackMounts lists mount points (in this mount namespace) under .stack/ or of a Pod netns.
-func stackMounts(root string) []string {
+// mounts lists mount points (in this mount namespace) under .stack/ or of a Pod netns.
+func (l layout) mounts() []string {
 	all, _ := mounts.Points() // what could be read: a partial list still shows leftovers
-	state := filepath.Join(root, ".stack")
 	var out []string
 	for _, mp := range all {
-		if mounts.Under(mp, state) || strings.HasPrefix(mp, "/run/netns/"+NetnsPrefix) {
+		if mounts.Under(mp, l.state()) || strings.HasPrefix(mp, "/run/netns/"+l.n.NetnsPrefix()) {
 			out = append(out, mp)
 		}
 	}

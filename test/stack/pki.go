@@ -100,13 +100,13 @@ func writePKI(l layout) error {
 	}
 
 	// The apiserver's serving certificate: reached from the host (127.0.0.1), from Pods
-	// (10.88.0.1) and by the kubernetes Service's names and ClusterIP.
+	// (the bridge's address) and by the kubernetes Service's names and ClusterIP.
 	crt, key, err := issue("apiserver", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc." + clusterDomain},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(BridgeIP), net.ParseIP(serviceIP)},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(l.n.BridgeIP()), net.ParseIP(serviceIP)},
 	})
 	if err != nil {
 		return err
@@ -120,7 +120,7 @@ func writePKI(l layout) error {
 		Subject:     pkix.Name{CommonName: "localkubelet"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    Nodes(),
-		IPAddresses: []net.IP{net.ParseIP(BridgeIP)},
+		IPAddresses: []net.IP{net.ParseIP(l.n.BridgeIP())},
 	})
 	if err != nil {
 		return err
@@ -155,7 +155,7 @@ func writePKI(l layout) error {
 		return err
 	}
 
-	server := fmt.Sprintf("https://127.0.0.1:%d", APIServerPort)
+	server := fmt.Sprintf("https://127.0.0.1:%d", l.n.APIServerPort())
 	for _, id := range identities() {
 		crt, key, err := issue(id.user, &x509.Certificate{
 			Subject:     pkix.Name{CommonName: id.user, Organization: id.groups},

@@ -94,7 +94,10 @@ func Start(ctx context.Context) (*Stack, error) {
 
 // StartAt is Start for the repository at root, with progress written to out (may be nil).
 func StartAt(ctx context.Context, root string, out io.Writer) (*Stack, error) {
-	l := layout{root: root}
+	l, err := newLayout(root)
+	if err != nil {
+		return nil, err
+	}
 	lock.Lock()
 	defer lock.Unlock()
 	if lock.mode == syscall.LOCK_SH {
@@ -138,9 +141,12 @@ func StartAt(ctx context.Context, root string, out io.Writer) (*Stack, error) {
 // Up starts the stack (or the parts of it that do not run) and waits until it is ready, then
 // lets go of it: used by `stackctl up`.
 func Up(ctx context.Context, root string, out io.Writer) error {
+	l, err := newLayout(root)
+	if err != nil {
+		return err
+	}
 	lock.Lock()
 	defer lock.Unlock()
-	l := layout{root: root}
 	if err := flock(ctx, l, syscall.LOCK_EX, func() {
 		logger{out}.printf("waiting for another process that starts or stops the stack")
 	}); err != nil {
@@ -154,16 +160,23 @@ func Up(ctx context.Context, root string, out io.Writer) error {
 // processes that use the stack (tests) to finish. It returns what the local kubelet's cleanup
 // left behind and Down removed: non-empty means that cleanup has a bug.
 func Down(ctx context.Context, root string, out io.Writer) (Leftovers, error) {
+	l, err := newLayout(root)
+	if err != nil {
+		return Leftovers{}, err
+	}
 	lock.Lock()
 	defer lock.Unlock()
-	l := layout{root: root}
 	if err := flock(ctx, l, syscall.LOCK_EX, func() {
 		logger{out}.printf("waiting for the processes that use the stack to finish (lock %s)", l.state("lock"))
 	}); err != nil {
 		return Leftovers{}, err
 	}
 	defer unlock()
-	return teardown(ctx, l, logger{out})
+	left, err := teardown(ctx, l, logger{out})
+	if err == nil {
+		l.release()
+	}
+	return left, err
 }
 
 // Release lets go of the stack this process holds, so that `stackctl down` can take it down.
@@ -199,6 +212,9 @@ func (s *Stack) RESTConfig() *rest.Config { return rest.CopyConfig(s.cfg) }
 
 // Root is the repository root the stack runs from.
 func (s *Stack) Root() string { return s.l.root }
+
+// Instance is the stack's number among those that can run side by side.
+func (s *Stack) Instance() Instance { return s.l.n }
 
 // Client is an admin clientset.
 func (s *Stack) Client() kubernetes.Interface { return s.client }

@@ -72,11 +72,19 @@ func TestNodes(t *testing.T) {
 	if got := strings.Join(Nodes(), ","); got != "node-1,node-2,node-3" {
 		t.Fatalf("Nodes() = %s", got)
 	}
-	if a, err := AdminAddr("node-2"); err != nil || a != "127.0.0.1:10252" {
-		t.Fatalf("AdminAddr(node-2) = %q, %v", a, err)
+	l := layout{root: "/repo"}
+	if a, err := l.adminAddr("node-2"); err != nil || a != "127.0.0.1:10252" {
+		t.Fatalf("adminAddr(node-2) = %q, %v", a, err)
 	}
-	if _, err := AdminAddr("node-4"); err == nil {
-		t.Fatal("AdminAddr(node-4) did not fail")
+	if _, err := l.adminAddr("node-4"); err == nil {
+		t.Fatal("adminAddr(node-4) did not fail")
+	}
+	l.n = 3
+	if a, _ := l.adminAddr("node-2"); a != "127.0.0.1:10552" || l.kubeletAPIAddr("node-1") != "10.91.0.1:10561" {
+		t.Fatalf("stack 3: adminAddr(node-2) = %q, kubeletAPIAddr(node-1) = %q", a, l.kubeletAPIAddr("node-1"))
+	}
+	if l.n.Bridge() != "etcdplan3" || l.n.NetnsPrefix() != "lk3-" || l.n.podCIDR(2) != "10.91.2.0/24" || l.n.APIServerPort() != 6743 {
+		t.Fatalf("stack 3: %s %s %s %d", l.n.Bridge(), l.n.NetnsPrefix(), l.n.podCIDR(2), l.n.APIServerPort())
 	}
 }
 

@@ -15,7 +15,12 @@ import (
 
 // Status writes what of the stack runs to out and reports whether all of it runs and answers.
 func Status(ctx context.Context, root string, out io.Writer) bool {
-	l := layout{root: root}
+	l, err := newLayout(root)
+	if err != nil {
+		fmt.Fprintln(out, err)
+		return false
+	}
+	fmt.Fprintf(out, "%-24s %d (bridge %s at %s, API port %d)\n", "stack", l.n, l.n.Bridge(), l.n.BridgeIP(), l.n.APIServerPort())
 	ok := true
 	for _, p := range allProcs(l) {
 		if pid := p.pid(l); pid != 0 {

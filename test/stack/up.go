@@ -67,12 +67,15 @@ func up(ctx context.Context, l layout, out io.Writer) error {
 	if err := os.MkdirAll(l.state(), 0o755); err != nil {
 		return err
 	}
+	if err := l.claim(); err != nil {
+		return err
+	}
 	etcd := etcdProc(l)
 	_, errCA := os.Stat(l.cert("ca.crt"))
 	_, errKC := os.Stat(l.kubeconfig())
 	_, errKL := os.Stat(l.cert("kubelet.crt")) // a stack from before the kubelet API
 	if etcd.pid(l) == 0 || errCA != nil || errKC != nil || errKL != nil {
-		log.printf("starting a new stack in %s", l.state())
+		log.printf("starting a new stack in %s (stack %d: bridge %s at %s, API port %d)", l.state(), l.n, l.n.Bridge(), l.n.BridgeIP(), l.n.APIServerPort())
 		if _, err := teardown(ctx, l, log); err != nil {
 			return err
 		}
@@ -105,7 +108,7 @@ func up(ctx context.Context, l layout, out io.Writer) error {
 		return err
 	}
 	if err := poll(ctx, 200*time.Millisecond, "etcd", func(ctx context.Context) error {
-		return etcdHealthy(ctx, fmt.Sprintf("http://127.0.0.1:%d/health", etcdClientPort))
+		return etcdHealthy(ctx, l.etcdURL()+"/health")
 	}); err != nil {
 		return withLog(l, etcd, err)
 	}
@@ -163,7 +166,7 @@ func up(ctx context.Context, l layout, out io.Writer) error {
 		f    func(context.Context) error
 	}{
 		{"nodes Ready", func(ctx context.Context) error { return nodesReady(ctx, client) }},
-		{"cluster DNS on " + BridgeIP + ":53", dnsAnswers},
+		{"cluster DNS on " + l.n.BridgeIP() + ":53", func(ctx context.Context) error { return dnsAnswers(ctx, l.n.BridgeIP()+":53") }},
 		{"the default ServiceAccount", func(ctx context.Context) error {
 			_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 			return err
@@ -251,11 +254,11 @@ func nodesReady(ctx context.Context, client kubernetes.Interface) error {
 	return nil
 }
 
-// dnsAnswers asks the cluster DNS for the kubernetes Service.
-func dnsAnswers(ctx context.Context) error {
+// dnsAnswers asks the cluster DNS at addr for the kubernetes Service.
+func dnsAnswers(ctx context.Context, addr string) error {
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, network, BridgeIP+":53")
+		return d.DialContext(ctx, network, addr)
 	}}
 	addrs, err := r.LookupHost(ctx, "kubernetes.default.svc."+clusterDomain)
 	if err != nil {
@@ -318,7 +321,10 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 // state under .stack/ except the logs and the lock. It returns what the local kubelet's cleanup
 // left behind (and teardown then removed).
 func teardown(ctx context.Context, l layout, log logger) (Leftovers, error) {
-	snap := TakeSnapshot(l.root)
+	// Another checkout's stack runs under this number: its network is not this one's to
+	// remove, and this checkout's stack cannot have started (see claim).
+	shared := l.heldByOther() != ""
+	snap := takeSnapshot(l)
 	// Nodes first (they stop their Pods), then the control plane from the top.
 	groups := [][]process{nil, {clusterProc(l)}, {schedulerProc(l), controllerManagerProc(l)}, {apiserverProc(l)}, {etcdProc(l)}}
 	for _, n := range Nodes() {
@@ -344,8 +350,9 @@ func teardown(ctx context.Context, l layout, log logger) (Leftovers, error) {
 		}
 		wg.Wait()
 	}
-	if _, err := os.Stat(l.localkubelet()); err == nil {
-		cmd := exec.CommandContext(ctx, l.localkubelet(), "cleanup", "--state-dir="+l.state())
+	if _, err := os.Stat(l.localkubelet()); err == nil && !shared {
+		cmd := exec.CommandContext(ctx, l.localkubelet(), "cleanup", "--state-dir="+l.state(),
+			"--bridge="+l.n.Bridge(), "--netns-prefix="+l.n.NetnsPrefix())
 		out, err := cmd.CombinedOutput()
 		if len(out) > 0 {
 			_ = os.MkdirAll(l.state("logs"), 0o755)
@@ -355,14 +362,17 @@ func teardown(ctx context.Context, l layout, log logger) (Leftovers, error) {
 			errs = append(errs, fmt.Errorf("stack: localkubelet cleanup: %v: %s", err, lastLines(out, 20)))
 		}
 	}
-	left := snap.Leftovers()
+	var left Leftovers
+	if !shared {
+		left = snap.Leftovers()
+	}
 	if !left.Empty() {
 		log.printf("removing what the local kubelet's cleanup left: %s", left)
 		if err := left.Remove(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if again := snap.Leftovers(); !again.Empty() {
+	if again := snap.Leftovers(); !shared && !again.Empty() {
 		errs = append(errs, fmt.Errorf("stack: cannot remove %s", again))
 		return left, errors.Join(errs...)
 	}

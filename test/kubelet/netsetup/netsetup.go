@@ -19,15 +19,18 @@ import (
 )
 
 const (
-	// Bridge is the host bridge all Pods attach to.
+	// Bridge is the host bridge Pods attach to unless told another.
 	Bridge = "etcdplan0"
-	// NetnsPrefix starts the name of every network namespace the local kubelet creates.
+	// NetnsPrefix starts the name of every network namespace the local kubelet creates,
+	// unless told another (a stack beside another has its own).
 	NetnsPrefix = "lk-"
-	// vethPrefix starts the host side of every Pod's veth pair.
-	vethPrefix = "lkh"
 	// EtcNetns is where `ip netns exec` finds the files it mounts over /etc.
 	EtcNetns = "/etc/netns"
 )
+
+// VethPrefix starts the host side of every Pod's veth pair of the namespaces named with
+// prefix: "lk-" gives "lkh", "lk1-" "lk1h".
+func VethPrefix(prefix string) string { return strings.TrimSuffix(prefix, "-") + "h" }
 
 // ip runs iproute2 and returns its error output on failure.
 func ip(args ...string) error {
@@ -89,12 +92,13 @@ func DeleteBridge(bridge string) error {
 	return ip("link", "del", bridge)
 }
 
-// Names derives the network namespace and host veth names of a Pod from its UID. Interface
-// names are limited to 15 bytes, hence the short hash.
-func Names(podUID string) (netns, hostVeth string) {
+// Names derives the network namespace and host veth names of a Pod from its UID, the
+// namespace's starting with prefix. Interface names are limited to 15 bytes, hence the short
+// hash.
+func Names(prefix, podUID string) (netns, hostVeth string) {
 	sum := sha1.Sum([]byte(podUID))
 	h := hex.EncodeToString(sum[:])[:10]
-	return NetnsPrefix + h, vethPrefix + h
+	return prefix + h, VethPrefix(prefix) + h
 }
 
 // Pod describes one Pod's network.
@@ -191,18 +195,18 @@ func ListNetns(prefix string) []string {
 	return names
 }
 
-// CleanupAll removes every namespace, /etc/netns directory and host veth the local kubelet
-// may have left.
-func CleanupAll() error {
+// CleanupAll removes every namespace named with prefix, its /etc/netns directory and host
+// veth the local kubelet may have left.
+func CleanupAll(prefix string) error {
 	var errs []error
-	for _, ns := range ListNetns(NetnsPrefix) {
+	for _, ns := range ListNetns(prefix) {
 		if err := TeardownPod(ns, ""); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	entries, _ := os.ReadDir(EtcNetns)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), NetnsPrefix) {
+		if strings.HasPrefix(e.Name(), prefix) {
 			errs = append(errs, os.RemoveAll(filepath.Join(EtcNetns, e.Name())))
 		}
 	}
@@ -214,7 +218,7 @@ func CleanupAll() error {
 			continue
 		}
 		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-		if strings.HasPrefix(name, vethPrefix) {
+		if strings.HasPrefix(name, VethPrefix(prefix)) {
 			if err := ip("link", "del", name); err != nil && linkExists(name) {
 				errs = append(errs, err)
 			}

@@ -24,6 +24,9 @@ type Config struct {
 	PodCIDR  netip.Prefix
 	// Bridge is the host bridge Pods attach to (netsetup.Bridge unless set).
 	Bridge string
+	// NetnsPrefix starts the names of the Pods' network namespaces (netsetup.NetnsPrefix
+	// unless set); the kubelet cleans up only namespaces named so.
+	NetnsPrefix string
 	// Gateway is the bridge's address; Pods use it as default route and its prefix length.
 	Gateway netip.Prefix
 	// NodeIP is reported as the Node's InternalIP and the Pods' hostIP.
@@ -84,6 +87,7 @@ func (c *Config) complete() error {
 		}
 	}
 	def(&c.Bridge, netsetup.Bridge)
+	def(&c.NetnsPrefix, netsetup.NetnsPrefix)
 	def(&c.NodeIP, c.Gateway.Addr().String())
 	def(&c.ClusterDomain, "cluster.local")
 	def(&c.DNSServer, c.Gateway.Addr().String())

@@ -26,7 +26,7 @@ func (w *podWorker) setupNetwork() error {
 	if err != nil {
 		return err
 	}
-	netns, veth := netsetup.Names(string(w.uid))
+	netns, veth := netsetup.Names(w.k.cfg.NetnsPrefix, string(w.uid))
 	p := &netsetup.Pod{Bridge: w.k.cfg.Bridge, Netns: netns, HostVeth: veth,
 		Addr: netip.PrefixFrom(addr, w.k.cfg.Gateway.Bits()), Gateway: w.k.cfg.Gateway.Addr()}
 	// The meta file comes first: a crash after this point leaves a namespace that the next

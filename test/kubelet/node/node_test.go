@@ -232,7 +232,7 @@ func TestNodeRunsPods(t *testing.T) {
 	}
 
 	// Graceful deletion: the kubelet stops the containers, then deletes the Pod object.
-	netns, _ := netsetup.Names(string(p.UID))
+	netns, _ := netsetup.Names(netsetup.NetnsPrefix, string(p.UID))
 	p = n.pod("server")
 	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	p.DeletionGracePeriodSeconds = ptr.To[int64](5)

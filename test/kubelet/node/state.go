@@ -171,9 +171,9 @@ func stopLeftovers(dir string) {
 }
 
 // Cleanup removes everything local kubelets left under stateDir and on the host: container
-// processes, network namespaces and their /etc files, mounts, and the bridge. It is
-// idempotent and does not need the API.
-func Cleanup(stateDir string) error {
+// processes, network namespaces named with netnsPrefix and their /etc files, mounts, and the
+// bridge. It is idempotent and does not need the API.
+func Cleanup(stateDir, bridge, netnsPrefix string) error {
 	abs, err := filepath.Abs(stateDir)
 	if err != nil {
 		return err
@@ -183,8 +183,8 @@ func Cleanup(stateDir string) error {
 		KillRecorded(d)
 	}
 	var errs []error
-	errs = append(errs, netsetup.CleanupAll())
+	errs = append(errs, netsetup.CleanupAll(netnsPrefix))
 	errs = append(errs, UnmountUnder(abs))
-	errs = append(errs, netsetup.DeleteBridge(netsetup.Bridge))
+	errs = append(errs, netsetup.DeleteBridge(bridge))
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package selftest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -116,13 +117,13 @@ func TestExclusiveZZDownLeavesNothing(t *testing.T) {
 	waitPodReady(ctx, t, c, ns, "etcd")
 	waitPodReady(ctx, t, c, ns, "sleep")
 
-	snap := stack.TakeSnapshot(st.Root())
+	snap := st.Snapshot()
 	t.Logf("before down: network namespaces %v; processes %v", snap.Netns(), snap.Processes())
 	// Two Pods run, so there are at least two Pod network namespaces with processes in them;
 	// finding none would make the check below prove nothing.
 	if len(snap.Netns()) < 2 {
 		t.Fatalf("found %d network namespaces named %s*, want at least 2 (the kubelet's naming changed?)",
-			len(snap.Netns()), stack.NetnsPrefix)
+			len(snap.Netns()), st.Instance().NetnsPrefix())
 	}
 	if len(snap.Processes()) < 2+4+1+3 {
 		t.Fatalf("found only processes %v", snap.Processes())
@@ -143,8 +144,8 @@ func TestExclusiveZZDownLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(st.Kubeconfig()); !os.IsNotExist(err) {
 		t.Fatalf("%s still exists after down (%v)", st.Kubeconfig(), err)
 	}
-	if reachableAddr("127.0.0.1:6443") {
-		t.Fatal("something still listens on 127.0.0.1:6443")
+	if api := fmt.Sprintf("127.0.0.1:%d", st.Instance().APIServerPort()); reachableAddr(api) {
+		t.Fatalf("something still listens on %s", api)
 	}
 }
 

@@ -1,9 +1,10 @@
 // Command localkubelet runs the local Kubernetes stack's nodes (see test/kubelet/README.md):
 //
-//	localkubelet cluster --kubeconfig K --state-dir .stack [--dns-listen 10.88.0.1:53]
+//	localkubelet cluster --kubeconfig K --state-dir .stack [--dns-listen 10.88.0.1:53] [--bridge etcdplan0]
 //	localkubelet node --kubeconfig K --name node-1 --state-dir .stack/nodes/node-1 \
-//	    --pod-cidr 10.88.1.0/24 --admin 127.0.0.1:10251 --images .stack/images.json
-//	localkubelet cleanup --state-dir .stack
+//	    --pod-cidr 10.88.1.0/24 --admin 127.0.0.1:10251 --images .stack/images.json \
+//	    [--bridge etcdplan0 --bridge-addr 10.88.0.1/16 --netns-prefix lk-]
+//	localkubelet cleanup --state-dir .stack [--bridge etcdplan0 --netns-prefix lk-]
 //	localkubelet container-exec SPEC   (internal: the container shim)
 package main
 
@@ -87,13 +88,14 @@ func cluster(args []string) error {
 	stateDir := fs.String("state-dir", ".stack", "stack state directory; volumes go to <state-dir>/volumes")
 	dnsListen := fs.String("dns-listen", "10.88.0.1:53", "cluster DNS address (UDP and TCP)")
 	gateway := fs.String("bridge-addr", "10.88.0.1/16", "bridge address and Pod network")
+	bridge := fs.String("bridge", netsetup.Bridge, "the Pods' bridge")
 	domain := fs.String("cluster-domain", "cluster.local", "cluster DNS zone")
 	_ = fs.Parse(args)
 	gw, err := netip.ParsePrefix(*gateway)
 	if err != nil {
 		return err
 	}
-	if err := netsetup.EnsureBridge(netsetup.Bridge, gw); err != nil {
+	if err := netsetup.EnsureBridge(*bridge, gw); err != nil {
 		return err
 	}
 	c, err := client(*kubeconfig)
@@ -122,6 +124,8 @@ func runNode(args []string) error {
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "node state directory")
 	podCIDR := fs.String("pod-cidr", "", "Pod addresses, inside the bridge network, e.g. 10.88.1.0/24")
 	gateway := fs.String("bridge-addr", "10.88.0.1/16", "bridge address and Pod network")
+	fs.StringVar(&cfg.Bridge, "bridge", netsetup.Bridge, "the Pods' bridge")
+	fs.StringVar(&cfg.NetnsPrefix, "netns-prefix", netsetup.NetnsPrefix, "start of the Pods' network namespace names")
 	fs.StringVar(&cfg.AdminAddr, "admin", "", "admin HTTP address (health, fault injection)")
 	fs.StringVar(&cfg.APIAddr, "kubelet-api", "", "kubelet API address (kubectl logs, exec, port-forward); needs the three TLS flags")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "kubelet API serving certificate")
@@ -162,6 +166,8 @@ func runNode(args []string) error {
 func cleanup(args []string) error {
 	fs := flag.NewFlagSet("cleanup", flag.ExitOnError)
 	stateDir := fs.String("state-dir", ".stack", "stack state directory")
+	bridge := fs.String("bridge", netsetup.Bridge, "the Pods' bridge")
+	prefix := fs.String("netns-prefix", netsetup.NetnsPrefix, "start of the Pods' network namespace names")
 	_ = fs.Parse(args)
-	return node.Cleanup(*stateDir)
+	return node.Cleanup(*stateDir, *bridge, *prefix)
 }
