@@ -11,20 +11,17 @@ import (
 // Instance is one of the stacks that can run side by side on a machine, numbered 0 to 9:
 // its number sets the Pods' bridge (etcdplanN), their network (10.(88+N).0.0/16, the bridge
 // at 10.(88+N).0.1), the names of their network namespaces, and the ports (stack 0's plus
-// 100*N: the API server on 6443+100*N). A checkout's stack is the one ETCDPLAN_STACK names,
-// 0 by default; its state stays in the checkout's .stack/.
+// 100*N: the API server on 6443+100*N). A checkout's stack is the one ETCDPLAN_STACK names;
+// unset, the one the checkout's stack last ran as, else the lowest number no other
+// checkout's running stack holds. Its state stays in the checkout's .stack/.
 type Instance int
 
 // MaxInstance is the highest stack number.
 const MaxInstance = 9
 
-// CurrentInstance is the stack ETCDPLAN_STACK names, 0 when it is not set.
-func CurrentInstance() (Instance, error) {
-	v := os.Getenv("ETCDPLAN_STACK")
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
+// parseInstance reads a stack number.
+func parseInstance(v string) (Instance, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 0 || n > MaxInstance {
 		return 0, fmt.Errorf("stack: ETCDPLAN_STACK=%q: want a stack number from 0 to %d", v, MaxInstance)
 	}
@@ -57,10 +54,23 @@ func (n Instance) port(base int) int { return base + 100*int(n) }
 // APIServerPort is the port the API server serves on, on every address.
 func (n Instance) APIServerPort() int { return n.port(apiServerPort) }
 
-// newLayout is the layout of the checkout at root, for the stack ETCDPLAN_STACK names.
+// newLayout is the layout of the checkout at root, for its stack's number (see Instance).
 func newLayout(root string) (layout, error) {
-	n, err := CurrentInstance()
-	return layout{root: root, n: n}, err
+	if v := os.Getenv("ETCDPLAN_STACK"); v != "" {
+		n, err := parseInstance(v)
+		return layout{root: root, n: n}, err
+	}
+	if b, err := os.ReadFile(filepath.Join(root, ".stack", "instance")); err == nil {
+		if n, err := parseInstance(string(b)); err == nil && (layout{root: root, n: n}).heldByOther() == "" {
+			return layout{root: root, n: n}, nil
+		}
+	}
+	for n := Instance(0); n <= MaxInstance; n++ {
+		if l := (layout{root: root, n: n}); l.heldByOther() == "" {
+			return l, nil
+		}
+	}
+	return layout{}, fmt.Errorf("stack: the stacks 0 to %d all run for other checkouts (see %s)", MaxInstance, claimDir)
 }
 
 // claimDir holds a file per stack number in use, naming the checkout whose stack runs under
@@ -92,6 +102,9 @@ func (l layout) claim() error {
 			l.n, l.n.Bridge(), l.n.APIServerPort(), other, MaxInstance)
 	}
 	if err := os.MkdirAll(claimDir, 0o755); err != nil {
+		return err
+	}
+	if err := writeFile(l.state("instance"), []byte(strconv.Itoa(int(l.n))+"\n"), 0o644); err != nil {
 		return err
 	}
 	return writeFile(l.claimFile(), []byte(l.root+"\n"), 0o644)

@@ -318,7 +318,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 
 // teardown stops every process of the stack, has the local kubelet remove its network
 // namespaces, mounts and bridge, removes anything of the stack still left, and deletes the
-// state under .stack/ except the logs and the lock. It returns what the local kubelet's cleanup
+// state under .stack/ except the logs, the lock and the stack's number. It returns what the local kubelet's cleanup
 // left behind (and teardown then removed).
 func teardown(ctx context.Context, l layout, log logger) (Leftovers, error) {
 	// Another checkout's stack runs under this number: its network is not this one's to
@@ -380,7 +380,7 @@ func teardown(ctx context.Context, l layout, log logger) (Leftovers, error) {
 	entries, _ := os.ReadDir(l.state())
 	for _, e := range entries {
 		switch e.Name() {
-		case "logs", "logs.prev", "lock":
+		case "logs", "logs.prev", "lock", "instance":
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(l.state(), e.Name())); err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,25 +21,30 @@ import (
 )
 
 // Two checkouts run their stacks side by side: a second checkout (a directory with the same
-// binaries) starts stack N+1 while this one's runs, runs a Pod on its own network, refuses a
-// third checkout asking for the same number, and goes down leaving this stack, its Pods'
-// network namespaces and its bridge as they were.
+// binaries) starts its stack while this one's runs, under another number it picks itself,
+// runs a Pod on its own network, refuses a third checkout asking for that number, and goes
+// down leaving this stack, its Pods' network namespaces and its bridge as they were.
 func TestExclusiveTwoStacksSideBySide(t *testing.T) {
 	exclusive(t)
 	st := startStack(t)
 	ctx := testContext(t)
-	n := st.Instance() + 1
-	if n > stack.MaxInstance {
-		n = st.Instance() - 1
-	}
 	ns := newNamespace(ctx, t, st.Client(), "first")
 	createPod(ctx, t, st.Client(), restrictedPod(ns, "sleep", restrictedContainer("sleep", busyboxImage, "sleep", "3600")))
 	waitPodReady(ctx, t, st.Client(), ns, "sleep")
 	before := st.Snapshot().Netns()
 
 	second := checkout(t, st.Root())
-	stackctl(ctx, t, st.Root(), second, n, "up")
-	t.Cleanup(func() { stackctl(context.Background(), t, st.Root(), second, n, "down") })
+	stackctl(ctx, t, st.Root(), second, -1, "up")
+	t.Cleanup(func() { stackctl(context.Background(), t, st.Root(), second, -1, "down") })
+	b, err := os.ReadFile(filepath.Join(second, ".stack", "instance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n0, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	n := stack.Instance(n0)
+	if n == st.Instance() {
+		t.Fatalf("the second checkout's stack took this one's number, %d", n)
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(second, ".stack", "kubeconfig"))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +66,7 @@ func TestExclusiveTwoStacksSideBySide(t *testing.T) {
 		t.Fatalf("a third checkout started stack %d beside the second's (%v):\n%s", n, err, out)
 	}
 
-	stackctl(ctx, t, st.Root(), second, n, "down")
+	stackctl(ctx, t, st.Root(), second, -1, "down")
 	if _, err := os.Stat("/sys/class/net/" + n.Bridge()); !os.IsNotExist(err) {
 		t.Fatalf("bridge %s is still there after its stack went down (%v)", n.Bridge(), err)
 	}
@@ -88,15 +95,19 @@ func checkout(t *testing.T, root string) string {
 func stackctl(ctx context.Context, t *testing.T, root, checkout string, n stack.Instance, cmd string) {
 	t.Helper()
 	if out, err := stackctlOutput(ctx, root, checkout, n, cmd); err != nil {
-		t.Fatalf("ETCDPLAN_STACK=%d stackctl %s in %s: %v\n%s", n, cmd, checkout, err, out)
+		t.Fatalf("stackctl %s in %s (stack %d): %v\n%s", cmd, checkout, n, err, out)
 	}
 }
 
+// stackctlOutput runs stackctl for a checkout, as stack n (n < 0: the checkout's own choice).
 func stackctlOutput(ctx context.Context, root, checkout string, n stack.Instance, cmd string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, filepath.Join(root, "bin", "stackctl"), "--root", checkout, "--strict", cmd)
-	c.Env = append(os.Environ(), fmt.Sprintf("ETCDPLAN_STACK=%d", n))
+	c.Env = slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "ETCDPLAN_STACK=") })
+	if n >= 0 {
+		c.Env = append(c.Env, fmt.Sprintf("ETCDPLAN_STACK=%d", n))
+	}
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	err := c.Run()
