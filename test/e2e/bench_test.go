@@ -558,8 +558,8 @@ func (f *floor) leader() string {
 
 // report prints the table and writes docs/benchmarks.md with a plot per scenario.
 func report(t *testing.T, results []benchResult, sr scaleResult) {
-	table := table(results) + scaleReport(sr)
-	fmt.Println(table)
+	figures := table(results) + scaleReport(sr)
+	fmt.Println(figures)
 	root := env.root
 	dir := filepath.Join(root, "docs", "benchmarks")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
@@ -577,7 +577,7 @@ func report(t *testing.T, results []benchResult, sr scaleResult) {
 				span(st.Started, st.Applied), opt(st.Reaction()), span(st.Applied, st.Finished), opt(st.Noticed()))
 		}
 	}
-	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), table, steps.String())
+	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), figures, steps.String())
 	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "benchmarks.md"), []byte(doc), 0o644))
 }
 

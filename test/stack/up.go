@@ -365,16 +365,16 @@ func teardown(ctx context.Context, l layout, log logger) (Leftovers, error) {
 	var left Leftovers
 	if !shared {
 		left = snap.Leftovers()
-	}
-	if !left.Empty() {
-		log.printf("removing what the local kubelet's cleanup left: %s", left)
-		if err := left.Remove(); err != nil {
-			errs = append(errs, err)
+		if !left.Empty() {
+			log.printf("removing what the local kubelet's cleanup left: %s", left)
+			if err := left.Remove(); err != nil {
+				errs = append(errs, err)
+			}
+			if again := snap.Leftovers(); !again.Empty() {
+				errs = append(errs, fmt.Errorf("stack: cannot remove %s", again))
+				return left, errors.Join(errs...)
+			}
 		}
-	}
-	if again := snap.Leftovers(); !shared && !again.Empty() {
-		errs = append(errs, fmt.Errorf("stack: cannot remove %s", again))
-		return left, errors.Join(errs...)
 	}
 	// Only now, with nothing mounted under .stack/, is it safe to delete it recursively.
 	entries, _ := os.ReadDir(l.state())
