@@ -38,8 +38,9 @@ func TestExclusiveTwoStacksSideBySide(t *testing.T) {
 	}
 
 	second := checkout(t, st.Root())
-	stackctl(ctx, t, st.Root(), second, -1, "up")
+	// Down goes first in the cleanups, so a stack that did not come up is taken down too.
 	t.Cleanup(func() { stackctl(context.Background(), t, st.Root(), second, -1, "down") })
+	stackctl(ctx, t, st.Root(), second, -1, "up")
 	b, err := os.ReadFile(filepath.Join(second, ".stack", "instance"))
 	if err != nil {
 		t.Fatal(err)
