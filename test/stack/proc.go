@@ -95,8 +95,18 @@ func (p process) start(l layout) (int, error) {
 		return 0, fmt.Errorf("stack: start %s: %w", p.name, err)
 	}
 	pid := cmd.Process.Pid
-	// Reap it if it exits while this process lives; otherwise init does.
-	go func() { _ = cmd.Wait() }()
+	// Reap it if it exits while this process lives (otherwise init does), and say how it
+	// ended in its log: a process killed, or ending before its log was flushed, leaves none.
+	go func() {
+		how := "exit status 0"
+		if err := cmd.Wait(); err != nil {
+			how = err.Error()
+		}
+		if f, err := os.OpenFile(l.logFile(p.name), os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			fmt.Fprintf(f, "=== %s: pid %d ended: %s\n", time.Now().Format(time.RFC3339), pid, how)
+			_ = f.Close()
+		}
+	}()
 	if err := writeFile(l.pidFile(p.name), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		return 0, err
 	}
