@@ -16,6 +16,8 @@ seconds() {
 	etcdctl | etcdutl) echo 5 ;;
 	minio) echo 140 ;;
 	fake-gcs-server) echo 45 ;;
+	source-controller) echo 260 ;;
+	kustomize-controller) echo 185 ;;
 	*) echo 30 ;;
 	esac
 }

@@ -67,19 +67,35 @@ $(MINIO_BIN): test/tools/minio/go.mod test/tools/minio/go.sum
 $(FAKE_GCS_BIN): test/tools/fake-gcs-server/go.mod test/tools/fake-gcs-server/go.sum
 	$(BUILD_STEP) "fake-gcs-server (GCS for the backup tests)" test/tools/fake-gcs-server $(STACK_GOBUILD) -ldflags "-s -w" -o $@ github.com/fsouza/fake-gcs-server
 
+# --- Flux's source-controller and kustomize-controller (make test's GitOps tests) -----------
+# Each binary's directory also holds its CRDs, copied from the module it is built from.
+# $(1): name (source-controller), $(2): version, $(3): tools module directory.
+define FLUX_RULES
+$(BIN)/flux-$(1)-$(2)/$(1): $(3)/go.mod $(3)/go.sum
+	mkdir -p $$(@D)/crds && cp -f $$$$(cd $(3) && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/$(1))/config/crd/bases/*.yaml $$(@D)/crds/ && chmod u+w $$(@D)/crds/*
+	$(BUILD_STEP) "$(1) $(2) (Flux, for the GitOps tests)" $(3) $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ github.com/fluxcd/$(1)
+endef
+FLUX_SOURCE_VERSION := v1.9.6
+FLUX_KUSTOMIZE_VERSION := v1.9.5
+$(eval $(call FLUX_RULES,source-controller,$(FLUX_SOURCE_VERSION),test/tools/flux-source))
+$(eval $(call FLUX_RULES,kustomize-controller,$(FLUX_KUSTOMIZE_VERSION),test/tools/flux-kustomize))
+FLUX_BINS := $(BIN)/flux-source-controller-$(FLUX_SOURCE_VERSION)/source-controller \
+	$(BIN)/flux-kustomize-controller-$(FLUX_KUSTOMIZE_VERSION)/kustomize-controller
+
 # build-plan (make test) and stack-build-plan (the stack alone) say, before the slow builds,
 # which binaries a first run builds and roughly how long each takes, or that all are built.
 STACK_SLOW_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS)
 build-plan:
-	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN)
+	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS)
 stack-build-plan:
 	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS)
 
-.PHONY: build-plan stack-build-plan kube-bins etcd-bins stack-bins backup-bins stack-up stack-down stack-status stack-selftest-exclusive
+.PHONY: build-plan stack-build-plan kube-bins etcd-bins stack-bins backup-bins flux-bins stack-up stack-down stack-status stack-selftest-exclusive
 kube-bins: $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(BIN)/kubectl
 etcd-bins: $(ETCD_BINS) $(BIN)/etcdctl
 stack-bins: $(STACK_BINS)
 backup-bins: $(MINIO_BIN) $(FAKE_GCS_BIN)
+flux-bins: $(FLUX_BINS)
 
 # Starts the stack in the background (or reuses a running one) and waits until it is ready.
 stack-up: stack-build-plan $(STACK_BINS)
@@ -97,4 +113,4 @@ stack-status: $(BIN)/stackctl
 stack-selftest-exclusive: $(STACK_BINS)
 	ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./test/stack/selftest/
 
-TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN)
+TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS)

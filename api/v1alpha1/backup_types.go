@@ -218,6 +218,10 @@ type EtcdBackup struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   EtcdBackupSpec   `json:"spec"`
+	// Status is what the operator observed and did. Until it first writes it, it reads as
+	// observedGeneration 0, so kstatus (Flux health checks, kubectl wait) calls a
+	// just-created object InProgress, not Current.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status EtcdBackupStatus `json:"status,omitempty"`
 }
 
@@ -337,6 +341,10 @@ type EtcdBackupSchedule struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   EtcdBackupScheduleSpec   `json:"spec"`
+	// Status is what the operator observed and did. Until it first writes it, it reads as
+	// observedGeneration 0, so kstatus (Flux health checks, kubectl wait) calls a
+	// just-created object InProgress, not Current.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status EtcdBackupScheduleStatus `json:"status,omitempty"`
 }
 

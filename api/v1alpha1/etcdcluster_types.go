@@ -490,6 +490,10 @@ type EtcdCluster struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   EtcdClusterSpec   `json:"spec"`
+	// Status is what the operator observed and did. Until it first writes it, it reads as
+	// observedGeneration 0, so kstatus (Flux health checks, kubectl wait) calls a
+	// just-created object InProgress, not Current.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status EtcdClusterStatus `json:"status,omitempty"`
 }
 

@@ -85,6 +85,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	taken, err := r.take(ctx, b, func() error {
 		b.Status.Phase = v1alpha1.BackupRunning
 		conditions.MarkReconciling(b, "Running", "streaming a snapshot to %s", b.Spec.Destination.URI(""))
+		conditions.MarkFalse(b, meta.ReadyCondition, "Running", "streaming a snapshot to %s", b.Spec.Destination.URI(""))
 		return write()
 	})
 	switch {

@@ -106,6 +106,9 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	case failedDrill != nil:
 		conditions.MarkFalse(s, meta.ReadyCondition, "LastDrillFailed", "the last restore drill, of %s, failed: %s; next backup at %s",
 			failedDrill.Name, conditions.GetMessage(failedDrill, v1alpha1.VerifiedCondition), next.UTC().Format(time.RFC3339))
+	case waitingFor != "":
+		// A backup is late: not Ready while Reconciling, as kstatus and Flux expect.
+		conditions.MarkFalse(s, meta.ReadyCondition, "BackupRunning", "%s", conditions.GetMessage(s, meta.ReconcilingCondition))
 	default:
 		conditions.MarkTrue(s, meta.ReadyCondition, "Scheduled", "next backup at %s", next.UTC().Format(time.RFC3339))
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/conditions/check"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/plan"
@@ -65,10 +68,44 @@ func newFixture(t *testing.T, members int, edit func(c *v1alpha1.EtcdCluster)) *
 		view.Members = append(view.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{resources.PeerURL(c, name)},
 			Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 100})
 	}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdBackup{}, &v1alpha1.EtcdBackupSchedule{}).Build()
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdBackup{}, &v1alpha1.EtcdBackupSchedule{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: createAtGeneration1, SubResourcePatch: checkedStatusPatch(t)}).Build()
 	f := &fixture{t: t, kube: kube, etcd: etcdfake.New(view), events: record.NewFakeRecorder(100), now: time.Unix(1_800_000_000, 0)}
 	f.r = &Reconciler{Client: kube, APIReader: kube, Recorder: f.events, Dial: f.etcd.Dial, Now: func() time.Time { return f.now }}
 	return f
+}
+
+// createAtGeneration1 creates objects as the API server does: at generation 1.
+func createAtGeneration1(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+	if obj.GetGeneration() == 0 {
+		obj.SetGeneration(1)
+	}
+	return c.Create(ctx, obj, opts...)
+}
+
+// checkedStatusPatch runs Flux's conditions check (fluxcd/pkg/runtime conditions/check, the
+// rules Flux's own controllers are tested with) on every status the operator writes: Ready is
+// always there, False while Reconciling or Stalled, never both of those, and observedGeneration
+// never ahead of the generation.
+func checkedStatusPatch(t *testing.T) func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+	return func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+		if err := c.SubResource(sub).Patch(ctx, obj, p, opts...); err != nil || sub != "status" {
+			return err
+		}
+		// Writes may run on another goroutine: report with Errorf, and fail the write.
+		getter, ok := obj.(conditions.Getter)
+		if !ok {
+			t.Errorf("%T has no conditions", obj)
+			return fmt.Errorf("%T has no conditions", obj)
+		}
+		chk := check.NewChecker(c, &check.Conditions{NegativePolarity: []string{meta.StalledCondition, meta.ReconcilingCondition}})
+		chk.DisableFetch = true
+		if err := errors.Join(chk.Check(ctx, getter)); err != nil {
+			t.Errorf("status of %T %s fails Flux's conditions check: %v\nconditions: %v", obj, obj.GetName(), err, getter.GetConditions())
+			return err
+		}
+		return nil
+	}
 }
 
 func memberPod(c *v1alpha1.EtcdCluster, name string) *corev1.Pod {

@@ -24,6 +24,9 @@ const (
 	MinioVersion = "v0.0.0-20260212201848-7aac2a2c5b7c"
 	// FakeGCSVersion is the fake-gcs-server backup tests write to for GCS (package objstore).
 	FakeGCSVersion = "v1.56.1"
+	// Flux's controllers the GitOps tests run on the stack, with the CRDs of their modules.
+	FluxSourceVersion    = "v1.9.6"
+	FluxKustomizeVersion = "v1.9.5"
 )
 
 // Network layout of stack 0; stack N adds 100*N to each port (see Instance).

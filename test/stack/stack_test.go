@@ -20,6 +20,7 @@ func TestVersionsMatchMakefile(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"KUBE_VERSION": KubeVersion, "ETCD_VERSION": EtcdVersion, "ETCD_PREV_VERSION": EtcdPrevVersion, "MINIO_VERSION": MinioVersion, "FAKE_GCS_VERSION": FakeGCSVersion,
+		"FLUX_SOURCE_VERSION": FluxSourceVersion, "FLUX_KUSTOMIZE_VERSION": FluxKustomizeVersion,
 	} {
 		m := regexp.MustCompile(`(?m)^` + name + ` := (\S+)$`).FindSubmatch(mk)
 		if m == nil {
@@ -55,6 +56,9 @@ func TestImageRules(t *testing.T) {
 		{"ghcr.io/etcdplan/etcdplan:dev", "/repo/bin", "manager"},
 		{"etcdplan", "/repo/bin", "manager"},
 		{"localhost:5000/etcdplan:v0.1.0", "/repo/bin", "manager"},
+		{"ghcr.io/fluxcd/source-controller:v1.9.6", "/repo/bin/flux-source-controller-v1.9.6", "source-controller"},
+		{"fluxcd/kustomize-controller:v1.9.5", "/repo/bin/flux-kustomize-controller-v1.9.5", "kustomize-controller"},
+		{"ghcr.io/fluxcd/source-controller:latest", "", ""},
 		{"busybox", "/bin", "sh"},
 		{"docker.io/library/busybox:1.37", "/bin", "sh"},
 		{"nginx:1.27", "", ""},

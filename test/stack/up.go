@@ -44,6 +44,11 @@ func imageRules(l layout) []imageRule {
 			Dir: l.bin("etcd-v${version}"), Entrypoint: "etcd"},
 		// The operator image: any repository ending in "etcdplan", any tag.
 		{Pattern: `^(?:.*/)?[^/:@]*etcdplan` + tag + digest + `$`, Dir: l.bin(), Entrypoint: "manager"},
+		// Flux's controllers, by version (ghcr.io/fluxcd/source-controller:v1.9.6).
+		{Pattern: `^(?:.*/)?source-controller:(?P<version>v[0-9]+\.[0-9]+\.[0-9]+)` + digest + `$`,
+			Dir: l.bin("flux-source-controller-${version}"), Entrypoint: "source-controller"},
+		{Pattern: `^(?:.*/)?kustomize-controller:(?P<version>v[0-9]+\.[0-9]+\.[0-9]+)` + digest + `$`,
+			Dir: l.bin("flux-kustomize-controller-${version}"), Entrypoint: "kustomize-controller"},
 		// busybox: the host's /bin, for Jobs and simple test Pods.
 		{Pattern: `^(?:.*/)?busybox` + tag + digest + `$`, Dir: "/bin", Entrypoint: "sh"},
 	}

@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package tools pins Flux's source-controller built by test/stack.mk (make flux-bins).
+package tools
+
+import _ "github.com/fluxcd/source-controller"
