@@ -217,7 +217,7 @@ type EtcdBackup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   EtcdBackupSpec   `json:"spec"`
+	Spec EtcdBackupSpec `json:"spec"`
 	// Status is what the operator observed and did. Until it first writes it, it reads as
 	// observedGeneration 0, so kstatus (Flux health checks, kubectl wait) calls a
 	// just-created object InProgress, not Current.
@@ -340,7 +340,7 @@ type EtcdBackupSchedule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   EtcdBackupScheduleSpec   `json:"spec"`
+	Spec EtcdBackupScheduleSpec `json:"spec"`
 	// Status is what the operator observed and did. Until it first writes it, it reads as
 	// observedGeneration 0, so kstatus (Flux health checks, kubectl wait) calls a
 	// just-created object InProgress, not Current.

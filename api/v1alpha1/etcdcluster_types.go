@@ -489,7 +489,7 @@ type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   EtcdClusterSpec   `json:"spec"`
+	Spec EtcdClusterSpec `json:"spec"`
 	// Status is what the operator observed and did. Until it first writes it, it reads as
 	// observedGeneration 0, so kstatus (Flux health checks, kubectl wait) calls a
 	// just-created object InProgress, not Current.
