@@ -84,8 +84,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	taken, err := r.take(ctx, b, func() error {
 		b.Status.Phase = v1alpha1.BackupRunning
-		conditions.MarkReconciling(b, "Running", "streaming a snapshot to %s", b.Spec.Destination.URI(""))
-		conditions.MarkFalse(b, meta.ReadyCondition, "Running", "streaming a snapshot to %s", b.Spec.Destination.URI(""))
+		progressing(b, "Running", "streaming a snapshot to "+b.Spec.Destination.URI(""))
 		return write()
 	})
 	switch {
@@ -217,6 +216,12 @@ func openDestination(ctx context.Context, secrets client.Reader, open openFunc, 
 func fail(b *v1alpha1.EtcdBackup, why, msg string) {
 	b.Status.Phase = v1alpha1.BackupFailed
 	stall(b, why, msg)
+}
+
+// progressing marks an object Reconciling and, as kstatus and Flux expect meanwhile, not Ready.
+func progressing(obj conditions.Setter, why, msg string) {
+	conditions.MarkReconciling(obj, why, "%s", msg)
+	conditions.MarkFalse(obj, meta.ReadyCondition, why, "%s", msg)
 }
 
 // stall marks an object Stalled and not Ready, for a reason retrying will not cure.

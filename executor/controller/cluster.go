@@ -297,8 +297,7 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := fmt.Sprintf("plan %s (%d steps) awaits approval: kubectl etcd approve %s --plan %s", rec.ID, len(rec.Steps), c.Name, rec.ID)
-		conditions.MarkReconciling(c, "AwaitingApproval", "%s", msg)
-		conditions.MarkFalse(c, meta.ReadyCondition, "AwaitingApproval", "%s", msg)
+		progressing(c, "AwaitingApproval", msg)
 		return reconcile.Result{}, nil
 	}
 	rec.Phase = v1alpha1.PlanRunning
@@ -353,8 +352,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	rec.Summary = summary(rec)
 	wasStalled := conditions.IsStalled(c)
 	msg := fmt.Sprintf("plan %s step %d/%d: %s %s", rec.ID, i+1, len(rec.Steps), s.Action, s.Member)
-	conditions.MarkFalse(c, meta.ReadyCondition, meta.ProgressingReason, "%s", msg)
-	conditions.MarkReconciling(c, meta.ProgressingReason, "%s", msg)
+	progressing(c, meta.ProgressingReason, msg)
 
 	result := reconcile.Result{RequeueAfter: pollWaiting}
 	reason := "ProgressDeadlineExceeded"

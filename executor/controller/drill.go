@@ -96,9 +96,7 @@ func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBacku
 		return reconcile.Result{}, err
 	}
 	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "restoring %s into a scratch etcd of version %s (Pod %s)", a.URI, version, p.Name)
-	conditions.MarkReconciling(b, "Drilling", "restore drill running in Pod %s", p.Name)
-	// Ready again once verified: while Reconciling it is False, as kstatus and Flux expect.
-	conditions.MarkFalse(b, meta.ReadyCondition, "Drilling", "stored; restore drill running in Pod %s", p.Name)
+	progressing(b, "Drilling", "restore drill running in Pod "+p.Name) // Ready again once verified
 	return reconcile.Result{RequeueAfter: drillPoll}, nil
 }
 

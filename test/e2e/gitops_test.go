@@ -128,15 +128,18 @@ func getFlux(t *testing.T, gvk schema.GroupVersionKind, ns, name string) *unstru
 	return u
 }
 
-// requestReconcile is `flux reconcile`: the annotation Flux's controllers act on at once.
-func requestReconcile(t *testing.T, gvk schema.GroupVersionKind, ns, name string) {
+// requestReconcile is `flux reconcile`: the annotation Flux's controllers (and the operator)
+// act on at once. It returns the annotation's value.
+func requestReconcile(t *testing.T, gvk schema.GroupVersionKind, ns, name string) string {
 	t.Helper()
+	at := time.Now().Format(time.RFC3339Nano)
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	u.SetNamespace(ns)
 	u.SetName(name)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, at)
 	require.NoError(t, env.client.Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", []byte(patch))))
+	return at
 }
 
 // fluxReady is a Flux object's Ready condition.
@@ -313,9 +316,7 @@ func TestFluxSyncsAnEtcdCluster(t *testing.T) {
 	require.Len(t, checkMembership(t, ns, "demo").Members, 3)
 
 	// The operator honours Flux's reconcile request on its own object.
-	at := time.Now().Format(time.RFC3339Nano)
-	require.NoError(t, env.client.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json",
-		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, at)))))
+	at := requestReconcile(t, v1alpha1.GroupVersion.WithKind("EtcdCluster"), ns, "demo")
 	waitFor(t, ns, "demo", time.Minute, "the reconcile request handled", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.LastHandledReconcileAt == at
 	})

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -153,32 +153,19 @@ func TestStatusInEveryPhase(t *testing.T) {
 func noTrackingOnChildren(t *testing.T, ns string) {
 	t.Helper()
 	var pods corev1.PodList
-	var pvcs corev1.PersistentVolumeClaimList
 	var svcs corev1.ServiceList
-	var pdbs policyv1.PodDisruptionBudgetList
-	var objs []metav1.Object
-	for _, l := range []client.ObjectList{&pods, &pvcs, &svcs, &pdbs} {
+	for _, l := range []client.ObjectList{&pods, &corev1.PersistentVolumeClaimList{}, &svcs, &policyv1.PodDisruptionBudgetList{}} {
 		require.NoError(t, env.client.List(context.Background(), l, client.InNamespace(ns)))
-	}
-	for i := range pods.Items {
-		objs = append(objs, &pods.Items[i])
-	}
-	for i := range pvcs.Items {
-		objs = append(objs, &pvcs.Items[i])
-	}
-	for i := range svcs.Items {
-		objs = append(objs, &svcs.Items[i])
-	}
-	for i := range pdbs.Items {
-		objs = append(objs, &pdbs.Items[i])
+		// Members carry app.kubernetes.io/instance=<cluster name> of their own (Kubernetes'
+		// recommended labels), never the value Argo CD put on the EtcdCluster.
+		require.NoError(t, apimeta.EachListItem(l, func(item runtime.Object) error {
+			o := item.(client.Object)
+			_, ann := o.GetAnnotations()[argoAnnotation]
+			require.False(t, ann || o.GetLabels()[argoLabel] == "etcd-demo", "%T %s carries Argo CD's tracking: %v %v",
+				o, o.GetName(), o.GetLabels(), o.GetAnnotations())
+			return nil
+		}))
 	}
 	require.NotEmpty(t, pods.Items)
 	require.NotEmpty(t, svcs.Items)
-	// Members carry app.kubernetes.io/instance=<cluster name> of their own (Kubernetes'
-	// recommended labels), never the value Argo CD put on the EtcdCluster.
-	for _, o := range objs {
-		_, ann := o.GetAnnotations()[argoAnnotation]
-		require.False(t, ann || o.GetLabels()[argoLabel] == "etcd-demo", "%s carries Argo CD's tracking: %v %v",
-			fmt.Sprintf("%T %s", o, o.GetName()), o.GetLabels(), o.GetAnnotations())
-	}
 }
