@@ -201,6 +201,9 @@ func FuzzPlan(f *testing.F) {
 		if string(a) != string(b) {
 			t.Fatalf("same input, different plans:\n%s\n%s", a, b)
 		}
+		if rv := ReviewPlan(c, o, p); len(rv.Steps) != len(p.Steps) {
+			t.Fatalf("a review of %d steps for a plan of %d", len(rv.Steps), len(p.Steps))
+		}
 		if len(w.foreign) > 0 && o.Etcd != nil {
 			if p.Blocked == nil || (p.Blocked.Reason != plan.BlockForeignMember && p.Blocked.Reason != plan.BlockDuplicateMember) {
 				t.Fatalf("a member the operator does not manage must block the plan: %s", mustJSON(p))

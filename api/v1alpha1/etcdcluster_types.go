@@ -339,6 +339,12 @@ type RecoverySpec struct {
 	AutoApproveDataLoss bool `json:"autoApproveDataLoss,omitempty"`
 }
 
+// RecoveryApproved: spec.recovery lets a recovery from quorum loss run without approval.
+func (s *EtcdClusterSpec) RecoveryApproved() bool {
+	rs := s.Recovery
+	return rs != nil && rs.QuorumLoss == QuorumLossAutomatic && rs.AutoApproveDataLoss
+}
+
 // MemberRole is a member's place in etcd's membership.
 type MemberRole string
 

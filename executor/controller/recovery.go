@@ -24,10 +24,8 @@ func recoveryStep(rec *v1alpha1.PlanStatus) *plan.Step {
 // preflight can tell whether it kept its data (if not, the recovery is planned anew, from a
 // backup, and approved on that evidence).
 func recoveryHeld(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) bool {
-	rs := c.Spec.Recovery
-	auto := rs != nil && rs.QuorumLoss == v1alpha1.QuorumLossAutomatic && rs.AutoApproveDataLoss
 	s := recoveryStep(rec)
-	return !auto && s != nil && s == currentStep(rec)
+	return !c.Spec.RecoveryApproved() && s != nil && s == currentStep(rec)
 }
 
 // currentStep is the plan's step to run, nil once all ran.

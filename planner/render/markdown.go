@@ -3,7 +3,11 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // Markdown writes the plans as a pull-request comment: a heading per cluster, then the
@@ -35,12 +39,125 @@ func markdown(b *strings.Builder, c Cluster) {
 		b.WriteString("No changes.\n")
 		return
 	}
-	fmt.Fprintf(b, "Plan `%s`, %s:\n\n", p.ID, Steps(len(p.Steps)))
+	if c.Review != nil {
+		fmt.Fprintf(b, "%s\n\n", summaryLine(p, *c.Review))
+	} else {
+		fmt.Fprintf(b, "Plan `%s`, %s:\n\n", p.ID, Steps(len(p.Steps)))
+	}
 	b.WriteString("| # | Action | Member | Target/Version | Precondition | Reason |\n")
 	b.WriteString("|--:|--------|--------|----------------|--------------|--------|\n")
 	for i, s := range p.Steps {
 		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", i+1, s.Action, cell(orDash(s.Member)),
 			cell(targetOrVersion(s)), cell(precondition(s.Precondition)), cell(s.Reason))
+	}
+	if c.Review != nil {
+		risks(b, p, *c.Review)
+	}
+	if c.Approval != nil {
+		approval(b, *c.Approval)
+	}
+}
+
+// summaryLine says in one line what the plan changes: its size, the voters before and
+// after, and the members that join, leave, restart, stop or are defragmented.
+func summaryLine(p plan.Plan, r planner.Review) string {
+	voters := fmt.Sprintf("%d voters", r.VotersAfter)
+	if r.VotersBefore != r.VotersAfter {
+		voters = fmt.Sprintf("%d -> %d voters", r.VotersBefore, r.VotersAfter)
+	}
+	line := fmt.Sprintf("**Plan `%s`: %s, %s.**", p.ID, Steps(len(p.Steps)), voters)
+	groups := []struct {
+		what    string
+		actions []plan.Action
+	}{
+		{"Joining", []plan.Action{plan.CreateSeed, plan.RestoreFromBackup, plan.AddLearner}},
+		{"Leaving", []plan.Action{plan.RemoveMember}},
+		{"Restarting", []plan.Action{plan.RestartMember, plan.UpgradeMember}},
+		{"Stopping", []plan.Action{plan.StopMember}},
+		{"Defragmenting", []plan.Action{plan.Defragment}},
+	}
+	for _, g := range groups {
+		var names []string
+		for _, s := range p.Steps {
+			if slices.Contains(g.actions, s.Action) && !slices.Contains(names, s.Member) {
+				names = append(names, s.Member)
+			}
+		}
+		if len(names) > 0 {
+			line += fmt.Sprintf(" %s: %s.", g.what, cell(strings.Join(names, ", ")))
+		}
+	}
+	return line
+}
+
+// risks lists the steps that take a member out of service or leave no voter to spare (a
+// warning), and those that delete or may lose data (a caution).
+func risks(b *strings.Builder, p plan.Plan, r planner.Review) {
+	var warn, caution []string
+	for i, s := range p.Steps {
+		k := r.Steps[i]
+		step := fmt.Sprintf("Step %d (%s %s)", i+1, s.Action, cell(s.Member))
+		if k.Disrupts || k.Budget {
+			warn = append(warn, step+": "+disruption(s, k))
+		}
+		if k.Loses != "" {
+			caution = append(caution, step+" "+cell(k.Loses)+".")
+		}
+	}
+	alert(b, "WARNING", warn)
+	alert(b, "CAUTION", caution)
+}
+
+// disruption says what a step takes out of service and how close it comes to quorum.
+func disruption(s plan.Step, k planner.Risk) string {
+	var out string
+	if k.Disrupts {
+		out = map[plan.Action]string{
+			plan.RemoveMember: "%s stops serving as it leaves",
+			plan.Defragment:   "%s serves nothing while it is defragmented",
+			plan.StopMember:   "%s stops",
+		}[s.Action]
+		if out == "" {
+			out = "%s restarts (its clients reconnect to other members)"
+		}
+		out = fmt.Sprintf(out, cell(s.Member))
+	}
+	if k.Budget {
+		if out != "" {
+			out += ", and "
+		}
+		if k.Spare() < 0 {
+			out += fmt.Sprintf("only %d of %d voters answer, below quorum: the cluster takes no writes meanwhile", k.Up, k.Voters)
+		} else {
+			out += fmt.Sprintf("%d of %d voters answer, just a quorum: one more failure stops writes", k.Up, k.Voters)
+		}
+	}
+	return out + "."
+}
+
+// alert writes items as a GitHub alert (a quote elsewhere), one bullet each.
+func alert(b *strings.Builder, kind string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n> [!%s]\n", kind)
+	for _, it := range items {
+		fmt.Fprintf(b, "> - %s\n", it)
+	}
+}
+
+// approval says whether the plan waits for approval, and how to give it in the pull
+// request or on the live cluster.
+func approval(b *strings.Builder, a Approval) {
+	switch {
+	case !a.Needed:
+		b.WriteString("\n**Approval:** none needed: the operator runs the plan once the change is applied.\n")
+	case a.Given:
+		fmt.Fprintf(b, "\n**Approval:** given in this change (`%s`): the operator runs the plan once the change is applied, "+
+			"if the cluster has not moved meanwhile.\n", a.Annotation)
+	default:
+		fmt.Fprintf(b, "\n**Approval:** the plan runs only once approved: in this change, with the annotation `%s` on the EtcdCluster, "+
+			"or after it is applied, with:\n\n```sh\n%s\n```\n", a.Annotation, a.Command)
 	}
 }
 

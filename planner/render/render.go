@@ -7,12 +7,30 @@ import (
 	"fmt"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // Cluster is one cluster's plan with the name it is shown under ("namespace/name" or "name").
 type Cluster struct {
 	Name string
 	Plan plan.Plan
+	// Review, when set, puts a summary line and the steps' risks in the Markdown.
+	Review *planner.Review
+	// Approval, when set, says in the Markdown whether and how the plan is approved.
+	Approval *Approval
+}
+
+// Approval is how a plan comes to run once its manifests are applied.
+type Approval struct {
+	// Needed: the plan waits for approval (spec.updateStrategy.approval Manual, or a
+	// recovery from quorum loss that spec.recovery does not let run alone).
+	Needed bool
+	// Annotation approves the plan when the manifest carries it ("key: value"); Given says
+	// the manifest does.
+	Annotation string
+	Given      bool
+	// Command approves the plan on the live cluster.
+	Command string
 }
 
 // Summary is the one-line state of a plan for `kubectl get`: "2/5 PromoteLearner" while

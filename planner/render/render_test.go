@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -39,7 +40,15 @@ func fixtures() []Cluster {
 	blocked := plan.Plan{FormatVersion: plan.FormatVersion, ID: "0badc0ffee00", Generation: 1, Fingerprint: "1111111111111111",
 		Blocked: &plan.Blocker{Reason: plan.BlockQuorumLost, Message: "2 of 3 voting members lost their data, so the rest cannot form a quorum: restore the cluster from a backup"}}
 	empty := plan.Plan{FormatVersion: plan.FormatVersion, ID: "e3b0c44298fc", Generation: 1, Fingerprint: "2222222222222222"}
-	return []Cluster{{"demo", scale}, {"team-a/prod", upgrade}, {"broken", blocked}, {"quiet", empty}}
+	scaleReview := &planner.Review{VotersBefore: 3, VotersAfter: 4, Steps: []planner.Risk{{Voters: 3, Up: 3}, {Voters: 3, Up: 3}, {Voters: 4, Up: 4}}}
+	upgradeReview := &planner.Review{VotersBefore: 3, VotersAfter: 2, Steps: []planner.Risk{
+		{Disrupts: true, Budget: true, Voters: 3, Up: 2},
+		{Voters: 3, Up: 3},
+		{Disrupts: true, Budget: true, Voters: 2, Up: 1, Loses: "deletes a | pipe"},
+	}}
+	manual := &Approval{Needed: true, Annotation: `etcdplan.io/approve: "a1b2c3d4e5f6"`, Command: "kubectl etcd approve prod -n team-a --plan a1b2c3d4e5f6"}
+	return []Cluster{{Name: "demo", Plan: scale, Review: scaleReview, Approval: &Approval{}}, {Name: "team-a/prod", Plan: upgrade, Review: upgradeReview, Approval: manual},
+		{Name: "broken", Plan: blocked}, {Name: "quiet", Plan: empty}}
 }
 
 func golden(t *testing.T, name string, got []byte) {

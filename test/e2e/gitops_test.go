@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -302,11 +303,18 @@ func TestFluxSyncsAnEtcdCluster(t *testing.T) {
 	last = s[len(s)-1]
 	require.NotEqual(t, metav1.ConditionTrue, last.ready.Status)
 	require.Equal(t, status.InProgressStatus, kstatus(t, last.cluster))
-	kubectlEtcd(t, ns, "plan", "-k", filepath.Join(repo.work, "examples/flux/cluster"), "-o", "markdown")
+	// The pull-request comment: what the plan changes, what it deletes, and the annotation
+	// that approves it, which is what the next commit adds.
+	_, comment, _ := kubectlEtcd(t, ns, "plan", "-k", filepath.Join(repo.work, "examples/flux/cluster"), "-o", "markdown")
 	p := livePlan(t, ns, filepath.Join(repo.work, cluster), 2)
 	require.Equal(t, last.cluster.Status.Plan.ID, p.ID, "the plan printed is the plan waiting")
+	require.Contains(t, comment, fmt.Sprintf("**Plan `%s`: 4 steps, 5 -> 3 voters.** Leaving: demo-4, demo-3.", p.ID))
+	require.Contains(t, comment, "> [!CAUTION]\n> - Step 2 (DeleteMember demo-4) deletes the Pod and volume of demo-4")
+	require.Contains(t, comment, "kubectl etcd approve demo --plan "+p.ID)
+	annotation := regexp.MustCompile("`(etcdplan.io/approve: \"[0-9a-f]+\")`").FindStringSubmatch(comment)
+	require.NotNil(t, annotation, "the comment names the annotation that approves the plan")
 	repo.edit(cluster, func(s string) string {
-		return strings.Replace(s, "metadata:\n  name: demo\n", fmt.Sprintf("metadata:\n  name: demo\n  annotations:\n    etcdplan.io/approve: %q\n", p.ID), 1)
+		return strings.Replace(s, "metadata:\n  name: demo\n", "metadata:\n  name: demo\n  annotations:\n    "+annotation[1]+"\n", 1)
 	})
 	rev = repo.commit("etcd: approve plan " + p.ID)
 	requestReconcile(t, gitRepositoryGVK, ns, "etcdplan")

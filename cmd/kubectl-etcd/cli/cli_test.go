@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -212,4 +214,41 @@ func writeTemp(t *testing.T, content string) string {
 	path := t.TempDir() + "/observed.json"
 	require.NoError(t, writeFile(path, content))
 	return path
+}
+
+// The comment says whether the plan waits for approval, by the operator's rules, and
+// whether the manifest already approves it.
+func TestApprovalInTheComment(t *testing.T) {
+	recovery := plan.Plan{ID: "0badc0ffee00", Steps: []plan.Step{{Action: plan.ForceNewCluster, Member: "demo-0"}}}
+	scale := plan.Plan{ID: "3f0c9a1b2d4e", Steps: []plan.Step{{Action: plan.AddLearner, Member: "demo-3"}}}
+	ec := func(approval v1alpha1.Approval, rec *v1alpha1.RecoverySpec, approved string) *v1alpha1.EtcdCluster {
+		c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "team-a"}}
+		c.Spec.UpdateStrategy.Approval, c.Spec.Recovery = approval, rec
+		if approved != "" {
+			c.Annotations = map[string]string{"etcdplan.io/approve": approved}
+		}
+		return c
+	}
+	auto := &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+	for _, tc := range []struct {
+		name          string
+		c             *v1alpha1.EtcdCluster
+		p             plan.Plan
+		needed, given bool
+	}{
+		{"automatic", ec(v1alpha1.ApprovalAutomatic, nil, ""), scale, false, false},
+		{"manual", ec(v1alpha1.ApprovalManual, nil, ""), scale, true, false},
+		{"manual, approved in the manifest", ec(v1alpha1.ApprovalManual, nil, scale.ID), scale, true, true},
+		{"manual, another plan approved", ec(v1alpha1.ApprovalManual, nil, recovery.ID), scale, true, false},
+		{"a recovery waits whatever the approval", ec(v1alpha1.ApprovalAutomatic, nil, ""), recovery, true, false},
+		{"unless spec.recovery lets it run", ec(v1alpha1.ApprovalAutomatic, auto, ""), recovery, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := approval(tc.c, tc.p)
+			require.Equal(t, tc.needed, a.Needed)
+			require.Equal(t, tc.given, a.Given)
+			require.Equal(t, fmt.Sprintf("etcdplan.io/approve: %q", tc.p.ID), a.Annotation)
+			require.Equal(t, "kubectl etcd approve demo -n team-a --plan "+tc.p.ID, a.Command)
+		})
+	}
 }

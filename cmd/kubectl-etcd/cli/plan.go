@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 	"github.com/etcdplan/etcdplan/planner/render"
 )
@@ -93,10 +96,30 @@ func planAll(ctx context.Context, src ObservedSource, clusters []*v1alpha1.EtcdC
 		}
 		d := observe.Desired(ec)
 		d.Generation = generation
-		out = append(out, render.Cluster{Name: key(ec), Plan: planner.Plan(d, o)})
+		p := planner.Plan(d, o)
+		review := planner.ReviewPlan(d, o, p)
+		out = append(out, render.Cluster{Name: key(ec), Plan: p, Review: &review, Approval: approval(ec, p)})
 		observed[key(ec)] = o
 	}
 	return out, observed, nil
+}
+
+// approval says whether the plan waits for approval once the manifest is applied, and how
+// to give it: the operator's rule (executor/controller) read from the manifest's spec.
+func approval(ec *v1alpha1.EtcdCluster, p plan.Plan) *render.Approval {
+	recovery := slices.ContainsFunc(p.Steps, func(s plan.Step) bool {
+		return s.Action == plan.ForceNewCluster || s.Action == plan.RestoreFromBackup
+	})
+	ns := ""
+	if ec.Namespace != "" {
+		ns = " -n " + ec.Namespace
+	}
+	return &render.Approval{
+		Needed:     ec.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual || recovery && !ec.Spec.RecoveryApproved(),
+		Annotation: fmt.Sprintf("%s: %q", resources.AnnotationApprove, p.ID),
+		Given:      ec.Annotations[resources.AnnotationApprove] == p.ID,
+		Command:    fmt.Sprintf("kubectl etcd approve %s%s --plan %s", ec.Name, ns, p.ID),
+	}
 }
 
 // saveObserved writes observed states in the form --observed reads: a map by cluster key.

@@ -1,0 +1,98 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+)
+
+// Review is what a plan puts at risk, for the people who approve it: the voters before and
+// after, and for each step what it disrupts, deletes or may lose.
+type Review struct {
+	VotersBefore, VotersAfter int
+	Steps                     []Risk
+}
+
+// Risk is one step's share of a plan's risk.
+type Risk struct {
+	// Disrupts: a member stops serving while the step runs (it restarts, is defragmented,
+	// stops, or leaves etcd).
+	Disrupts bool
+	// Voters and Up are the voters and those that answer at the step's worst moment: while
+	// it runs, or once it is done when it changes the membership.
+	Voters, Up int
+	// Budget: the step lowers how many voters may fail before quorum is lost, to none or
+	// below (Spare), in a cluster that holds data.
+	Budget bool
+	// Loses says what data the step deletes or may lose; empty when none.
+	Loses string
+}
+
+// Spare is how many more voters may fail at the step's worst moment before quorum is
+// lost; below 0, the cluster does not answer writes then.
+func (r Risk) Spare() int { return r.Up - quorum(r.Voters) }
+
+// ReviewPlan replays a plan on the state it was made from, step by step as Plan made it.
+func ReviewPlan(d Desired, o Observed, p plan.Plan) Review {
+	m := newModel(d, o)
+	r := Review{VotersBefore: m.countVoters(), Steps: make([]Risk, 0, len(p.Steps))}
+	for _, s := range p.Steps {
+		all, up, _ := m.voters()
+		risk := m.during(s, o)
+		m.satisfy(s.Precondition)
+		m.apply(s, d)
+		if a, u, _ := m.voters(); changesVoters(s.Action) && u-quorum(a) < risk.Spare() {
+			risk.Voters, risk.Up = a, u
+		}
+		risk.Budget = all > 0 && risk.Spare() <= 0 && risk.Spare() < up-quorum(all)
+		r.Steps = append(r.Steps, risk)
+	}
+	r.VotersAfter = m.countVoters()
+	return r
+}
+
+// during assesses a step while it runs, on the model before it is applied.
+func (m *model) during(s plan.Step, o Observed) Risk {
+	all, up, _ := m.voters()
+	r := Risk{Voters: all, Up: up, Loses: loses(s, o)}
+	mm := m.get(s.Member)
+	if mm == nil || !takesDown(s.Action) && s.Action != plan.StopMember {
+		return r
+	}
+	r.Disrupts = mm.up || mm.silent
+	if mm.voter() && mm.up {
+		r.Up--
+	}
+	if mm.voter() && s.Action == plan.RemoveMember {
+		r.Voters--
+	}
+	return r
+}
+
+// changesVoters: the step adds or drops voters.
+func changesVoters(a plan.Action) bool {
+	switch a {
+	case plan.PromoteLearner, plan.RemoveMember, plan.ForceNewCluster, plan.RestoreFromBackup:
+		return true
+	}
+	return false
+}
+
+// loses says what data a step deletes or may lose.
+func loses(s plan.Step, o Observed) string {
+	switch s.Action {
+	case plan.DeleteMember:
+		return fmt.Sprintf("deletes the Pod and volume of %s, which is out of etcd's membership (the members that stay hold the data)", s.Member)
+	case plan.Compact:
+		return "drops the revisions before the current one: reads and watches of older revisions fail; every key keeps its value"
+	case plan.ForceNewCluster:
+		return fmt.Sprintf("writes that %s did not receive are lost, and every other member leaves etcd's membership", s.Member)
+	case plan.RestoreFromBackup:
+		from := "EtcdBackup " + s.Backup
+		if o.Backup != nil && o.Backup.Name == s.Backup {
+			from = o.Backup.String()
+		}
+		return "the cluster starts anew from " + from + ": writes after it are lost"
+	}
+	return ""
+}
