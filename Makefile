@@ -9,7 +9,7 @@ CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.2
 TEST_DEPS :=
 include test/stack.mk
 
-.PHONY: all build test lint generate demo demo-offline deploy undeploy e2e bench fuzz chaos
+.PHONY: all build test lint generate demo demo-offline deploy undeploy e2e bench fuzz chaos release-manifests
 all: build
 
 build:
@@ -29,6 +29,7 @@ generate:
 # down and checked for leftovers) run after all the others: the stack is down at the end.
 test: lint build build-plan $(TEST_DEPS)
 	$(GO) test -timeout 60m -parallel 4 ./...
+	cd test/tools/promrules && $(GO) test -count=1 ./...
 	CHAOS_SEEDS=1,2 $(GO) test -count=1 -timeout 30m -parallel 4 -run '^TestChaos$$' ./test/e2e/
 	$(MAKE) --no-print-directory stack-selftest-exclusive
 
@@ -44,6 +45,15 @@ deploy: build stack-up
 # e2e runs the operator's end-to-end tests on the local stack.
 e2e: build $(TEST_DEPS)
 	$(GO) test -timeout 60m -parallel 4 -v ./test/e2e/
+
+# release-manifests writes dist/etcdplan.yaml (the operator and its CRDs, for the whole
+# cluster) and dist/etcdplan-crds.yaml (the CRDs alone, for namespace-scoped installs), with
+# the operator's image IMAGE.
+IMAGE ?= ghcr.io/etcdplan/etcdplan:$(shell git describe --tags --always --dirty)
+release-manifests:
+	$(GO) run ./tools/release-manifests -image $(IMAGE) -o dist/etcdplan.yaml
+	$(GO) run ./tools/release-manifests -image $(IMAGE) -k kustomize/crd -o dist/etcdplan-crds.yaml
+	@echo "wrote dist/etcdplan.yaml and dist/etcdplan-crds.yaml for $(IMAGE)"
 
 undeploy:
 	$(KUBECTL) delete --ignore-not-found -k kustomize/default

@@ -24,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/clustermetrics"
 	"github.com/etcdplan/etcdplan/executor/controller"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -119,6 +121,8 @@ func run() error {
 			return err
 		}
 	}
+	// The clusters' state for alerts, read from the cache at each scrape.
+	metrics.Registry.MustRegister(clustermetrics.Collector{Reader: mgr.GetClient()})
 	r := &controller.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),

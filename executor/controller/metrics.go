@@ -21,12 +21,8 @@ var (
 			"and on its effect (applied until the cluster shows it).",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 	}, []string{"action", "on"})
-	clusterMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "etcdplan_cluster_members",
-		Help: "Voting members per cluster by state (healthy, unhealthy).",
-	}, []string{"cluster", "state"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(stepsTotal, stepDuration, stepWait, clusterMembers)
+	metrics.Registry.MustRegister(stepsTotal, stepDuration, stepWait)
 }

@@ -68,13 +68,6 @@ func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
 	}
 	st.Replicas, st.ReadyReplicas, st.Version = voters, ready, lowest
 	st.MemberSummary = fmt.Sprintf("%d/%d", ready, c.Spec.Replicas)
-	for _, state := range []string{"healthy", "unhealthy"} {
-		n := ready
-		if state == "unhealthy" {
-			n = voters - ready
-		}
-		clusterMembers.WithLabelValues(c.Namespace+"/"+c.Name, state).Set(float64(n))
-	}
 }
 
 func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberStatus {

@@ -290,7 +290,8 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
-	startOperator(t, ns)
+	metrics := metricsAddr(t)
+	startOperator(t, ns, "--metrics-bind-address="+metrics)
 	createReady(t, ns, 1)
 	ctx := context.Background()
 	createClaim(t, ns, "backups")
@@ -334,6 +335,19 @@ func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{resources.LabelBackup}))
 		return len(pods.Items) == 0
 	}, time.Minute, 200*time.Millisecond, "the snapshot, drill and prune Pods go")
+
+	// What the alerts read: the operator's gauges of this cluster and its backups, and
+	// etcd's own metrics from the member (kustomize/components/monitoring).
+	op, err := metricsText("http://" + metrics + "/metrics")
+	require.NoError(t, err)
+	member, err := metricsText(fmt.Sprintf("http://%s:%d/metrics", memberPods(t, ns, "demo")[0].Status.PodIP, resources.MetricsPort))
+	require.NoError(t, err)
+	requireAlertMetrics(t, op, member)
+	ours := []string{`cluster="demo"`, fmt.Sprintf(`namespace="%s"`, ns)}
+	require.Equal(t, 1.0, sum(op, "etcdplan_cluster_voters_healthy", ours...))
+	require.Equal(t, 0.0, sum(op, "etcdplan_cluster_failures_tolerated", ours...))
+	last := sum(op, "etcdplan_cluster_last_backup_timestamp_seconds", ours...)
+	require.InDelta(t, float64(time.Now().Unix()), last, 120, "the newest backup was taken a moment ago")
 }
 
 // keepLastTwo creates a schedule with keepLast 2, waits until its first backup is deleted,

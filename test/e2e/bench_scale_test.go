@@ -115,11 +115,19 @@ func (b *bench) scale(n int) scaleResult {
 
 // operatorMetricsText is the operator's metrics; it fails while the operator starts.
 func operatorMetricsText() (string, error) {
-	resp, err := http.Get("http://" + operatorMetrics + "/metrics")
+	return metricsText("http://" + operatorMetrics + "/metrics")
+}
+
+// metricsText reads a metrics endpoint in Prometheus's text format.
+func metricsText(url string) (string, error) {
+	resp, err := http.Get(url)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", url, resp.Status)
+	}
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
