@@ -361,9 +361,3 @@ func (s *EtcdBackupSchedule) GetConditions() []metav1.Condition { return s.Statu
 
 // SetConditions sets the status conditions.
 func (s *EtcdBackupSchedule) SetConditions(c []metav1.Condition) { s.Status.Conditions = c }
-
-// SetObservedGeneration records the generation the status describes.
-func (b *EtcdBackup) SetObservedGeneration(g int64) { b.Status.ObservedGeneration = g }
-
-// SetObservedGeneration records the generation the status describes.
-func (s *EtcdBackupSchedule) SetObservedGeneration(g int64) { s.Status.ObservedGeneration = g }

@@ -510,6 +510,3 @@ type EtcdClusterList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []EtcdCluster `json:"items"`
 }
-
-// SetObservedGeneration records the generation the status describes.
-func (c *EtcdCluster) SetObservedGeneration(g int64) { c.Status.ObservedGeneration = g }

@@ -91,7 +91,7 @@ func collectCluster(ch chan<- prometheus.Metric, ec *v1alpha1.EtcdCluster, newes
 		gauge(condition, 1, cond.Type, string(cond.Status), cond.Reason)
 	}
 	raised := map[string]int{"NOSPACE": 0, "CORRUPT": 0} // 0, not absent, when none is raised
-	for _, a := range ec.Status.Alarms { // "NOSPACE on member 8e9e05c52164694d"
+	for _, a := range ec.Status.Alarms {                 // "NOSPACE on member 8e9e05c52164694d"
 		kind, _, _ := strings.Cut(a, " ")
 		raised[kind]++
 	}

@@ -73,6 +73,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, nil
 	}
 	status := newStatusWriter(r.Client, b)
+	b.Status.ObservedGeneration = b.Generation // a backup's spec is judged at every reconcile
 	write := func() error { return status.write(ctx, b) }
 	defer func() {
 		if err := write(); err != nil && retErr == nil {

@@ -54,6 +54,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	status := newStatusWriter(r.Client, s)
+	s.Status.ObservedGeneration = s.Generation // a schedule's spec is judged at every reconcile
 	defer func() {
 		if err := status.write(ctx, s); err != nil && retErr == nil {
 			retErr = err

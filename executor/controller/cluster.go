@@ -121,6 +121,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		c.Status.LastHandledReconcileAt = v
 	}
 	c.Status.Selector = resources.Selector(c)
+	// The status below describes this generation, except when the look fails before the
+	// planner ran: then it keeps the generation it described.
+	observed := c.Status.ObservedGeneration
+	c.Status.ObservedGeneration = c.Generation
 	if c.Spec.Suspend {
 		conditions.Delete(c, meta.ReconcilingCondition)
 		conditions.Delete(c, meta.StalledCondition)
@@ -139,6 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	}
 	o, fresh, err := r.look(ctx, c)
 	if err != nil {
+		c.Status.ObservedGeneration = observed
 		return reconcile.Result{}, err
 	}
 	result, err = r.advance(ctx, c, o, fresh)

@@ -45,6 +45,8 @@ type fixture struct {
 	etcd   *etcdfake.Cluster
 	events *record.FakeRecorder
 	now    time.Time
+	// listErr, when set, fails every List, as an API server that does not answer.
+	listErr error
 }
 
 func newFixture(t *testing.T, members int, edit func(c *v1alpha1.EtcdCluster)) *fixture {
@@ -68,10 +70,16 @@ func newFixture(t *testing.T, members int, edit func(c *v1alpha1.EtcdCluster)) *
 		view.Members = append(view.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{resources.PeerURL(c, name)},
 			Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 100})
 	}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdBackup{}, &v1alpha1.EtcdBackupSchedule{}).
-		WithInterceptorFuncs(interceptor.Funcs{Create: createAtGeneration1, SubResourcePatch: checkedStatusPatch(t)}).Build()
-	f := &fixture{t: t, kube: kube, etcd: etcdfake.New(view), events: record.NewFakeRecorder(100), now: time.Unix(1_800_000_000, 0)}
-	f.r = &Reconciler{Client: kube, APIReader: kube, Recorder: f.events, Dial: f.etcd.Dial, Now: func() time.Time { return f.now }}
+	f := &fixture{t: t, etcd: etcdfake.New(view), events: record.NewFakeRecorder(100), now: time.Unix(1_800_000_000, 0)}
+	list := func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+		if f.listErr != nil {
+			return f.listErr
+		}
+		return c.List(ctx, l, opts...)
+	}
+	f.kube = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.EtcdCluster{}, &v1alpha1.EtcdBackup{}, &v1alpha1.EtcdBackupSchedule{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: createAtGeneration1, SubResourcePatch: checkedStatusPatch(t), List: list}).Build()
+	f.r = &Reconciler{Client: f.kube, APIReader: f.kube, Recorder: f.events, Dial: f.etcd.Dial, Now: func() time.Time { return f.now }}
 	return f
 }
 
@@ -738,4 +746,31 @@ func TestScheduledDefragmentation(t *testing.T) {
 	c, _ = f.reconcile()
 	require.True(t, conditions.IsStalled(c))
 	require.Equal(t, "InvalidSchedule", conditions.GetReason(c, meta.StalledCondition))
+}
+
+// observedGeneration says which spec status describes: it moves only once the operator
+// planned that generation (or judged it: suspended, unsupported). A reconcile that failed
+// before planning leaves it, so a Ready=True of the older spec is not read as the new one's.
+func TestObservedGenerationMovesOnlyWhenPlanned(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	c, _ := f.reconcile()
+	require.True(t, conditions.IsReady(c))
+	require.Equal(t, int64(1), c.Status.ObservedGeneration)
+
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	f.listErr = errors.New("the API server does not answer")
+	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "demo"}})
+	require.ErrorContains(t, err, "does not answer")
+	f.listErr = nil
+	c = f.cluster()
+	require.Equal(t, int64(1), c.Status.ObservedGeneration, "generation 2 was not planned")
+
+	c, _ = f.reconcile()
+	require.Equal(t, int64(2), c.Status.ObservedGeneration)
+	require.NotNil(t, c.Status.Plan)
+	require.Equal(t, int64(2), c.Status.Plan.Generation)
+
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Suspend = true })
+	c, _ = f.reconcile()
+	require.Equal(t, int64(3), c.Status.ObservedGeneration, "a suspension is the spec judged")
 }

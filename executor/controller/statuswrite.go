@@ -9,13 +9,6 @@ import (
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
-// statusObject is an object whose status the operator writes, kstatus conditions and the
-// generation they describe included.
-type statusObject interface {
-	client.Object
-	SetObservedGeneration(int64)
-}
-
 // statusWriter writes an object's status in one merge patch of what changed since the
 // object was read or its status last written. The operator alone writes these statuses,
 // so the patch carries no resourceVersion to check: a write never waits for a cache to
@@ -30,17 +23,17 @@ func newStatusWriter(c client.Client, obj client.Object) *statusWriter {
 	return &statusWriter{client: c, before: obj.DeepCopyObject().(client.Object)}
 }
 
-// write patches obj's status and its observedGeneration; an object deleted meanwhile is no
-// error. obj itself is left as it is: the server's answer goes to a copy.
-func (w *statusWriter) write(ctx context.Context, obj statusObject) error {
+// write patches obj's status; an object deleted meanwhile is no error. obj itself is left
+// as it is: the server's answer goes to a copy. The caller sets observedGeneration once it
+// has judged that generation of the spec.
+func (w *statusWriter) write(ctx context.Context, obj client.Object) error {
 	return w.send(ctx, obj)()
 }
 
 // send is write with the request under way while the caller goes on: the patch is taken
 // from obj as it is now, and wait returns the request's outcome. Nothing else may write
 // before wait returned.
-func (w *statusWriter) send(ctx context.Context, obj statusObject) (wait func() error) {
-	obj.SetObservedGeneration(obj.GetGeneration())
+func (w *statusWriter) send(ctx context.Context, obj client.Object) (wait func() error) {
 	patch := client.MergeFrom(w.before)
 	data, err := patch.Data(obj)
 	if err != nil || string(data) == "{}" {
