@@ -90,8 +90,9 @@ func collectCluster(ch chan<- prometheus.Metric, ec *v1alpha1.EtcdCluster, newes
 	for _, cond := range ec.Status.Conditions {
 		gauge(condition, 1, cond.Type, string(cond.Status), cond.Reason)
 	}
-	raised := map[string]int{"NOSPACE": 0, "CORRUPT": 0} // 0, not absent, when none is raised
-	for _, a := range ec.Status.Alarms {                 // "NOSPACE on member 8e9e05c52164694d"
+	// 0, not absent, when none is raised; status says "NOSPACE on member 8e9e05c52164694d".
+	raised := map[string]int{"NOSPACE": 0, "CORRUPT": 0}
+	for _, a := range ec.Status.Alarms {
 		kind, _, _ := strings.Cut(a, " ")
 		raised[kind]++
 	}
