@@ -54,6 +54,10 @@ const (
 	RestoreFromBackup Action = "RestoreFromBackup"
 )
 
+// Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
+// waits for approval unless spec.recovery lets it run alone.
+func (a Action) Recovers() bool { return a == ForceNewCluster || a == RestoreFromBackup }
+
 // PreconditionKind names what must hold before a step starts.
 type PreconditionKind string
 

@@ -11,7 +11,7 @@ import (
 // alone with --force-new-cluster, or a start anew from a backup.
 func recoveryStep(rec *v1alpha1.PlanStatus) *plan.Step {
 	for i := int(rec.Current); i < len(rec.Steps); i++ {
-		if a := rec.Steps[i].Action; a == plan.ForceNewCluster || a == plan.RestoreFromBackup {
+		if rec.Steps[i].Action.Recovers() {
 			return &rec.Steps[i]
 		}
 	}

@@ -107,9 +107,7 @@ func planAll(ctx context.Context, src ObservedSource, clusters []*v1alpha1.EtcdC
 // approval says whether the plan waits for approval once the manifest is applied, and how
 // to give it: the operator's rule (executor/controller) read from the manifest's spec.
 func approval(ec *v1alpha1.EtcdCluster, p plan.Plan) *render.Approval {
-	recovery := slices.ContainsFunc(p.Steps, func(s plan.Step) bool {
-		return s.Action == plan.ForceNewCluster || s.Action == plan.RestoreFromBackup
-	})
+	recovery := slices.ContainsFunc(p.Steps, func(s plan.Step) bool { return s.Action.Recovers() })
 	ns := ""
 	if ec.Namespace != "" {
 		ns = " -n " + ec.Namespace
