@@ -72,15 +72,7 @@ func collectCluster(ch chan<- prometheus.Metric, ec *v1alpha1.EtcdCluster, newes
 	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(k, extra...)...)
 	}
-	all, up := 0, 0
-	for _, m := range ec.Status.Members {
-		if m.Role == v1alpha1.RoleVoter {
-			all++
-			if m.Healthy {
-				up++
-			}
-		}
-	}
+	all, up := ec.Status.Replicas, ec.Status.ReadyReplicas // voters, and those healthy
 	gauge(replicas, float64(ec.Spec.Replicas))
 	gauge(voters, float64(all))
 	gauge(healthy, float64(up))

@@ -20,12 +20,9 @@ func TestCollectorExportsWhatAlertsWatch(t *testing.T) {
 	scheme := runtime.NewScheme()
 	require.NoError(t, v1alpha1.AddToScheme(scheme))
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "team-a", Name: name} }
-	voter := func(name string, healthy bool) v1alpha1.MemberStatus {
-		return v1alpha1.MemberStatus{Name: name, Role: v1alpha1.RoleVoter, Healthy: healthy}
-	}
+	// Three voters, two healthy (the operator counts them from etcd's members in status).
 	prod := &v1alpha1.EtcdCluster{ObjectMeta: meta("prod"), Spec: v1alpha1.EtcdClusterSpec{Replicas: 3}, Status: v1alpha1.EtcdClusterStatus{
-		Members: []v1alpha1.MemberStatus{voter("prod-0", true), voter("prod-1", true), voter("prod-2", false),
-			{Name: "prod-3", Role: v1alpha1.RoleLearner}},
+		Replicas: 3, ReadyReplicas: 2,
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "MembersUnhealthy"},
 			{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "ProgressDeadlineExceeded"}},
 		Alarms: []string{"NOSPACE on member 1", "NOSPACE on member 2"},
