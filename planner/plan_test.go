@@ -599,15 +599,22 @@ func TestRestoreSeedsOnlyANewCluster(t *testing.T) {
 	require.Empty(t, Plan(c, o).Warnings, "a cluster that was restored is not warned about")
 }
 
+// oneSurvivorOfThree: demo-1's volume was wiped and demo-2's Pod and volume are gone; demo-0
+// alone kept its data.
+func oneSurvivorOfThree(c Desired) *world {
+	w := running(c, 3, "3.6.16")
+	w.members["demo-1"].dataLost, w.members["demo-1"].up = true, false
+	w.members["demo-2"].pod, w.members["demo-2"].pvc, w.members["demo-2"].up = false, false, false
+	w.elect()
+	return w
+}
+
 // A majority of voters lost their data: the survivor with the longest log restarts alone,
 // the others' leftovers go, and new members join it.
 func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	t.Run("one survivor of three", func(t *testing.T) {
 		c := cluster(3, "3.6.16")
-		w := running(c, 3, "3.6.16")
-		w.members["demo-1"].dataLost, w.members["demo-1"].up = true, false
-		w.members["demo-2"].pod, w.members["demo-2"].pvc, w.members["demo-2"].up = false, false, false
-		w.elect()
+		w := oneSurvivorOfThree(c)
 		p := Plan(c, w.observe())
 		require.Nil(t, p.Blocked)
 		require.Equal(t, []string{"ForceNewCluster demo-0", "DeleteMember demo-1", "AddLearner demo-3", "StartMember demo-3", "PromoteLearner demo-3",

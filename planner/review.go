@@ -38,7 +38,7 @@ func ReviewPlan(d Desired, o Observed, p plan.Plan) Review {
 	r := Review{VotersBefore: m.countVoters(), Steps: make([]Risk, 0, len(p.Steps))}
 	for _, s := range p.Steps {
 		all, up, _ := m.voters()
-		risk := m.during(s, o)
+		risk := m.during(s, o, all, up)
 		m.satisfy(s.Precondition)
 		m.apply(s, d)
 		if a, u, _ := m.voters(); changesVoters(s.Action) && u-quorum(a) < risk.Spare() {
@@ -51,9 +51,9 @@ func ReviewPlan(d Desired, o Observed, p plan.Plan) Review {
 	return r
 }
 
-// during assesses a step while it runs, on the model before it is applied.
-func (m *model) during(s plan.Step, o Observed) Risk {
-	all, up, _ := m.voters()
+// during assesses a step while it runs, on the model before it is applied (all voters, up
+// of them answering).
+func (m *model) during(s plan.Step, o Observed, all, up int) Risk {
 	r := Risk{Voters: all, Up: up, Loses: loses(s, o)}
 	mm := m.get(s.Member)
 	if mm == nil || !takesDown(s.Action) && s.Action != plan.StopMember {

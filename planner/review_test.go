@@ -29,11 +29,17 @@ func brief(t *testing.T, c Desired, w *world) (Review, []string) {
 	return r, out
 }
 
+// reconfigured is n healthy voters whose spec's configuration changed: each restarts.
+func reconfigured(n int) (Desired, *world) {
+	c := cluster(n, "3.6.16")
+	w := running(c, n, "3.6.16")
+	c.ConfigHash = "cfg-2"
+	return c, w
+}
+
 func TestReviewSaysWhatEachStepRisks(t *testing.T) {
 	t.Run("a rolling restart of three leaves no failure to spare", func(t *testing.T) {
-		c := cluster(3, "3.6.16")
-		w := running(c, 3, "3.6.16")
-		c.ConfigHash = "cfg-2"
+		c, w := reconfigured(3)
 		r, got := brief(t, c, w)
 		require.Equal(t, []string{
 			"RestartMember demo-1 disrupts budget - 2/3",
@@ -45,9 +51,7 @@ func TestReviewSaysWhatEachStepRisks(t *testing.T) {
 		require.Equal(t, 3, r.VotersAfter)
 	})
 	t.Run("five restart with one failure to spare", func(t *testing.T) {
-		c := cluster(5, "3.6.16")
-		w := running(c, 5, "3.6.16")
-		c.ConfigHash = "cfg-2"
+		c, w := reconfigured(5)
 		_, got := brief(t, c, w)
 		require.Equal(t, "RestartMember demo-1 disrupts - - 4/5", got[0])
 	})
@@ -70,9 +74,7 @@ func TestReviewSaysWhatEachStepRisks(t *testing.T) {
 		require.Equal(t, "RemoveMember demo-2 disrupts budget - 2/2", got[0])
 	})
 	t.Run("one member is unavailable while it restarts", func(t *testing.T) {
-		c := cluster(1, "3.6.16")
-		w := running(c, 1, "3.6.16")
-		c.ConfigHash = "cfg-2"
+		c, w := reconfigured(1)
 		r, got := brief(t, c, w)
 		require.Equal(t, []string{"RestartMember demo-0 disrupts budget - 0/1"}, got)
 		require.Equal(t, -1, r.Steps[0].Spare())
@@ -88,11 +90,7 @@ func TestReviewSaysWhatEachStepRisks(t *testing.T) {
 	})
 	t.Run("a recovery from quorum loss may lose writes", func(t *testing.T) {
 		c := cluster(3, "3.6.16")
-		w := running(c, 3, "3.6.16")
-		w.members["demo-1"].dataLost, w.members["demo-1"].up = true, false
-		w.members["demo-2"].pod, w.members["demo-2"].pvc, w.members["demo-2"].up = false, false, false
-		w.elect()
-		r, got := brief(t, c, w)
+		r, got := brief(t, c, oneSurvivorOfThree(c))
 		require.Equal(t, "ForceNewCluster demo-0 - - loses", got[0])
 		require.Contains(t, r.Steps[0].Loses, "writes that demo-0 did not receive are lost")
 	})
