@@ -84,8 +84,8 @@ func (s *Stack) StartNode(ctx context.Context, name string) error {
 	}
 	addr, _ := s.l.adminAddr(name)
 	return poll(ctx, 200*time.Millisecond, "the admin server of "+name, func(ctx context.Context) error {
-		if p.pid(s.l) == 0 {
-			return withLog(s.l, p, fmt.Errorf("stack: %s exited", name))
+		if err := p.exited(s.l); err != nil {
+			return err
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
 		if err != nil {

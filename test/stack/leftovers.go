@@ -157,7 +157,7 @@ func (lo Leftovers) Remove() error {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, pid := range lo.pids {
-		for procState(pid) != 0 && procState(pid) != 'Z' && time.Now().Before(deadline) {
+		for procStat(pid) != 0 && procStat(pid) != 'Z' && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}

@@ -25,35 +25,61 @@ type process struct {
 // pid returns the pid of the running process, or 0 when it does not run. A pid only counts when
 // that process still runs the same binary (pids get reused) and is not a zombie.
 func (p process) pid(l layout) int {
-	b, err := os.ReadFile(l.pidFile(p.name))
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	if !procRuns(pid, p.bin) {
-		return 0
-	}
+	pid, _ := p.state(l)
 	return pid
 }
 
+// state is pid, with why the process does not count as running ("" when it does).
+func (p process) state(l layout) (int, string) {
+	b, err := os.ReadFile(l.pidFile(p.name))
+	if err != nil {
+		return 0, err.Error()
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Sprintf("its pid file holds %q", b)
+	}
+	if why := procState(pid, p.bin); why != "" {
+		return 0, why
+	}
+	return pid, ""
+}
+
+// exited reports, with the reason, that p has stopped running. A process seen gone is looked at
+// again a moment later: a start was once reported as an exit while the process ran on.
+func (p process) exited(l layout) error {
+	_, why := p.state(l)
+	if why == "" {
+		return nil
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, again := p.state(l); again == "" {
+		return nil
+	}
+	return withLog(l, p, fmt.Errorf("stack: %s exited (%s)", p.name, why))
+}
+
 // procRuns reports whether pid is a live (not zombie) process whose argv[0] is bin.
-func procRuns(pid int, bin string) bool {
+func procRuns(pid int, bin string) bool { return procState(pid, bin) == "" }
+
+// procState says why pid is not a live (not zombie) process whose argv[0] is bin, or "".
+func procState(pid int, bin string) string {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil || len(cmdline) == 0 {
-		return false
+		return fmt.Sprintf("pid %d: no command line (%v)", pid, err)
 	}
 	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
 	if string(argv0) != bin {
-		return false
+		return fmt.Sprintf("pid %d runs %s", pid, argv0)
 	}
-	return procState(pid) != 'Z'
+	if s := procStat(pid); s == 'Z' {
+		return fmt.Sprintf("pid %d is a zombie", pid)
+	}
+	return ""
 }
 
-// procState returns the state letter of /proc/<pid>/stat (R, S, D, Z, ...), or 0.
-func procState(pid int) byte {
+// procStat returns the state letter of /proc/<pid>/stat (R, S, D, Z, ...), or 0.
+func procStat(pid int) byte {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0

@@ -160,8 +160,8 @@ func up(ctx context.Context, l layout, out io.Writer) error {
 	// Wait until it all works, and name the process to blame when one exits on the way.
 	exited := func() error {
 		for _, p := range allProcs(l) {
-			if p.pid(l) == 0 {
-				return withLog(l, p, fmt.Errorf("stack: %s exited", p.name))
+			if err := p.exited(l); err != nil {
+				return err
 			}
 		}
 		return nil
