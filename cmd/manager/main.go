@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,9 +20,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -65,11 +68,15 @@ func run() error {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so only one replica of the operator acts")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the operator's own)")
-	// client-go's defaults; an API server too slow to renew within them makes the operator
-	// exit and start again (its plan is in status, so nothing is lost but time).
+	// client-go's lease and renewal deadline; an API server too slow to renew within them
+	// makes the operator exit and start again (its plan is in status, so nothing is lost but
+	// time). The retry period is shorter than client-go's 2 s: a waiting replica (the new
+	// Pod of a rollout) takes a released lease at its next try, so the retry period is how
+	// long a rollout leaves every cluster unattended; the price is the leader renewing its
+	// Lease twice a second.
 	flag.DurationVar(&o.lease, "leader-elect-lease-duration", 15*time.Second, "how long a lease holds without renewal before another replica may take it")
 	flag.DurationVar(&o.renew, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew its lease before it gives up and exits")
-	flag.DurationVar(&o.retry, "leader-elect-retry-period", 2*time.Second, "how often a replica tries to take or renew the lease")
+	flag.DurationVar(&o.retry, "leader-elect-retry-period", 500*time.Millisecond, "how often a replica tries to take or renew the lease")
 	flag.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all)")
 	flag.StringVar(&o.etcdRepository, "etcd-image-repository", "quay.io/coreos/etcd", "etcd image repository; tags are v<version>")
 	flag.StringVar(&o.selfImage, "operator-image", "", "the operator's own image, run by member Pods for their preflight check (default: read from the operator's Pod, named by POD_NAME and POD_NAMESPACE)")
@@ -112,6 +119,9 @@ func run() error {
 		// drained node) acts as soon as it is ready instead of waiting for the lease to expire.
 		// The process exits right after, so nothing acts without the lease.
 		LeaderElectionReleaseOnCancel: true,
+		// A replica waiting for the lease lists and watches what the controllers read, and
+		// queues every cluster, so the moment it is elected it reconciles instead of listing.
+		Controller: config.Controller{EnableWarmup: ptr.To(true)},
 	})
 	if err != nil {
 		return err
@@ -148,7 +158,7 @@ func run() error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("readyz", warm(mgr.GetCache())); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
@@ -186,5 +196,23 @@ func crashOnce(dir string) func(string, int) {
 		_ = os.WriteFile(marker, []byte(time.Now().Format(time.RFC3339Nano)), 0o644)
 		fmt.Fprintf(os.Stderr, "test failpoint: exiting after the effect of plan %s step %d\n", planID, step+1)
 		os.Exit(3)
+	}
+}
+
+// warm is the readiness check: ready once the clusters, their Pods and claims are listed. A
+// rollout stops the old operator only when the new one is ready, so the new one can act the
+// moment it takes the lease.
+func warm(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		for _, o := range []client.Object{&v1alpha1.EtcdCluster{}, &corev1.Pod{}, &corev1.PersistentVolumeClaim{}} {
+			inf, err := c.GetInformer(req.Context(), o, cache.BlockUntilSynced(false))
+			if err != nil {
+				return err
+			}
+			if !inf.HasSynced() {
+				return fmt.Errorf("%T not listed yet", o)
+			}
+		}
+		return nil
 	}
 }

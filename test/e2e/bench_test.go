@@ -71,6 +71,17 @@ func TestBench(t *testing.T) {
 		t.Logf("bench: restart %s; %d clusters reconciled %v after a restart", span(r.Start, r.Start.Add(r.Operator)), sr.Clusters, sr.ReconciledAfterStart)
 		return
 	}
+	// Joins swing most between runs (etcd 3.6 sometimes holds a joining member's client
+	// port for 7 s, see docs/benchmarks.md): the scenarios made of joins run several times.
+	runs := 3
+	if n, err := strconv.Atoi(os.Getenv("BENCH_REPEAT")); err == nil && n > 0 {
+		runs = n
+	}
+	// BENCH_ONLY=rollout measures only the operator's rollouts, and writes no docs.
+	if os.Getenv("BENCH_ONLY") == "rollout" {
+		fmt.Println(rolloutReport(b.rollouts(runs)))
+		return
+	}
 	var results []benchResult
 	if os.Getenv("BENCH_ONLY") == "" {
 		results = append(results, b.freshBootstrap())
@@ -81,12 +92,6 @@ func TestBench(t *testing.T) {
 	if os.Getenv("BENCH_ONLY") == "day2" {
 		fmt.Println(naiveReport([]benchResult{b.upgrade(), b.defrag()}))
 		return
-	}
-	// Joins swing most between runs (etcd 3.6 sometimes holds a joining member's client
-	// port for 7 s, see docs/benchmarks.md): the scenarios made of joins run several times.
-	runs := 3
-	if n, err := strconv.Atoi(os.Getenv("BENCH_REPEAT")); err == nil && n > 0 {
-		runs = n
 	}
 	var fl *floor // the floor's three members, for the scenarios that follow
 	// BENCH_ONLY=scale measures only the scaling 3 -> 5 and back, and writes no docs.
@@ -125,7 +130,8 @@ func TestBench(t *testing.T) {
 
 	results = append(results, b.upgrade(), b.defrag(), b.restart(10))
 	b.clear(opNS, floorNS, b.restartNS) // the other scenarios' clusters go first
-	report(t, results, b.scale(benchClusters()))
+	rollouts := b.rollouts(runs)
+	report(t, results, b.scale(benchClusters()), rollouts)
 }
 
 // benchClusters is how many clusters one operator runs at once: BENCH_CLUSTERS, 50 by
@@ -557,8 +563,8 @@ func (f *floor) leader() string {
 }
 
 // report prints the table and writes docs/benchmarks.md with a plot per scenario.
-func report(t *testing.T, results []benchResult, sr scaleResult) {
-	figures := table(results) + scaleReport(sr)
+func report(t *testing.T, results []benchResult, sr scaleResult, rollouts []rolloutResult) {
+	figures := table(results) + scaleReport(sr) + rolloutReport(rollouts)
 	fmt.Println(figures)
 	root := env.root
 	dir := filepath.Join(root, "docs", "benchmarks")
