@@ -50,7 +50,9 @@ func (b *bench) rollouts(runs int) []rolloutResult {
 	require.NoError(t, kubectl(ctx, "apply", "-k", dir))
 	t.Cleanup(func() { _ = kubectl(ctx, "delete", "--ignore-not-found", "--wait=false", "-k", dir) })
 	deploy := ns + "-etcdplan"
-	rolledOut := func() { require.NoError(t, kubectl(ctx, "-n", ns, "rollout", "status", "deployment/"+deploy, "--timeout=3m")) }
+	rolledOut := func() {
+		require.NoError(t, kubectl(ctx, "-n", ns, "rollout", "status", "deployment/"+deploy, "--timeout=3m"))
+	}
 	rolledOut()
 	c := newCluster(ns, "demo", 3)
 	require.NoError(t, env.client.Create(ctx, c))
