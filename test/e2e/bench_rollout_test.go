@@ -147,10 +147,11 @@ func (b *bench) rollout(ns, deploy, member string, retry time.Duration) rolloutR
 		}
 		if !created.IsZero() && !taken.IsZero() {
 			// The new operator can act once it holds the lease and the old Pod is gone.
-			r.Reacted = nonNeg(created.Sub(gone))
-			if taken.After(gone) {
-				r.Reacted = nonNeg(created.Sub(taken))
+			from := gone
+			if taken.After(from) {
+				from = taken
 			}
+			r.Reacted = nonNeg(created.Sub(from))
 			break
 		}
 	}
