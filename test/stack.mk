@@ -72,7 +72,8 @@ $(FAKE_GCS_BIN): test/tools/fake-gcs-server/go.mod test/tools/fake-gcs-server/go
 # $(1): name (source-controller), $(2): version, $(3): tools module directory.
 define FLUX_RULES
 $(BIN)/flux-$(1)-$(2)/$(1): $(3)/go.mod $(3)/go.sum
-	mkdir -p $$(@D)/crds && cp -f $$$$(cd $(3) && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/$(1))/config/crd/bases/*.yaml $$(@D)/crds/ && chmod u+w $$(@D)/crds/*
+	mkdir -p $$(@D)/crds && dir=$$$$(GO=$(GO) $(CURDIR)/test/module-dir.sh $(3) github.com/fluxcd/$(1)) && \
+		cp -f "$$$$dir"/config/crd/bases/*.yaml $$(@D)/crds/ && chmod u+w $$(@D)/crds/*
 	$(BUILD_STEP) "$(1) $(2) (Flux, for the GitOps tests)" $(3) $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ github.com/fluxcd/$(1)
 endef
 FLUX_SOURCE_VERSION := v1.9.6

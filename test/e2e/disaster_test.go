@@ -143,13 +143,14 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 		require.Len(t, memberPods(t, ns, c.Name), 1, "the seed's Pod is kept for its logs, and no other starts")
 	}
 
-	// 192.0.2.0/24 is reserved for documentation: nothing answers there.
-	createBackup(t, ns, "unreachable", minioDest("http://192.0.2.1:9000"))
+	// A closed port on the stack's bridge: the operator reaches the address, nothing listens.
+	closed := objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP())
+	createBackup(t, ns, "unreachable", minioDest("http://"+closed))
 	require.Eventually(t, func() bool {
 		var b v1alpha1.EtcdBackup
 		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unreachable"}, &b))
 		ready := apimeta.FindStatusCondition(b.Status.Conditions, fluxmeta.ReadyCondition)
-		return ready != nil && ready.Reason == "StoreUnavailable" && strings.Contains(ready.Message, "192.0.2.1") &&
+		return ready != nil && ready.Reason == "StoreUnavailable" && strings.Contains(ready.Message, closed) &&
 			b.Status.Phase != v1alpha1.BackupSucceeded && !strings.Contains(fmt.Sprint(b.Status), m.Password)
 	}, time.Minute, 200*time.Millisecond, "an unreachable store is named, and retried")
 
