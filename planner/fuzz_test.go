@@ -113,7 +113,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	}
 	switch r.n(24) {
 	case 0:
-		w.foreign = []EtcdMember{{ID: "f1", Name: "other", PeerURLs: []string{"http://10.0.0.9:2380"}, Answering: true}}
+		w.foreign = []EtcdMember{{ID: "f1", Name: "other", PeerURLs: []string{"http://10.89.0.9:2380"}, Answering: true}}
 	case 1: // a learner added by hand under the name of a member etcd lists
 		for _, m := range w.sorted() {
 			if id, _ := strconv.Atoi(m.id); m.inEtcd && (w.staleBelow == 0 || id <= w.staleBelow) {

@@ -433,7 +433,7 @@ func TestMembersTheOperatorDoesNotManageBlock(t *testing.T) {
 		reason plan.BlockReason
 		says   string
 	}{
-		{"another cluster's peer URL", EtcdMember{ID: "f1", Name: "x", PeerURLs: []string{"http://10.0.0.9:2380"}, Answering: true},
+		{"another cluster's peer URL", EtcdMember{ID: "f1", Name: "x", PeerURLs: []string{"http://10.89.0.9:2380"}, Answering: true},
 			plan.BlockForeignMember, "etcdctl member remove f1"},
 		{"a learner added by hand under a member's name", EtcdMember{ID: "f2", PeerURLs: []string{"http://demo-1.demo.default.svc:2380"}, Learner: true},
 			plan.BlockDuplicateMember, "both claim the name demo-1"},

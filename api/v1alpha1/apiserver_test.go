@@ -104,7 +104,7 @@ func startAPIServer(t *testing.T) *apiServer {
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort), "--cert-dir="+filepath.Join(dir, "certs"),
 		"--token-auth-file="+tokens, "--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file="+keyFile,
-		"--service-account-signing-key-file="+keyFile, "--service-cluster-ip-range=10.0.0.0/24",
+		"--service-account-signing-key-file="+keyFile, "--service-cluster-ip-range=10.96.0.0/24",
 		"--disable-admission-plugins=ServiceAccount")
 	cfg := &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", apiPort), BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}

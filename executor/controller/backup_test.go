@@ -156,7 +156,7 @@ func (f *backupFixture) drillPod(init []corev1.ContainerStatus, ready bool) *cor
 	require.NoError(f.t, f.kube.Update(context.Background(), p))
 	p.Status.InitContainerStatuses = init
 	if ready {
-		p.Status.PodIP = "10.0.9.1"
+		p.Status.PodIP = "10.88.9.1"
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	}
 	require.NoError(f.t, f.kube.Status().Update(context.Background(), p))
@@ -191,7 +191,7 @@ func TestDrillRestoresTheBackupIntoAScratchEtcdAndComparesWhatItHolds(t *testing
 
 	f.drillPod([]corev1.ContainerStatus{{Name: "restore-fetch", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}}}, true)
 	b, res = f.reconcile()
-	require.Equal(t, []string{"http://10.0.9.1:2379@4711"}, *asked, "read at the artifact's revision")
+	require.Equal(t, []string{"http://10.88.9.1:2379@4711"}, *asked, "read at the artifact's revision")
 	require.Zero(t, res.RequeueAfter)
 	require.True(t, conditions.IsTrue(b, v1alpha1.VerifiedCondition), "%v", b.Status.Conditions)
 	require.Contains(t, conditions.GetMessage(b, v1alpha1.VerifiedCondition), "holds the 1000 keys and the history hash the cluster had at revision 4711")
@@ -275,7 +275,7 @@ func TestBackupToAClaimRunsInAPodThatMountsIt(t *testing.T) {
 	require.Equal(t, []string{"/manager", "snapshot"}, cmd[:2])
 	require.Contains(t, cmd, "--member=demo-1", "a follower")
 	require.Contains(t, cmd, "--member-id=2")
-	require.Contains(t, cmd, "--endpoint=http://10.0.0.1:2379")
+	require.Contains(t, cmd, "--endpoint=http://10.88.0.1:2379")
 	require.Contains(t, cmd, "--cluster-id=c1")
 	require.Equal(t, "backups", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
 	require.Equal(t, resources.BackupMount, p.Spec.Containers[0].VolumeMounts[0].MountPath)

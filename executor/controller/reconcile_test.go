@@ -120,7 +120,7 @@ func memberPod(c *v1alpha1.EtcdCluster, name string) *corev1.Pod {
 	p := resources.MemberPod(c, resources.Images{EtcdRepository: "etcd", Operator: "op"}, resources.MemberSpec{Name: name, Version: c.Spec.Version})
 	p.Labels[resources.LabelRole] = string(v1alpha1.RoleVoter)
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "EtcdCluster", Name: c.Name, UID: c.UID, Controller: ptr.To(true)}}
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0." + strings.TrimPrefix(name, "demo-"),
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0." + strings.TrimPrefix(name, "demo-"),
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	return p
 }
@@ -516,7 +516,7 @@ func TestForeignPodNameIsNotAdopted(t *testing.T) {
 func TestForeignMemberBlocks(t *testing.T) {
 	f := newFixture(t, 3, nil)
 	f.setView(func(v *planner.EtcdView) {
-		v.Members = append(v.Members, planner.EtcdMember{ID: "99", Name: "intruder", PeerURLs: []string{"http://10.9.9.9:2380"}, Answering: true})
+		v.Members = append(v.Members, planner.EtcdMember{ID: "99", Name: "intruder", PeerURLs: []string{"http://10.88.9.9:2380"}, Answering: true})
 	})
 	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
 	c, _ := f.reconcile()

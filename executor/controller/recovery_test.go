@@ -59,7 +59,7 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	require.Contains(t, pod.Spec.InitContainers[0].Command, "--expect-data=true")
 
 	// etcd runs the survivor alone: its claim's mark goes, and the plan goes on.
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.0",
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.10",
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	require.NoError(t, f.kube.Status().Update(ctx, pod))
 	f.setView(func(v *planner.EtcdView) {
@@ -114,7 +114,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	require.Equal(t, int32(0), c.Status.Plan.Current)
 
 	// The new cluster answers: the mark goes, and the old members' leftovers go.
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.3",
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.3",
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	require.NoError(t, f.kube.Status().Update(ctx, pod))
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
@@ -201,7 +201,7 @@ func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.0",
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.10",
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	require.NoError(t, f.kube.Status().Update(ctx, pod))
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c1", Members: []planner.EtcdMember{{ID: "1", Name: "demo-0",

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+	htransport "google.golang.org/api/transport/http"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
@@ -46,7 +47,12 @@ func NewGCS(ctx context.Context, cfg GCSConfig) (*GCS, error) {
 	if cfg.Endpoint != "" {
 		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")+"/storage/v1/"))
 	}
-	c, err := storage.NewClient(ctx, opts...)
+	// The bounded transport under the library's own (authentication, headers).
+	rt, err := htransport.NewTransport(ctx, transport(), opts...)
+	var c *storage.Client
+	if err == nil {
+		c, err = storage.NewClient(ctx, append(opts, option.WithHTTPClient(&http.Client{Transport: rt}))...)
+	}
 	switch {
 	case err != nil && len(cfg.ServiceAccountJSON) > 0:
 		// The library's message may quote the key it could not read.
@@ -54,6 +60,7 @@ func NewGCS(ctx context.Context, cfg GCSConfig) (*GCS, error) {
 	case err != nil:
 		return nil, fmt.Errorf("%w: GCS client for bucket %s: no ambient credentials: %v", ErrRefused, cfg.Bucket, err)
 	}
+	c.SetRetry(storage.WithMaxAttempts(Attempts))
 	return &GCS{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
 }
 

@@ -108,7 +108,7 @@ func TestAnswer(t *testing.T) {
 			[]string{"etcd-0.etcd.default.svc.cluster.local.", "etcd-2.etcd.default.svc.cluster.local."}},
 		{"_peer._tcp.etcd.default.svc.cluster.local.", dns.TypeSRV, dns.RcodeNameError, nil},
 		{"ext.default.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"example.org."}},
-		{"10-1-2-3.default.pod.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"10.1.2.3"}},
+		{"10-88-7-3.default.pod.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"10.88.7.3"}},
 		{"nothing.default.svc.cluster.local.", dns.TypeA, dns.RcodeNameError, nil},
 		{"etcd.other.svc.cluster.local.", dns.TypeA, dns.RcodeNameError, nil},
 		{"etcd-0.etcd.default.svc.cluster.local.default.svc.cluster.local.", dns.TypeA, dns.RcodeNameError, nil},

@@ -115,7 +115,7 @@ func TestIPAM(t *testing.T) {
 		t.Fatalf("freed address not reused: %s", z)
 	}
 	// Exhaust a /29: .2 to .6 are usable.
-	small, _ := OpenIPAM(filepath.Join(t.TempDir(), "small.json"), netip.MustParsePrefix("10.1.0.0/29"))
+	small, _ := OpenIPAM(filepath.Join(t.TempDir(), "small.json"), netip.MustParsePrefix("10.77.100.0/29"))
 	for i := 0; i < 5; i++ {
 		if _, err := small.Allocate(fmt.Sprint(i)); err != nil {
 			t.Fatal(err)

@@ -30,7 +30,7 @@ func TestExpand(t *testing.T) {
 func TestResolvConfAndHosts(t *testing.T) {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd-0", Namespace: "db"},
 		Spec: v1.PodSpec{Hostname: "etcd-0", Subdomain: "etcd",
-			HostAliases: []v1.HostAlias{{IP: "10.0.0.9", Hostnames: []string{"x", "y"}}}}}
+			HostAliases: []v1.HostAlias{{IP: "10.88.0.9", Hostnames: []string{"x", "y"}}}}}
 	rc, err := resolvConf(pod, "10.88.0.1", "cluster.local")
 	if err != nil {
 		t.Fatal(err)
@@ -40,12 +40,12 @@ func TestResolvConfAndHosts(t *testing.T) {
 		t.Fatalf("resolv.conf:\n%s\nwant:\n%s", rc, want)
 	}
 	pod.Spec.DNSPolicy = v1.DNSNone
-	pod.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"1.2.3.4"}, Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("2")}}}
-	if rc, _ := resolvConf(pod, "10.88.0.1", "cluster.local"); rc != "nameserver 1.2.3.4\noptions ndots:2\n" {
+	pod.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"10.88.0.53"}, Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("2")}}}
+	if rc, _ := resolvConf(pod, "10.88.0.1", "cluster.local"); rc != "nameserver 10.88.0.53\noptions ndots:2\n" {
 		t.Fatalf("dnsPolicy None: %q", rc)
 	}
 	hosts := hostsFile(pod, "10.88.1.2", "cluster.local")
-	for _, line := range []string{"127.0.0.1\tlocalhost", "10.88.1.2\tetcd-0.etcd.db.svc.cluster.local\tetcd-0", "10.0.0.9\tx\ty"} {
+	for _, line := range []string{"127.0.0.1\tlocalhost", "10.88.1.2\tetcd-0.etcd.db.svc.cluster.local\tetcd-0", "10.88.0.9\tx\ty"} {
 		if !strings.Contains(hosts, line+"\n") {
 			t.Errorf("hosts lacks %q:\n%s", line, hosts)
 		}
