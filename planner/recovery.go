@@ -111,9 +111,10 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 // oldPod is a member of the old cluster whose Pod has not ended: it may run etcd (a
 // learner, a member whose Pod is Terminating), and a cluster starts anew from a backup only
 // once every such Pod is gone, so that one cluster alone serves behind the client Service.
+// It is asked only before a seed is chosen: every Pod then is the old cluster's.
 func (m *model) oldPod() *member {
 	for _, mm := range m.members {
-		if mm.pod && !mm.dataLost && mm.restoring == nil { // a preflight that found no data runs no etcd
+		if mm.pod && !mm.dataLost { // a preflight that found no data runs no etcd
 			return mm
 		}
 	}
