@@ -70,6 +70,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 		if m.dataLost {
 			m.up = false
 		}
+		m.deleting = m.pod && !m.dataLost && r.flag(10) // a wiped member's Pod going would hide what its preflight found
 		w.nextID++
 		m.id = strconv.Itoa(w.nextID)
 		if _, dup := w.members[m.name]; !dup {
@@ -175,6 +176,13 @@ func (w *world) fault(r *bytesReader) {
 				break
 			}
 		}
+	case 8: // a node is cut off: its Pods stay Terminating while etcd runs on, until it returns
+		for _, m := range w.sorted() {
+			if m.pod && !m.dataLost && r.flag(2) {
+				m.deleting = true
+				break
+			}
+		}
 	}
 	w.elect()
 }
@@ -183,8 +191,9 @@ func (w *world) fault(r *bytesReader) {
 // most one membership change in flight, no step takes voters that are up below quorum, never
 // two disruptions at once, the leader is never taken down without a transfer, no member's
 // data is deleted while it is in the membership, no voter starts on lost data, versions move
-// only as etcd allows, the same input gives the same plan, foreign and
-// duplicate members block, and a plan that can run to its end leaves nothing more to do.
+// only as etcd allows, the same input gives the same plan, foreign and duplicate members
+// block, at most one cluster ID can serve (no restore while a Pod of the old cluster runs),
+// and a plan that can run to its end leaves nothing more to do.
 func FuzzPlan(f *testing.F) {
 	for _, seed := range []string{"", "\x03\x04\x03", "\x05\x02\x01\x03\x00\x00\x01\x00", "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09",
 		"\x01\x04\x02\x05\x01\x01\x00\x01\x03\x02\x01\x00\x00\x00\x00\x01\x02\x01\x03\x00\x00\x03"} {
@@ -259,7 +268,7 @@ func isConverged(w *world, d Desired) bool {
 			}
 			continue
 		}
-		if !m.inEtcd || m.learner || m.dataLost || !m.pod || m.version != d.Version || m.hash != d.ConfigHash {
+		if !m.inEtcd || m.learner || m.dataLost || !m.pod || m.deleting || m.version != d.Version || m.hash != d.ConfigHash {
 			return false
 		}
 		_, known := w.expandable[m.class]

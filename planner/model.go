@@ -288,14 +288,23 @@ func (m *model) learners() []*member {
 	return out
 }
 
-// lost reports whether a member's data is gone: its volume was wiped or deleted, or it
-// lived in memory and its Pod is gone.
+// lost reports whether a member's data is shown gone: its preflight check found its data
+// directory empty, its volume is gone, or it lived in memory and its Pod is gone. A member
+// that answers holds its data whatever else is said of it, and one whose Pod is Terminating
+// (a node cut off keeps it so while etcd runs and votes) is down, not lost.
 func (m *model) lost(mm *member, d Desired) bool {
-	if mm.dataLost {
+	switch {
+	case mm.up:
+		return false
+	case mm.dataLost:
 		return true
 	}
-	return m.bootstrapped && mm.started && (!mm.pod || mm.podDeleting) && (d.Memory || !mm.pvc)
+	return m.bootstrapped && mm.started && !mm.pod && (d.Memory || !mm.pvc)
 }
+
+// holdsData: the member is shown to hold its data: it answers, its etcd runs (its
+// preflight check found the data), or it was chosen to restart alone on that evidence.
+func (mm *member) holdsData() bool { return mm.up || mm.running || mm.silent || mm.forcing }
 
 func quorum(n int) int { return n/2 + 1 }
 

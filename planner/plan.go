@@ -184,10 +184,23 @@ func refuseMinorDown(m *model, member string, have, want Version) *plan.Blocker 
 // memory, where a restart loses it too), and the cluster has no backup to start anew from
 // (recoverQuorum).
 func refuseQuorum(m *model, d Desired) *plan.Blocker {
-	if !m.quorumLost(d) || m.backup != nil || m.restoreSeed() != nil {
+	if !m.quorumLost(d) || m.restoreSeed() != nil {
 		return nil
 	}
 	lost, all := m.lostVoters(d)
+	if s := m.survivorInMemory(d); s != nil {
+		return &plan.Blocker{Reason: plan.BlockSurvivorInMemory, Message: fmt.Sprintf(
+			"%d of %d voting members lost their data, so the rest cannot form a quorum, but %s still runs with its data in memory, "+
+				"which may hold writes no backup has: the operator starts no cluster anew while a member of the old one runs "+
+				"(two clusters would serve, and those writes would be lost). Save its data first: "+
+				"`kubectl exec %s -c etcd -- etcdctl snapshot save /tmp/survivor.db` and copy it out (a snapshot needs no quorum); "+
+				"then restore a new cluster from it (spec.bootstrap.restore, see docs/backup-restore.md), "+
+				"or delete the Pod of %s to let the operator restore %s, losing the writes after it",
+			lost, all, s.name, s.name, s.name, backupName(m.backup))}
+	}
+	if m.backup != nil {
+		return nil
+	}
 	why := "no EtcdBackup of this cluster (its artifact records this cluster's ID) succeeded to start anew from: " +
 		"take backups with an EtcdBackupSchedule, or restore a new cluster from a snapshot (spec.bootstrap.restore; see docs/backup-restore.md)"
 	switch {
@@ -264,4 +277,12 @@ func DoneUpTo(recorded []plan.Step, current int, fresh plan.Plan) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// backupName names the backup a recovery would restore.
+func backupName(b *Backup) string {
+	if b == nil {
+		return "the newest backup (there is none yet)"
+	}
+	return b.String()
 }

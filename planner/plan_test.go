@@ -278,7 +278,15 @@ func TestPlanRefusals(t *testing.T) {
 				w.members[n].pod, w.members[n].pvc, w.members[n].up = false, false, false
 			}
 			return w
-		}, plan.BlockQuorumLost, "2 of 3 voting members lost their data, so the rest cannot form a quorum: members keep their data in memory"},
+		}, plan.BlockSurvivorInMemory, "2 of 3 voting members lost their data, so the rest cannot form a quorum, but demo-0 still runs with its data in memory"},
+		{"quorum lost in memory, no member left", func() Desired { c := cluster(3, "3.6.16"); c.Memory = true; return c }(), func(c Desired) *world {
+			w := running(c, 3, "3.6.16")
+			w.memory = true
+			for _, m := range w.members {
+				m.pod, m.pvc, m.up = false, false, false
+			}
+			return w
+		}, plan.BlockQuorumLost, "3 of 3 voting members lost their data, so the rest cannot form a quorum: no EtcdBackup of this cluster"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -726,7 +734,7 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		require.False(t, ok)
 		require.Equal(t, "demo-0 kept its data and can restart alone on it: that loses less than a restore", why)
 	})
-	t.Run("members in memory cannot restart alone", func(t *testing.T) {
+	t.Run("members in memory cannot restart alone, and a survivor that runs is never stopped for a restore", func(t *testing.T) {
 		c := cluster(3, "3.6.16")
 		c.Memory = true
 		w := running(c, 3, "3.6.16")
@@ -735,6 +743,17 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 			w.members[n].pod, w.members[n].pvc, w.members[n].up = false, false, false
 		}
 		w.backup, w.backupOf = nightly, w.clusterID
+		o := w.observe()
+		p := Plan(c, o)
+		require.NotNil(t, p.Blocked)
+		require.Equal(t, plan.BlockSurvivorInMemory, p.Blocked.Reason)
+		require.Contains(t, p.Blocked.Message, "demo-0 still runs with its data in memory")
+		require.Contains(t, p.Blocked.Message, "or delete the Pod of demo-0 to let the operator restore EtcdBackup nightly (revision 42")
+		ok, why := Check(c, restoreStep(&member{name: "demo-3"}, nightly, c), o)
+		require.False(t, ok)
+		require.Equal(t, "demo-0 still runs with its data in memory: a restore would lose it", why)
+
+		w.members["demo-0"].pod, w.members["demo-0"].up = false, false // the user chose the backup
 		require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, w.observe()))[0])
 		converge(t, c, w)
 	})
@@ -772,4 +791,100 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 			"AddLearner demo-5", "StartMember demo-5", "PromoteLearner demo-5"}, summary(p))
 		converge(t, c, w)
 	})
+}
+
+// In memory, a member whose Pod is Terminating but whose etcd runs and answers (its node
+// cut off from the API server) is down, not lost: no restore while it serves.
+func TestTerminatingMembersInMemoryAreNotLost(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	c.Memory = true
+	w := running(c, 3, "3.6.16")
+	w.memory = true
+	for _, n := range []string{"demo-1", "demo-2"} {
+		w.members[n].pvc, w.members[n].deleting = false, true
+	}
+	w.members["demo-0"].pvc = false
+	w.backup, w.backupOf = &Backup{Name: "nightly", Revision: 42, TakenAt: "2026-11-23T03:00:00Z"}, w.clusterID
+	o := w.observe()
+	p := Plan(c, o)
+	require.Nil(t, p.Blocked)
+	require.Empty(t, p.Steps, "nothing to do but wait for the Pods to go or the node to return")
+	ok, why := Check(c, restoreStep(&member{name: "demo-3"}, w.backup, c), o)
+	require.False(t, ok)
+	require.Equal(t, "a quorum of voters holds its data: the cluster can form a quorum without a restore", why)
+
+	// Still running, no longer answering (the node is cut off from the operator too): its
+	// data is there as long as its Pod is, so nothing is restored while it runs.
+	for _, n := range []string{"demo-1", "demo-2"} {
+		w.members[n].up = false
+	}
+	o = w.observe()
+	require.Empty(t, Plan(c, o).Steps)
+	ok, _ = Check(c, restoreStep(&member{name: "demo-3"}, w.backup, c), o)
+	require.False(t, ok)
+
+	// Once their Pods are gone, their data is: the survivor that runs blocks the restore.
+	w.settle()
+	p = Plan(c, w.observe())
+	require.NotNil(t, p.Blocked)
+	require.Equal(t, plan.BlockSurvivorInMemory, p.Blocked.Reason)
+}
+
+// A cluster starts anew from a backup only once every Pod of the old one is gone: a learner
+// that was joining when the voters lost their data is stopped first, so one cluster alone
+// serves behind the client Service.
+func TestRestoreStopsTheOldClusterFirst(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := running(c, 3, "3.6.16")
+	for _, m := range w.members {
+		m.dataLost, m.up = true, false
+	}
+	w.members["demo-3"] = &wmember{name: "demo-3", id: "9", inEtcd: true, learner: true, started: true, pod: true, up: true, pvc: true,
+		version: "3.6.16", hash: c.ConfigHash}
+	w.backup, w.backupOf = &Backup{Name: "nightly", Revision: 42, TakenAt: "2026-11-23T03:00:00Z"}, w.clusterID
+	w.elect()
+	o := w.observe()
+	p := Plan(c, o)
+	require.Nil(t, p.Blocked)
+	require.Equal(t, []string{"StopMember demo-3", "RestoreFromBackup demo-4"}, summary(p)[:2])
+	require.Contains(t, p.Steps[0].Reason, "stops and goes before the cluster starts anew from a backup: one cluster alone serves behind the client Service")
+	ok, why := Check(c, p.Steps[1], o)
+	require.False(t, ok)
+	require.Equal(t, "waiting for the Pod of demo-3 to stop and go: one cluster alone serves behind the client Service", why)
+	converge(t, c, w)
+}
+
+// A survivor is a member shown to hold its data: a wiped member whose new Pod has not yet
+// reported is never restarted alone, and the recovery waits for it, naming it.
+func TestSurvivorsOnPositiveEvidence(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := running(c, 3, "3.6.16")
+	for _, n := range []string{"demo-0", "demo-1"} {
+		w.members[n].dataLost, w.members[n].up = true, false
+	}
+	w.members["demo-2"].up, w.members["demo-2"].starting = false, true // its new Pod's preflight runs
+	w.elect()
+	o := w.observe()
+	p := Plan(c, o)
+	require.Nil(t, p.Blocked)
+	require.Equal(t, "StartMember demo-2", summary(p)[0], "the plan waits for demo-2 to show whether it kept its data")
+	require.Contains(t, p.Steps[0].Reason, "demo-2 runs, to show whether it kept its own")
+	force := plan.Step{Action: plan.ForceNewCluster, Member: "demo-2", MemberID: "3", Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-2"}}
+	ok, why := Check(c, force, o)
+	require.False(t, ok)
+	require.Contains(t, why, "waiting for demo-2 to show whether it kept its data (answer, or pass its preflight check)")
+	restore := restoreStep(&member{name: "demo-3"}, &Backup{Name: "nightly"}, c)
+	o.Backup = &Backup{Name: "nightly"}
+	ok, why = Check(c, restore, o)
+	require.False(t, ok, "nor is the cluster restored while demo-2 may hold data")
+	require.Contains(t, why, "waiting for demo-2 to show whether it kept its data")
+
+	// Its preflight found its data: it is the survivor.
+	w.members["demo-2"].starting = false
+	p = Plan(c, w.observe())
+	require.Equal(t, "ForceNewCluster demo-2", summary(p)[0])
+	// Or found none: the cluster starts anew from its backup.
+	w.members["demo-2"].dataLost, w.members["demo-2"].starting = true, false
+	w.backup, w.backupOf = &Backup{Name: "nightly"}, w.clusterID
+	require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, w.observe()))[0])
 }

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 )
@@ -20,17 +21,32 @@ func (m *model) lostVoters(d Desired) (lost, all int) {
 }
 
 // quorumLost: so many voters lost their data that the rest can never form a quorum again.
+// A member list read through a quorum shows the old cluster's quorum alive, whatever else
+// is seen.
 func (m *model) quorumLost(d Desired) bool {
 	lost, all := m.lostVoters(d)
-	return all > 0 && all-lost < quorum(all)
+	return all > 0 && all-lost < quorum(all) && !m.linearizable
 }
 
-// survivors are the voters that hold their data.
+// survivors are the voters shown to hold their data (holdsData): only such evidence makes
+// a member one a recovery may restart alone, or must compare with the one it restarts.
 func (m *model) survivors(d Desired) []*member {
 	var out []*member
 	for _, mm := range m.members {
-		if mm.voter() && !m.lost(mm, d) {
+		if mm.voter() && !m.lost(mm, d) && mm.holdsData() {
 			out = append(out, mm)
+		}
+	}
+	return out
+}
+
+// unproven are the voters whose data is neither shown gone nor shown held: a recovery
+// waits for each to say (answer, or its preflight check), since any may hold the longest log.
+func (m *model) unproven(d Desired) []string {
+	var out []string
+	for _, mm := range m.members {
+		if mm.voter() && !m.lost(mm, d) && !mm.holdsData() {
+			out = append(out, mm.name)
 		}
 	}
 	return out
@@ -72,8 +88,11 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 	}
 	target := m.forceTarget(d)
 	if target == nil || d.Memory {
-		if m.backup == nil {
+		if m.backup == nil || m.survivorInMemory(d) != nil {
 			return plan.Step{}, false // refuseQuorum blocks
+		}
+		if old := m.oldPod(); old != nil {
+			return step(plan.StopMember, old, plan.PreNone, "%s", oldPodReason(old)), true
 		}
 		return restoreStep(&member{name: MemberName(m.cluster, m.nextOrdinal)}, m.backup, d), true
 	}
@@ -87,6 +106,38 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 		s.Version = d.Version
 	}
 	return s, true
+}
+
+// oldPod is a member of the old cluster whose Pod has not ended: it may run etcd (a
+// learner, a member whose Pod is Terminating), and a cluster starts anew from a backup only
+// once every such Pod is gone, so that one cluster alone serves behind the client Service.
+// It is asked only before a seed is chosen: every Pod then is the old cluster's.
+func (m *model) oldPod() *member {
+	for _, mm := range m.members {
+		if mm.pod && !mm.dataLost { // a preflight that found no data runs no etcd
+			return mm
+		}
+	}
+	return nil
+}
+
+func oldPodReason(mm *member) string {
+	return fmt.Sprintf("the Pod of %s, of the cluster that lost its quorum, stops and goes before the cluster starts anew from a backup: "+
+		"one cluster alone serves behind the client Service", mm.name)
+}
+
+// survivorInMemory is a voter that keeps its data in memory and still runs after a
+// majority lost theirs: its data may be newer than any backup, and stopping it for a
+// restore would lose it. The operator does not restore while it runs (refuseQuorum says
+// what to do).
+func (m *model) survivorInMemory(d Desired) *member {
+	if !d.Memory {
+		return nil
+	}
+	for _, mm := range m.survivors(d) {
+		return mm
+	}
+	return nil
 }
 
 // restoreSeed is the new seed of a recovery from a backup under way: its claim is marked,
@@ -128,6 +179,15 @@ func (m *model) mayRestore(d Desired, s plan.Step) (bool, string) {
 	if t := m.forceTarget(d); t != nil && !d.Memory {
 		return false, fmt.Sprintf("%s kept its data and can restart alone on it: that loses less than a restore", t.name)
 	}
+	if names := m.unproven(d); len(names) > 0 && !d.Memory {
+		return false, unprovenReason(names)
+	}
+	if t := m.survivorInMemory(d); t != nil {
+		return false, fmt.Sprintf("%s still runs with its data in memory: a restore would lose it", t.name)
+	}
+	if old := m.oldPod(); old != nil {
+		return false, fmt.Sprintf("waiting for the Pod of %s to stop and go: one cluster alone serves behind the client Service", old.name)
+	}
 	if m.backup == nil || m.backup.Name != s.Backup {
 		return false, fmt.Sprintf("EtcdBackup %s is no longer the newest successful backup of the cluster", s.Backup)
 	}
@@ -149,6 +209,9 @@ func (m *model) mayForce(d Desired, name string) (bool, string) {
 	if mm.forcing {
 		return true, ""
 	}
+	if names := m.unproven(d); len(names) > 0 {
+		return false, unprovenReason(names)
+	}
 	if !mm.up {
 		return false, fmt.Sprintf("waiting for %s to answer, to read its raft index", name)
 	}
@@ -165,4 +228,12 @@ func (m *model) mayForce(d Desired, name string) (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// unprovenReason says what a recovery waits for while voters have not shown whether they
+// kept their data.
+func unprovenReason(names []string) string {
+	return fmt.Sprintf("waiting for %s to show whether it kept its data (answer, or pass its preflight check): "+
+		"a recovery restarts the survivor with the longest log, and any of them may hold it "+
+		"(if one can never come back, delete its volume claim, and the recovery goes on without it)", strings.Join(names, ", "))
 }

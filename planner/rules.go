@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -53,20 +54,29 @@ func needsPod(mm *member) bool { return !mm.pod || mm.podDeleting }
 // startVoters re-creates the Pods of voters that still hold their data: a repair that
 // restores quorum or fault tolerance, so it comes before any membership change. Starting a
 // member never costs quorum. A member restarting alone (ForceNewCluster) gets its Pod from
-// that step.
+// that step. A member in memory whose Pod is Terminating cannot start again on its data: it
+// is down until its Pod is gone, and lost then. After a majority lost its data, a voter
+// whose Pod has not yet shown whether it kept its own is waited for here too: the recovery
+// compares every survivor.
 func startVoters(m *model, d Desired) (plan.Step, bool) {
 	if d.Replicas == 0 {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
-		if mm.voter() && mm.started && needsPod(mm) && !m.lost(mm, d) && !(mm.forcing && m.quorumLost(d)) {
-			s := step(plan.StartMember, mm, plan.PreNone, "member %s needs a new Pod", mm.name)
-			s.Version = mm.version
-			if s.Version == "" {
-				s.Version = d.Version
-			}
-			return s, true
+		if !mm.voter() || !mm.started || m.lost(mm, d) || (mm.forcing && m.quorumLost(d)) {
+			continue
 		}
+		proving := !d.Memory && !mm.holdsData() && m.quorumLost(d)
+		if !proving && !(needsPod(mm) && !(d.Memory && mm.podDeleting)) {
+			continue
+		}
+		why := fmt.Sprintf("member %s needs a new Pod", mm.name)
+		if proving { // one reason while its Pod is made and while it starts: the same step
+			why = fmt.Sprintf("a majority of voters lost their data: %s runs, to show whether it kept its own before a recovery compares the survivors", mm.name)
+		}
+		s := step(plan.StartMember, mm, plan.PreNone, "%s", why)
+		s.Version = cmp.Or(mm.version, d.Version)
+		return s, true
 	}
 	return plan.Step{}, false
 }

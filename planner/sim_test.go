@@ -54,6 +54,7 @@ type wmember struct {
 	inEtcd, learner, started bool
 	pod, seed, dataLost, up  bool
 	starting                 bool // its Pod was just created: the container does not run yet
+	deleting                 bool // its Pod is Terminating (a node cut off), while etcd may run on
 	silent                   bool // takes part in raft but answers no client (publishing itself)
 	pvc                      bool
 	version, hash            string
@@ -149,7 +150,8 @@ func (w *world) observe() Observed {
 	for _, m := range w.sorted() {
 		km := Member{Name: m.name}
 		if m.pod {
-			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash}
+			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash,
+				Deleting: m.deleting}
 		}
 		if m.live() && !m.silent {
 			m.ran = m.version // the executor records it on the claim
@@ -262,14 +264,21 @@ func (w *world) heal(name string) {
 	}
 }
 
-// settle lets time pass: members that can start are up, views catch up, an election ends.
-// It reports whether anything changed.
+// settle lets time pass: members that can start are up, views catch up, an election ends,
+// Terminating Pods go. It reports whether anything changed.
 func (w *world) settle() bool {
 	changed := w.staleBelow != 0 || w.election
 	w.staleBelow, w.election = 0, false
 	for _, m := range w.members {
-		changed = changed || m.silent
+		changed = changed || m.silent || m.deleting
 		m.silent = false
+		if m.deleting {
+			m.pod, m.deleting, m.up = false, false, false
+			if !m.inEtcd && !m.pvc {
+				delete(w.members, m.name) // nothing left of it anywhere
+				continue
+			}
+		}
 		if m.inEtcd && m.pod && !m.dataLost && !m.up {
 			w.heal(m.name)
 			changed = true
@@ -342,6 +351,9 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		return true, nil
 	}
 	m := w.members[s.Member]
+	if s.Action == plan.StartMember && m != nil && m.pod && !m.deleting {
+		return true, nil // its Pod exists: the step waits for it to run
+	}
 	all, up := w.voters()
 	hadQuorum := up >= quorum(all)
 	isVoter := m != nil && m.inEtcd && !m.learner
@@ -384,7 +396,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			return false, fmt.Errorf("StartMember %s on lost data: a voter that forgot its log", s.Member)
 		}
 		w.claim(m, d)
-		m.pod, m.up, m.starting = true, false, true // it takes time to start
+		m.pod, m.up, m.starting, m.deleting = true, false, true, false // it takes time to start
 		m.version, m.hash = s.Version, d.ConfigHash
 	case plan.PromoteLearner:
 		if !m.live() {
@@ -419,10 +431,11 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		delete(w.members, s.Member)
 	case plan.StopMember:
-		if d.Replicas != 0 {
-			return false, fmt.Errorf("StopMember %s with replicas %d", s.Member, d.Replicas)
+		// Only to park, or to clear the way for a restore: never a voter that holds its data.
+		if d.Replicas != 0 && (w.hasQuorum() || (isVoter && !w.lostData(m) && !m.deleting)) {
+			return false, fmt.Errorf("StopMember %s with replicas %d, of a cluster that can still serve", s.Member, d.Replicas)
 		}
-		m.pod, m.up, m.silent = false, false, false
+		m.pod, m.up, m.silent, m.deleting = false, false, false, false
 		if w.memory {
 			m.dataLost = true
 		}
@@ -435,7 +448,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 				return false, fmt.Errorf("UpgradeMember %s: %w", s.Member, err)
 			}
 		}
-		m.version, m.hash, m.up, m.silent, m.starting = s.Version, d.ConfigHash, false, false, true // it takes time to start again
+		m.version, m.hash, m.up, m.silent, m.starting, m.deleting = s.Version, d.ConfigHash, false, false, true, false // it takes time to start again
 	case plan.Compact:
 		if !w.hasQuorum() {
 			return false, fmt.Errorf("Compact without quorum")
@@ -507,6 +520,12 @@ func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
 	case kept >= quorum(all) || (kept > 0 && !w.memory):
 		return fmt.Errorf("RestoreFromBackup while %d of %d voters kept their data", kept, all)
 	}
+	// At most one cluster ID can serve: no Pod of the old cluster may run etcd beside the seed.
+	for _, x := range w.sorted() {
+		if x.pod && !x.dataLost {
+			return fmt.Errorf("RestoreFromBackup while the Pod of %s, of the old cluster, has not gone", x.name)
+		}
+	}
 	for _, x := range w.members {
 		x.inEtcd, x.learner = false, false
 	}
@@ -545,6 +564,6 @@ func (w *world) forceNewCluster(m *wmember, all int) error {
 	}
 	// It is up as soon as its Pod runs: while it starts, the executor's record of the
 	// membership still lists the others, so the same step is planned until it answers.
-	m.pod, m.up, m.starting, m.silent = true, true, false, false
+	m.pod, m.up, m.starting, m.silent, m.deleting = true, true, false, false, false
 	return nil
 }

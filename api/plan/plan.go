@@ -128,10 +128,13 @@ const (
 	BlockSkippedMinor BlockReason = "MinorVersionSkipped"
 	// BlockPatchTooOld: a minor upgrade from a patch release older than etcd's upgrade
 	// guide allows.
-	BlockPatchTooOld    BlockReason = "PatchReleaseTooOld"
-	BlockQuorumLost     BlockReason = "QuorumLost"
-	BlockUnreachable    BlockReason = "EtcdUnreachable"
-	BlockMemberUnhealed BlockReason = "MemberCannotBeReplaced"
+	BlockPatchTooOld BlockReason = "PatchReleaseTooOld"
+	BlockQuorumLost  BlockReason = "QuorumLost"
+	// BlockSurvivorInMemory: a majority lost its data, and a member that keeps its data in
+	// memory still runs: a restore would lose its writes, and two clusters would serve.
+	BlockSurvivorInMemory BlockReason = "SurvivorInMemory"
+	BlockUnreachable      BlockReason = "EtcdUnreachable"
+	BlockMemberUnhealed   BlockReason = "MemberCannotBeReplaced"
 	// BlockDuplicateMember: two etcd members claim one member name, or a volume records
 	// another ID than etcd gives the name.
 	BlockDuplicateMember BlockReason = "DuplicateMember"

@@ -15,6 +15,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -96,9 +97,8 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		return o, nil // nobody answered, or another cluster did
 	}
 	if c.Status.ClusterID == "" {
-		// The cluster's first answer: it must come from a member of this cluster (a Pod IP
-		// may belong to another cluster's member), and sets the ID later answers must carry.
-		if !slices.ContainsFunc(view.Members, func(m planner.EtcdMember) bool { return planner.ManagedName(c.Name, c.Namespace, m.PeerURLs) != "" }) {
+		// The cluster's first answer sets the ID later answers must carry.
+		if !firstAnswer(c, restoreSeeds(objs), view) {
 			return o, nil
 		}
 		cli.SetCluster(view.ClusterID, endpoints)
@@ -112,4 +112,43 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	}
 	o.Etcd = view
 	return o, nil
+}
+
+// firstAnswer reports whether a view may be the cluster's first answer. It must come from a
+// member of this cluster (a Pod IP may belong to another cluster's member), and never from
+// the cluster a recovery started anew from (status.previousClusterID), whoever answers for
+// it. While a recovery from a backup is under way, only its seed may answer: the one
+// member of the restored cluster, answering under its own name and member ID.
+func firstAnswer(c *v1alpha1.EtcdCluster, seeds []string, view *planner.EtcdView) bool {
+	if c.Status.PreviousClusterID != "" && view.ClusterID == c.Status.PreviousClusterID {
+		return false
+	}
+	if len(seeds) > 0 {
+		m := view.Members[0]
+		return len(view.Members) == 1 && m.Answering && slices.Contains(seeds, m.Name) &&
+			planner.ManagedName(c.Name, c.Namespace, m.PeerURLs) == m.Name
+	}
+	return slices.ContainsFunc(view.Members, func(m planner.EtcdMember) bool { return planner.ManagedName(c.Name, c.Namespace, m.PeerURLs) != "" })
+}
+
+// restoreSeeds are the members marked as the new seed of a recovery from a backup: on their
+// claim, or (in memory) on a Pod that has not ended.
+func restoreSeeds(objs observe.Objects) []string {
+	var out []string
+	for i := range objs.PVCs {
+		if objs.PVCs[i].Annotations[resources.AnnotationRestoreSeed] != "" {
+			out = append(out, objs.PVCs[i].Labels[resources.LabelMember])
+		}
+	}
+	for i := range objs.Pods {
+		if p := &objs.Pods[i]; p.Annotations[resources.AnnotationRestoreSeed] != "" && !podEnded(p) {
+			out = append(out, p.Labels[resources.LabelMember])
+		}
+	}
+	return out
+}
+
+// podEnded: the Pod's containers stopped for good (member Pods never restart in place).
+func podEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 }

@@ -24,8 +24,9 @@ func recoveryStep(rec *v1alpha1.PlanStatus) *plan.Step {
 // preflight can tell whether it kept its data (if not, the recovery is planned anew, from a
 // backup, and approved on that evidence).
 func recoveryHeld(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) bool {
-	s := recoveryStep(rec)
-	return !c.Spec.RecoveryApproved() && s != nil && s == currentStep(rec)
+	s, cur := recoveryStep(rec), currentStep(rec)
+	// The old cluster's Pods stop before a restore, as its part: they are held with it.
+	return !c.Spec.RecoveryApproved() && s != nil && (s == cur || cur.Action == plan.StopMember)
 }
 
 // currentStep is the plan's step to run, nil once all ran.
@@ -45,9 +46,13 @@ func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.Plan
 		if o.Backup != nil && o.Backup.Name == s.Backup {
 			from = o.Backup.String()
 		}
+		stop := ""
+		for i := int(rec.Current); rec.Steps[i].Action == plan.StopMember; i++ {
+			stop += fmt.Sprintf("stops the Pod of %s, ", rec.Steps[i].Member)
+		}
 		return fmt.Sprintf("every voter lost its data (or keeps it in memory, where a restart loses it) and the cluster cannot form a quorum: "+
-			"plan %s starts the cluster anew from %s on a new seed %s, and writes after that backup are lost; %s "+
-			"(see docs/backup-restore.md)", rec.ID, from, s.Member, approve)
+			"plan %s %sstarts the cluster anew from %s on a new seed %s, and writes after that backup are lost; %s "+
+			"(see docs/backup-restore.md)", rec.ID, stop, from, s.Member, approve)
 	}
 	index := "not known while it does not answer"
 	if o.Etcd != nil {

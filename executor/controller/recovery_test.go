@@ -249,3 +249,69 @@ func (f *fixture) dataLost(names ...string) {
 		require.NoError(f.t, f.kube.Status().Update(ctx, p))
 	}
 }
+
+// A restore with an old learner still running: the learner's Pod is stopped and gone
+// before the seed starts (both held for approval), and once the restore is under way only
+// the seed's answer is taken: an answer for the previous cluster ID, or from another
+// member, is ignored, so the previous ID is never written back and no second seed is made.
+func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
+	f, backup := totalLoss(t)
+	ctx := context.Background()
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	c := f.cluster()
+	learner := memberPod(c, "demo-3")
+	require.NoError(t, f.kube.Create(ctx, learner))
+	require.NoError(t, f.kube.Create(ctx, memberPVC(c, "demo-3", "4")))
+	old := &planner.EtcdView{ClusterID: "c1", LeaderID: "", Members: []planner.EtcdMember{
+		{ID: "1", Name: "demo-0", PeerURLs: []string{resources.PeerURL(c, "demo-0")}},
+		{ID: "2", Name: "demo-1", PeerURLs: []string{resources.PeerURL(c, "demo-1")}},
+		{ID: "3", Name: "demo-2", PeerURLs: []string{resources.PeerURL(c, "demo-2")}},
+		{ID: "4", Name: "demo-3", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true, Answering: true, Version: "3.6.16", RaftIndex: 90}}}
+	f.etcd.SetView(old)
+
+	c, _ = f.reconcile()
+	require.Nil(t, c.Status.Plan.Blocked)
+	steps := c.Status.Plan.Steps
+	require.Equal(t, "StopMember demo-3", string(steps[0].Action)+" "+steps[0].Member)
+	require.Equal(t, "RestoreFromBackup demo-4", string(steps[1].Action)+" "+steps[1].Member)
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase, "stopping the old cluster is part of the recovery")
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "stops the Pod of demo-3, starts the cluster anew from EtcdBackup nightly")
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, &corev1.Pod{}), "nothing happens before approval")
+	require.Error(t, f.r.seedAlone(ctx, c, "demo-4"), "no seed starts while another member Pod runs")
+
+	id := c.Status.Plan.ID
+	f.approve(id)
+	f.reconcile() // the learner's Pod goes
+	require.NoError(t, f.r.seedAlone(ctx, c, "demo-4"))
+	c, _ = f.reconcile() // then the seed starts
+	require.Equal(t, id, c.Status.Plan.ID)
+	require.Empty(t, c.Status.ClusterID)
+	require.Equal(t, "c1", c.Status.PreviousClusterID)
+	seed := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-4"}, seed))
+	seed.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.4",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	require.NoError(t, f.kube.Status().Update(ctx, seed))
+
+	// While the seed restores, its Pod IP answers for the old cluster, then another member
+	// of a new cluster answers: neither is taken as the cluster.
+	newView := func(id, name string) *planner.EtcdView {
+		return &planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: id, Members: []planner.EtcdMember{{ID: id, Name: name,
+			PeerURLs: []string{resources.PeerURL(c, name)}, Answering: true, Leader: id, Version: "3.6.16", RaftIndex: 5}}}
+	}
+	for _, v := range []*planner.EtcdView{old, newView("9", "demo-0")} {
+		f.etcd.SetView(v)
+		c, _ = f.reconcile()
+		require.Empty(t, c.Status.ClusterID)
+		require.Equal(t, "c1", c.Status.PreviousClusterID)
+		require.Equal(t, id, c.Status.Plan.ID, "the same restore goes on")
+		require.Equal(t, plan.RestoreFromBackup, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
+		require.Error(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-5"}, &corev1.Pod{}), "no second seed")
+	}
+
+	// The seed answers under a new cluster ID: that is the cluster.
+	f.etcd.SetView(newView("7", "demo-4"))
+	c, _ = f.reconcile()
+	require.Equal(t, "c2", c.Status.ClusterID)
+	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[1].State)
+}

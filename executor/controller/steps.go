@@ -79,6 +79,9 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		go func() { pvc <- r.deletePVC(ctx, c, o, s) }()
 		return errors.Join(r.deletePod(ctx, c, o, s.Member), <-pvc)
 	case plan.StopMember:
+		if p := o.pods[s.Member]; p != nil && p.DeletionTimestamp != nil {
+			return r.podGoing(ctx, p) // a stop is done once the Pod is gone
+		}
 		return r.deletePod(ctx, c, o, s.Member)
 	case plan.ExpandVolume:
 		return r.expandPVC(ctx, c, o, s)
@@ -183,6 +186,11 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		}
 	}
 	ms := r.memberSpec(c, o, s, seed)
+	if ms.Seed {
+		if err := r.seedAlone(ctx, c, s.Member); err != nil {
+			return err
+		}
+	}
 	if spec := seedRestore(c, s); ms.Seed && spec != nil {
 		rs, err := r.restoreSource(ctx, c, spec)
 		if err != nil {
@@ -202,6 +210,22 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 	}
 	if ms.Restore != nil {
 		c.Status.RestoredFrom = ms.Restore.Source.URI(ms.Restore.Source.Key)
+	}
+	return nil
+}
+
+// seedAlone waits until no other member Pod of the cluster may run etcd: a seed forms a new
+// cluster, and one cluster alone serves behind the client Service. Pods are read around the
+// cache, so a seed created a moment ago is seen.
+func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, member string) error {
+	pods, err := observe.MemberPods(ctx, r.APIReader, c)
+	if err != nil {
+		return err
+	}
+	for i := range pods {
+		if p := &pods[i]; p.Labels[resources.LabelMember] != member && !podEnded(p) {
+			return waiting("waiting for the Pod %s to end before seed %s starts a new cluster: one cluster alone serves behind the client Service", p.Name, member)
+		}
 	}
 	return nil
 }
