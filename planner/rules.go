@@ -60,7 +60,7 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 	}
 	for _, mm := range m.members {
 		if mm.voter() && mm.started && needsPod(mm) && !m.lost(mm, d) && !(mm.forcing && m.quorumLost(d)) {
-			s := step(plan.StartMember, mm, plan.PreNone, "member %s needs a new Pod", mm.name)
+			s := step(plan.StartMember, mm, plan.PreNone, "member %s needs a new Pod%s", mm.name, preflightFailed(mm))
 			s.Version = mm.version
 			if s.Version == "" {
 				s.Version = d.Version
@@ -69,6 +69,17 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 		}
 	}
 	return plan.Step{}, false
+}
+
+// preflightFailed says, for a member whose last Pod's preflight check could not read its
+// data directory, that its data is kept and the Pod waits for a person: a new Pod would
+// fail the same way, and the data may be intact.
+func preflightFailed(mm *member) string {
+	if mm.preflightErr == "" {
+		return ""
+	}
+	return fmt.Sprintf("; its last Pod's preflight check could not read its data directory (%s): the member is down, not lost, and nothing of it is deleted; "+
+		"once its volume is mended, delete Pod %s and a new one starts (docs/operations.md, PreflightFailed)", mm.preflightErr, mm.name)
 }
 
 // finishMembershipChange completes (or undoes) a learner join before any other membership
@@ -90,7 +101,7 @@ func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 		case voters >= d.Replicas+temporaryVoters(m, d):
 			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
 		case needsPod(mm):
-			s := step(plan.StartMember, mm, plan.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters)
+			s := step(plan.StartMember, mm, plan.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)%s", mm.name, d.Replicas, voters, preflightFailed(mm))
 			s.Version = d.Version
 			return s, true
 		default:
