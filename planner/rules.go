@@ -198,8 +198,10 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 }
 
 // scaleUp adds a learner; finishMembershipChange starts and promotes it. Two voters cannot
-// restart one of theirs without losing quorum, so a rolling change of a two-member cluster
-// first adds a temporary third member, which scaleDown removes once the roll is done.
+// restart or defragment one of theirs without losing quorum (a member being defragmented
+// stalls its raft loop, and with it every write), so a rolling change or defragmentation of
+// a two-member cluster first adds a temporary third member, which scaleDown removes once
+// the roll is done.
 func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	voters := m.countVoters()
 	want := d.Replicas + temporaryVoters(m, d)
@@ -214,17 +216,20 @@ func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	case old != nil:
 		why = fmt.Sprintf("member %s joins to replace %s: %s", mm.name, old.name, replacement(old, d))
 	default:
-		why = fmt.Sprintf("member %s joins as a temporary third member, so two voters keep quorum while each restarts (spec.replicas %d, %d voters)",
+		why = fmt.Sprintf("member %s joins as a temporary third member, so two voters keep quorum while each restarts or is defragmented (spec.replicas %d, %d voters)",
 			mm.name, d.Replicas, voters)
 	}
 	return step(plan.AddLearner, mm, plan.PreClusterHealthy, "%s", why), true
 }
 
 // temporaryVoters is 1 while a voter is to be replaced (its replacement joins before it
-// leaves), and while a two-member cluster has members to restart (the third member keeps
-// quorum during the roll).
+// leaves), and while a two-member cluster has members to restart or defragment (the third
+// member keeps quorum during the roll), or, with the third member in, a NOSPACE alarm to
+// disarm: clients write again before the third member goes.
 func temporaryVoters(m *model, d Desired) int {
-	if m.replacing(d) != nil || (d.Replicas == 2 && m.countVoters() >= 2 && rollNeeded(m, d)) {
+	voters := m.countVoters()
+	roll := rollNeeded(m, d) || defragNeeded(m, d) || (voters > 2 && m.disarmPending(d))
+	if m.replacing(d) != nil || (d.Replicas == 2 && voters >= 2 && roll) {
 		return 1
 	}
 	return 0
@@ -323,8 +328,8 @@ func fieldHashes(s string) map[string]string {
 }
 
 // rollOne returns the step for the first voter that is up and needs it, while the whole
-// cluster is healthy, the leader last, after leadership moved. Two voters never restart one
-// of theirs: scaleUp adds a third first.
+// cluster is healthy, the leader last, after leadership moved. Two voters never restart or
+// defragment one of theirs: scaleUp adds a third first.
 func rollOne(m *model, d Desired, last string, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
 	if voters := m.countVoters(); voters == 2 {
 		return plan.Step{}, false
