@@ -123,6 +123,11 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 			}
 		}
 	}
+	for _, m := range w.sorted() { // a volume its preflight check cannot read: down, never lost
+		if m.pod && m.pvc && m.started && !m.dataLost && r.flag(10) {
+			m.preflightErr, m.up = "exit code 5: permission denied", false
+		}
+	}
 	return c, w
 }
 

@@ -32,6 +32,7 @@ type member struct {
 	podDeleting  bool
 	seed         bool
 	dataLost     bool
+	preflightErr string // its last Pod's preflight check could not read its data: down, not lost
 	pvc          bool
 	pvcDeleting  bool
 	forcing      bool    // chosen to restart alone with --force-new-cluster (marked on its claim)
@@ -121,7 +122,7 @@ func newModel(d Desired, o Observed) *model {
 	for _, k := range o.Members {
 		mm := get(k.Name)
 		if k.Pod != nil {
-			mm.dataLost = k.Pod.DataLost
+			mm.dataLost, mm.preflightErr = k.Pod.DataLost, k.Pod.PreflightError
 			if !k.Pod.Failed { // an ended Pod is replaced, as if it were gone
 				mm.pod, mm.running, mm.podDeleting, mm.seed = true, k.Pod.Running, k.Pod.Deleting, k.Pod.Seed
 				mm.configHash, mm.configFields, mm.restoring = k.Pod.ConfigHash, k.Pod.ConfigFields, k.Pod.Restoring

@@ -99,6 +99,10 @@ type Pod struct {
 	Failed bool `json:"failed,omitempty"`
 	// DataLost: the member had joined the cluster but its data directory is empty.
 	DataLost bool `json:"dataLost,omitempty"`
+	// PreflightError: the preflight check failed without showing the data gone (its data
+	// directory could not be read); the exit code and the check's words. The member is
+	// down, not lost: its data may be intact.
+	PreflightError string `json:"preflightError,omitempty"`
 	// Version is the etcd version of the Pod's image.
 	Version string `json:"version,omitempty"`
 	// ConfigHash is the configuration the Pod was rendered from (see ConfigHash).

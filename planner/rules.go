@@ -70,8 +70,8 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 		if !proving && !(needsPod(mm) && !(d.Memory && mm.podDeleting)) {
 			continue
 		}
-		why := fmt.Sprintf("member %s needs a new Pod", mm.name)
-		if proving { // one reason while its Pod is made and while it starts: the same step
+		why := fmt.Sprintf("member %s needs a new Pod%s", mm.name, preflightFailed(mm))
+		if proving && mm.preflightErr == "" { // one reason while its Pod is made and while it starts: the same step
 			why = fmt.Sprintf("a majority of voters lost their data: %s runs, to show whether it kept its own before a recovery compares the survivors", mm.name)
 		}
 		s := step(plan.StartMember, mm, plan.PreNone, "%s", why)
@@ -79,6 +79,17 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 		return s, true
 	}
 	return plan.Step{}, false
+}
+
+// preflightFailed says, for a member whose last Pod's preflight check could not read its
+// data directory, that its data is kept and the Pod waits for a person: a new Pod would
+// fail the same way, and the data may be intact.
+func preflightFailed(mm *member) string {
+	if mm.preflightErr == "" {
+		return ""
+	}
+	return fmt.Sprintf("; its last Pod's preflight check could not read its data directory (%s): the member is down, not lost, and nothing of it is deleted; "+
+		"once its volume is mended, delete Pod %s and a new one starts (docs/operations.md, PreflightFailed)", mm.preflightErr, mm.name)
 }
 
 // finishMembershipChange completes (or undoes) a learner join before any other membership
@@ -100,7 +111,7 @@ func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 		case voters >= d.Replicas+temporaryVoters(m, d):
 			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
 		case needsPod(mm):
-			s := step(plan.StartMember, mm, plan.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters)
+			s := step(plan.StartMember, mm, plan.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)%s", mm.name, d.Replicas, voters, preflightFailed(mm))
 			s.Version = d.Version
 			return s, true
 		default:
@@ -197,8 +208,10 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 }
 
 // scaleUp adds a learner; finishMembershipChange starts and promotes it. Two voters cannot
-// restart one of theirs without losing quorum, so a rolling change of a two-member cluster
-// first adds a temporary third member, which scaleDown removes once the roll is done.
+// restart or defragment one of theirs without losing quorum (a member being defragmented
+// stalls its raft loop, and with it every write), so a rolling change or defragmentation of
+// a two-member cluster first adds a temporary third member, which scaleDown removes once
+// the roll is done.
 func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	voters := m.countVoters()
 	want := d.Replicas + temporaryVoters(m, d)
@@ -213,17 +226,20 @@ func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	case old != nil:
 		why = fmt.Sprintf("member %s joins to replace %s: %s", mm.name, old.name, replacement(old, d))
 	default:
-		why = fmt.Sprintf("member %s joins as a temporary third member, so two voters keep quorum while each restarts (spec.replicas %d, %d voters)",
+		why = fmt.Sprintf("member %s joins as a temporary third member, so two voters keep quorum while each restarts or is defragmented (spec.replicas %d, %d voters)",
 			mm.name, d.Replicas, voters)
 	}
 	return step(plan.AddLearner, mm, plan.PreClusterHealthy, "%s", why), true
 }
 
 // temporaryVoters is 1 while a voter is to be replaced (its replacement joins before it
-// leaves), and while a two-member cluster has members to restart (the third member keeps
-// quorum during the roll).
+// leaves), and while a two-member cluster has members to restart or defragment (the third
+// member keeps quorum during the roll), or, with the third member in, a NOSPACE alarm to
+// disarm: clients write again before the third member goes.
 func temporaryVoters(m *model, d Desired) int {
-	if m.replacing(d) != nil || (d.Replicas == 2 && m.countVoters() >= 2 && rollNeeded(m, d)) {
+	voters := m.countVoters()
+	roll := rollNeeded(m, d) || defragNeeded(m, d) || (voters > 2 && m.disarmPending(d))
+	if m.replacing(d) != nil || (d.Replicas == 2 && voters >= 2 && roll) {
 		return 1
 	}
 	return 0
@@ -322,8 +338,8 @@ func fieldHashes(s string) map[string]string {
 }
 
 // rollOne returns the step for the first voter that is up and needs it, while the whole
-// cluster is healthy, the leader last, after leadership moved. Two voters never restart one
-// of theirs: scaleUp adds a third first.
+// cluster is healthy, the leader last, after leadership moved. Two voters never restart or
+// defragment one of theirs: scaleUp adds a third first.
 func rollOne(m *model, d Desired, last string, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
 	if voters := m.countVoters(); voters == 2 {
 		return plan.Step{}, false

@@ -72,6 +72,9 @@ type wmember struct {
 	// restoring: the new seed of a recovery from this backup, marked on its claim until
 	// its cluster answers.
 	restoring *Backup
+	// preflightErr: its Pod ended because its preflight check could not read its data; the
+	// executor keeps that Pod for a person, and the data may be intact.
+	preflightErr string
 }
 
 func (m *wmember) dbSize() int64 { return m.data + m.history + m.free }
@@ -113,6 +116,9 @@ func (w *world) voters() (all, up int) {
 
 func (m *wmember) live() bool { return m.pod && m.started && m.up && !m.dataLost }
 
+// canRun: its Pod can run etcd on its data, once started.
+func (m *wmember) canRun() bool { return m.pod && !m.dataLost && m.preflightErr == "" }
+
 // lostData: the member's data is gone, with its volume or (in memory) its Pod.
 func (w *world) lostData(m *wmember) bool {
 	return m.dataLost || (m.started && !m.pod && (w.memory || !m.pvc))
@@ -152,6 +158,9 @@ func (w *world) observe() Observed {
 		if m.pod {
 			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash,
 				Deleting: m.deleting}
+			if m.preflightErr != "" {
+				km.Pod = &Pod{Failed: true, PreflightError: m.preflightErr, Version: m.version, ConfigHash: m.hash, Deleting: m.deleting}
+			}
 		}
 		if m.live() && !m.silent {
 			m.ran = m.version // the executor records it on the claim
@@ -256,7 +265,7 @@ func (w *world) leaderID() string {
 
 // heal makes a member up when waiting could: its Pod exists and its data is intact.
 func (w *world) heal(name string) {
-	if m := w.members[name]; m != nil && m.inEtcd && m.pod && !m.dataLost {
+	if m := w.members[name]; m != nil && m.inEtcd && m.canRun() {
 		m.up, m.started, m.starting = true, true, false
 		if m.seed && w.clusterID == "" {
 			w.clusterID = "c1" // the seed formed the cluster
@@ -279,7 +288,7 @@ func (w *world) settle() bool {
 				continue
 			}
 		}
-		if m.inEtcd && m.pod && !m.dataLost && !m.up {
+		if m.inEtcd && m.canRun() && !m.up {
 			w.heal(m.name)
 			changed = true
 		}
@@ -394,6 +403,9 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		if m.dataLost || (m.started && !m.pvc) {
 			return false, fmt.Errorf("StartMember %s on lost data: a voter that forgot its log", s.Member)
+		}
+		if m.preflightErr != "" {
+			return true, nil // the executor keeps the Pod for a person, and stalls
 		}
 		w.claim(m, d)
 		m.pod, m.up, m.starting, m.deleting = true, false, true, false // it takes time to start

@@ -69,7 +69,7 @@ func recoverSpace(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{Action: plan.Compact, Precondition: plan.Precondition{Kind: plan.PreClusterHealthy},
 			Reason: "NOSPACE alarm: compact the history so that its space can be reclaimed"}, true
 	}
-	if s, ok := rollOne(m, d, "defragmented", func(mm *member) bool { return fragmented(mm, nospacePercent) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+	if s, ok := rollOne(m, d, "defragmented", m.noSpaceDefrag, func(mm *member, pre plan.PreconditionKind) plan.Step {
 		return step(plan.Defragment, mm, pre, "NOSPACE alarm: the database of %s holds free space to give back", mm.name)
 	}); ok {
 		return s, true
@@ -85,6 +85,36 @@ func recoverSpace(m *model, d Desired) (plan.Step, bool) {
 		}
 	}
 	return s, true
+}
+
+// noSpaceDefrag: under a NOSPACE alarm, once the history is compacted, a member whose
+// database then holds free space is defragmented.
+func (m *model) noSpaceDefrag(mm *member) bool {
+	return len(m.alarmed(AlarmNoSpace)) > 0 && m.bootstrapped && m.historyCompacted && fragmented(mm, nospacePercent)
+}
+
+// disarmPending: under a NOSPACE alarm, the history is compacted and every voter's
+// database is under its quota, so the alarm is to be disarmed.
+func (m *model) disarmPending(d Desired) bool {
+	return len(m.alarmed(AlarmNoSpace)) > 0 && m.bootstrapped && m.historyCompacted && overQuota(m, d) == nil
+}
+
+// defragWanted: spec.maintenance.defrag asks for the member's defragmentation: its free
+// space reached the threshold, or the schedule is due for it. A due member is
+// defragmented once it shows free space: one that has not answered yet may hold none.
+func (m *model) defragWanted(mm *member, d Desired) bool {
+	return mm.up && (fragmented(mm, d.DefragPercent) || m.defragDue[mm.id] && fragmented(mm, 1))
+}
+
+// defragNeeded: a voter that can be defragmented is to be, for a NOSPACE alarm or for
+// spec.maintenance.defrag.
+func defragNeeded(m *model, d Desired) bool {
+	for _, mm := range m.members {
+		if mm.voter() && mm.pod && !mm.podDeleting && replacement(mm, d) == "" && (m.noSpaceDefrag(mm) || m.defragWanted(mm, d)) {
+			return true
+		}
+	}
+	return false
 }
 
 // overQuota returns a voter whose database leaves less than a tenth of its quota free, or
@@ -107,20 +137,18 @@ func noSpaceLeft(m *model, d Desired) *plan.Blocker {
 		return nil
 	}
 	return &plan.Blocker{Reason: plan.BlockQuotaTooSmall, Message: fmt.Sprintf(
-		"NOSPACE alarm: the database of %s holds %s in use against a quota of %s after compaction and defragmentation, less than a tenth free; "+
-			"raise spec.options.quotaBackendBytes (members restart one at a time with it) or delete keys, and the alarm is disarmed once the data fits",
-		mm.name, mib(mm.dbInUse), mib(quotaOf(mm, d)))}
+		"NOSPACE alarm: the database of %s is %s (%s of it in use) against a quota of %s, and compaction and defragmentation give back too little: "+
+			"etcd raises the alarm again while a database is within a tenth of its quota; raise spec.options.quotaBackendBytes (members restart one at a time with it) "+
+			"or delete keys (the history is then compacted and the members defragmented), and the alarm is disarmed once the database fits",
+		mm.name, mib(mm.dbSize), mib(mm.dbInUse), mib(quotaOf(mm, d)))}
 }
 
 // defragFragmented defragments, one at a time and the leader last, the members whose
 // free space reached spec.maintenance.defrag's threshold, and those its schedule is due
 // for.
 func defragFragmented(m *model, d Desired) (plan.Step, bool) {
-	// A due member is defragmented once it shows free space: one that has not answered yet
-	// may hold none.
-	due := func(mm *member) bool { return m.defragDue[mm.id] && fragmented(mm, 1) }
-	return rollOne(m, d, "defragmented", func(mm *member) bool { return mm.up && (fragmented(mm, d.DefragPercent) || due(mm)) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
-		if due(mm) {
+	return rollOne(m, d, "defragmented", func(mm *member) bool { return m.defragWanted(mm, d) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		if m.defragDue[mm.id] && fragmented(mm, 1) {
 			return step(plan.Defragment, mm, pre, "spec.maintenance.defrag.schedule came while the database of %s held %s free", mm.name, mib(mm.dbSize-mm.dbInUse))
 		}
 		return step(plan.Defragment, mm, pre, "free space in the database of %s reached spec.maintenance.defrag.thresholdPercent %d",

@@ -52,6 +52,8 @@ func TestNospaceOverQuotaSaysRaiseIt(t *testing.T) {
 	require.NotNil(t, p.Blocked)
 	require.Equal(t, plan.BlockQuotaTooSmall, p.Blocked.Reason)
 	require.Contains(t, p.Blocked.Message, "raise spec.options.quotaBackendBytes")
+	require.Contains(t, p.Blocked.Message, "the database of demo-0 is 2049.0 MiB (2049.0 MiB of it in use) against a quota of 2048.0 MiB",
+		"the figure the check uses, beside the one in use")
 
 	c.QuotaBytes, c.ConfigHash = 4<<30, "cfg-2"
 	p = Plan(c, w.observe())
@@ -131,4 +133,61 @@ func TestDefragStillDue(t *testing.T) {
 	o.Etcd.Linearizable = false
 	require.Equal(t, []string{"3", "4"}, DefragStillDue(o, []string{"3", "4"}, 1), "a stale view proves no member gone")
 	require.Equal(t, []string{"4"}, DefragStillDue(Observed{}, []string{"4"}, 1), "no view, nothing known")
+}
+
+// Two voters cannot take one of theirs away for a defragmentation, which stalls its raft
+// loop and every write with it: a temporary third member joins first, as for a roll, and
+// leaves once the alarm is disarmed.
+func TestNospaceOnTwoVoters(t *testing.T) {
+	c := cluster(2, "3.6.16")
+	w := running(c, 2, c.Version)
+	for _, m := range w.members {
+		m.data, m.history = 400<<20, defaultQuota-(400<<20)
+	}
+	w.alarms = []Alarm{{MemberID: "2", Type: AlarmNoSpace}}
+	first := Plan(c, w.observe())
+	require.Equal(t, []string{"Compact "}, summary(first))
+	stuck, err := w.apply(first.Steps[0], c)
+	require.NoError(t, err)
+	require.False(t, stuck)
+
+	p := Plan(c, w.observe())
+	require.Nil(t, p.Blocked, "the file is over the quota, the data is not: defragmentation is the answer")
+	require.Equal(t, []string{"AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2",
+		"Defragment demo-1", "TransferLeadership demo-0>demo-1", "Defragment demo-0", "DisarmAlarm demo-1",
+		"RemoveMember demo-2", "DeleteMember demo-2"}, summary(p))
+	require.Contains(t, p.Steps[0].Reason, "temporary third member, so two voters keep quorum while each restarts or is defragmented")
+	converge(t, c, w)
+	require.Empty(t, w.alarms)
+	require.Len(t, w.members, 2)
+}
+
+// spec.maintenance.defrag on two voters, by threshold or by schedule, defragments behind a
+// temporary third member instead of waiting for ever.
+func TestDefragmentationOnTwoVoters(t *testing.T) {
+	want := []string{"AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2",
+		"Defragment demo-1", "TransferLeadership demo-0>demo-1", "Defragment demo-0", "RemoveMember demo-2", "DeleteMember demo-2"}
+	t.Run("threshold", func(t *testing.T) {
+		c := cluster(2, "3.6.16")
+		c.DefragPercent = 50
+		w := running(c, 2, c.Version)
+		for _, m := range w.members {
+			m.data, m.free = 10<<20, 20<<20
+		}
+		require.Equal(t, want, summary(Plan(c, w.observe())))
+		converge(t, c, w)
+		require.Len(t, w.members, 2)
+	})
+	t.Run("schedule", func(t *testing.T) {
+		c := cluster(2, "3.6.16")
+		w := running(c, 2, c.Version)
+		for _, m := range w.members {
+			m.data, m.free = 10<<20, 2<<20
+		}
+		w.defragDue = []string{"1", "2"}
+		require.Equal(t, want, summary(Plan(c, w.observe())))
+		converge(t, c, w)
+		require.Empty(t, w.defragDue)
+		require.Len(t, w.members, 2)
+	})
 }

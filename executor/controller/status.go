@@ -155,7 +155,7 @@ func clusterVersionBehind(c *v1alpha1.EtcdCluster) bool {
 // hint tells the user what to look at when a step passes its deadline.
 func hint(s plan.Step, reason string) string {
 	switch reason {
-	case "NameTaken", "PodStuckTerminating", "StorageClassNotFound":
+	case "NameTaken", "PodStuckTerminating", "StorageClassNotFound", "PreflightFailed":
 		return "See docs/operations.md, " + reason
 	}
 	switch s.Action {

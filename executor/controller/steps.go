@@ -167,6 +167,9 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s))); seed && why != "" {
 				return &stepError{reason: "RestoreFailed", msg: why}
 			}
+			if why := observe.PreflightError(p); why != "" {
+				return preflightFailed(p, why)
+			}
 			if err := r.deletePod(ctx, c, o, s.Member); err != nil {
 				return err
 			}
@@ -228,6 +231,16 @@ func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, mem
 		}
 	}
 	return nil
+}
+
+// preflightFailed keeps a Pod whose preflight check could not read its member's data
+// directory: a new Pod would fail the same way, and the data may be intact, so the member
+// is neither replaced nor its volume deleted until a person mends the volume.
+func preflightFailed(p *corev1.Pod, why string) error {
+	return &stepError{reason: "PreflightFailed", msg: fmt.Sprintf(
+		"the preflight check of Pod %s could not read the member's data directory (%s): the data may be intact, so the member is not replaced "+
+			"and its volume is kept; mend the volume (its permissions for the Pod's non-root user and fsGroup, the node's disk, the mount), "+
+			"then delete Pod %s and a new one starts", p.Name, why, p.Name)}
 }
 
 // seedRestore is what a seed's data is restored from: the backup a recovery names, else

@@ -1,9 +1,11 @@
 package observe
 
 import (
+	"fmt"
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -88,7 +90,30 @@ func pod(p *corev1.Pod) *planner.Pod {
 			out.DataLost = true
 		}
 	}
+	if !out.DataLost {
+		out.PreflightError = PreflightError(p)
+	}
 	return out
+}
+
+// PreflightError says why a Pod's preflight check failed other than by finding its data
+// gone (its data directory could not be read, or the check itself failed): the exit code
+// and the check's own words. "" when it did not fail so.
+func PreflightError(p *corev1.Pod) string {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name != "preflight" {
+			continue
+		}
+		for _, s := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
+			if t := s.Terminated; t != nil && t.ExitCode != 0 && t.ExitCode != resources.PreflightDataLost {
+				if msg := strings.TrimSpace(t.Message); msg != "" {
+					return fmt.Sprintf("exit code %d: %s", t.ExitCode, msg)
+				}
+				return fmt.Sprintf("exit code %d", t.ExitCode)
+			}
+		}
+	}
+	return ""
 }
 
 func etcdRunning(p *corev1.Pod) bool {

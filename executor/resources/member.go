@@ -103,6 +103,8 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 		Command:         []string{"/manager", "preflight", "--data-dir=" + DataDir, fmt.Sprintf("--expect-data=%t", m.ExpectData)},
 		SecurityContext: secure,
 		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+		// What the check printed is the Pod's record of why it failed, for the operator to show.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
 	volumes := []corev1.Volume{dataVolume(c, m.Name)}
 	if m.Seed && m.Restore != nil {

@@ -189,6 +189,8 @@ func podState(p *corev1.Pod, m *planner.Pod) string {
 		return "Terminating"
 	case m.DataLost:
 		return "DataLost"
+	case m.PreflightError != "":
+		return "PreflightFailed"
 	case m.Ready:
 		return "Ready " + m.IP
 	case m.Running:

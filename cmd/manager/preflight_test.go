@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+// Only a data directory shown absent or empty is lost; one that cannot be read may hold
+// the member's data and gets its own exit code. (Tests run as root, which reads any
+// directory whatever its mode, so the unreadable cases are ones no user can read.)
+func TestPreflight(t *testing.T) {
+	tests := []struct {
+		name string
+		make func(t *testing.T, dir string) string // returns the data directory
+		want int
+	}{
+		{"member directory holds data", func(t *testing.T, dir string) string {
+			write(t, filepath.Join(dir, "member", "snap", "db"))
+			return dir
+		}, 0},
+		{"data directory absent", func(t *testing.T, dir string) string { return filepath.Join(dir, "data") }, resources.PreflightDataLost},
+		{"member directory absent", func(t *testing.T, dir string) string { return dir }, resources.PreflightDataLost},
+		{"member directory empty", func(t *testing.T, dir string) string {
+			require.NoError(t, os.Mkdir(filepath.Join(dir, "member"), 0o700))
+			return dir
+		}, resources.PreflightDataLost},
+		{"member directory through a link", func(t *testing.T, dir string) string {
+			write(t, filepath.Join(dir, "elsewhere", "snap", "db"))
+			require.NoError(t, os.Symlink(filepath.Join(dir, "elsewhere"), filepath.Join(dir, "member")))
+			return dir
+		}, 0},
+		{"member is a dangling link", func(t *testing.T, dir string) string {
+			require.NoError(t, os.Symlink(filepath.Join(dir, "gone"), filepath.Join(dir, "member")))
+			return dir
+		}, resources.PreflightDataUnreadable},
+		{"data directory is a dangling link", func(t *testing.T, dir string) string {
+			require.NoError(t, os.Symlink(filepath.Join(dir, "gone"), filepath.Join(dir, "data")))
+			return filepath.Join(dir, "data")
+		}, resources.PreflightDataUnreadable},
+		{"a file where the member directory should be", func(t *testing.T, dir string) string {
+			write(t, filepath.Join(dir, "member"))
+			return dir
+		}, resources.PreflightDataUnreadable},
+		{"a file where the data directory should be", func(t *testing.T, dir string) string {
+			write(t, filepath.Join(dir, "data"))
+			return filepath.Join(dir, "data")
+		}, resources.PreflightDataUnreadable},
+		{"data directory under a file (ENOTDIR)", func(t *testing.T, dir string) string {
+			write(t, filepath.Join(dir, "file"))
+			return filepath.Join(dir, "file", "data")
+		}, resources.PreflightDataUnreadable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := tt.make(t, t.TempDir())
+			require.Equal(t, tt.want, preflight([]string{"--data-dir=" + dir, "--expect-data=true"}))
+		})
+	}
+	require.Equal(t, 0, preflight([]string{"--data-dir=" + t.TempDir(), "--expect-data=false"}), "a new member expects nothing")
+}
+
+// A directory its user may not read is not lost (skipped as root, who reads anything).
+func TestPreflightPermissionDenied(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads any directory")
+	}
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "member", "snap", "db"))
+	require.NoError(t, os.Chmod(filepath.Join(dir, "member"), 0))
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(dir, "member"), 0o700) })
+	require.Equal(t, resources.PreflightDataUnreadable, preflight([]string{"--data-dir=" + dir, "--expect-data=true"}))
+}
+
+func write(t *testing.T, path string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	require.NoError(t, os.WriteFile(path, []byte("x"), 0o600))
+}

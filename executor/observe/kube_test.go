@@ -1,0 +1,52 @@
+package observe
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+// A preflight check that found the data gone marks the member's data lost; one that could
+// not read it (or failed otherwise) is its own fact, with the check's words: the data may
+// be intact.
+func TestPreflightOutcome(t *testing.T) {
+	ended := func(code int32, msg string, last bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", Labels: map[string]string{resources.LabelMember: "demo-1"}}}
+		p.Status.Phase = corev1.PodFailed
+		cs := corev1.ContainerStatus{Name: "preflight"}
+		term := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}}
+		if last {
+			cs.LastTerminationState = term
+		} else {
+			cs.State = term
+		}
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{cs}
+		return p
+	}
+	tests := []struct {
+		name     string
+		pod      corev1.Pod
+		lost     bool
+		preflErr string
+	}{
+		{"data gone", ended(resources.PreflightDataLost, "data directory /var/lib/etcd/data is empty\n", false), true, ""},
+		{"data gone, seen in the last termination", ended(resources.PreflightDataLost, "", true), true, ""},
+		{"unreadable", ended(resources.PreflightDataUnreadable, "data directory /var/lib/etcd/data cannot be read: open /var/lib/etcd/data/member: permission denied\n", false),
+			false, "exit code 5: data directory /var/lib/etcd/data cannot be read: open /var/lib/etcd/data/member: permission denied"},
+		{"the check itself failed, with no words", ended(2, "", true), false, "exit code 2"},
+		{"passed", ended(0, "", false), false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ms := Members(Objects{Pods: []corev1.Pod{tt.pod}})
+			require.Len(t, ms, 1)
+			require.True(t, ms[0].Pod.Failed)
+			require.Equal(t, tt.lost, ms[0].Pod.DataLost)
+			require.Equal(t, tt.preflErr, ms[0].Pod.PreflightError)
+		})
+	}
+}
