@@ -246,27 +246,45 @@ func (m EtcdMember) MemberName() string {
 // Started reports whether the member has run at least once (etcd only knows its name then).
 func (m EtcdMember) Started() bool { return m.Name != "" }
 
-// Upgrade reads an observed state of an earlier format version in the current one. In
-// formatVersion 1 a member was "healthy" when it answered without errors and knew a leader,
-// and the member list was the best the operator could read.
+// Upgrade reads an observed state of an earlier format version in the current one,
+// pessimistically. In formatVersion 1 a member was "healthy" when it answered without errors
+// and knew a leader, and the member list was the best the operator could read, never read
+// through a quorum: so the list is not linearizable, and a member that reported a version or
+// a raft index answered, whatever its verdict (an alarm made it unhealthy). Only a healthy
+// member is known to know the leader.
 func (o *Observed) Upgrade() error {
 	switch o.FormatVersion {
 	case ObservedFormatVersion:
 		return nil
 	case 1:
 		if o.Etcd != nil {
-			o.Etcd.Linearizable = true
+			o.Etcd.Linearizable = false
 			for i := range o.Etcd.Members {
 				m := &o.Etcd.Members[i]
+				m.Answering = m.Healthy || m.Version != "" || m.RaftIndex > 0
 				if m.Healthy {
-					m.Answering, m.Leader, m.Healthy = true, o.Etcd.LeaderID, false
+					m.Leader = o.Etcd.LeaderID
 				}
+				m.Healthy = false
 			}
 		}
 		o.FormatVersion = ObservedFormatVersion
 		return nil
 	}
 	return fmt.Errorf("formatVersion %d is not supported; this version reads formatVersions 1 and %d", o.FormatVersion, ObservedFormatVersion)
+}
+
+// Stale says what a plan cannot know when etcd's member list was not read through a
+// quorum, "" when it was or when no member answered: one member's own view may miss members
+// that joined or left since, so no membership change, restart or deletion is planned on it,
+// and an empty plan does not mean the cluster matches the spec.
+func (o Observed) Stale() string {
+	if o.Etcd == nil || o.Etcd.Linearizable {
+		return ""
+	}
+	return "etcd's member list was not read through a quorum (one member's own view, which may be stale): " +
+		"which members etcd has, and so whether members must be added, removed, restarted or deleted, cannot be known " +
+		"until a quorum of members answers"
 }
 
 // Fingerprint hashes the parts of the observed state that plans depend on. Counters that

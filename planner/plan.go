@@ -59,14 +59,19 @@ func Plan(d Desired, observed Observed) plan.Plan {
 		Fingerprint:   observed.Fingerprint(),
 		Warnings:      warnings(d, observed),
 	}
+	stale := observed.Stale() != ""
 	if b := refuse(m, d); b != nil {
 		p.Blocked = b
 	} else {
 		for len(p.Steps) < maxSteps {
 			s, ok := next(m, d)
-			if !ok {
+			// On a stale view the membership is a guess: the plan stops before the first
+			// step Check would refuse for want of a linearizable member list, unless a
+			// recovery made the membership anew (one member, or a new seed).
+			if !ok || stale && needsLinearizable(s.Action) {
 				break
 			}
+			stale = stale && !s.Action.Recovers()
 			p.Steps = append(p.Steps, s)
 			m.satisfy(s.Precondition)
 			m.apply(s, d)

@@ -540,9 +540,51 @@ func TestObservedFormatVersion1(t *testing.T) {
 	require.Equal(t, ObservedFormatVersion, o.FormatVersion)
 	require.True(t, o.Etcd.Members[0].Answering)
 	require.Equal(t, "1", o.Etcd.Members[0].Leader)
+	require.False(t, o.Etcd.Linearizable, "version 1 never read the member list through a quorum")
+	require.NotEmpty(t, o.Stale())
 	require.Empty(t, Plan(cluster(1, "3.6.16"), o).Steps)
 	o.FormatVersion = 9
 	require.ErrorContains(t, o.Upgrade(), "formatVersion 9 is not supported")
+}
+
+// A formatVersion 1 file of a NOSPACE cluster calls its members unhealthy, though they
+// answered (each reported its version and raft index): they are not down, so nothing
+// restarts them "at no cost", and on the unread membership nothing is removed.
+func TestObservedFormatVersion1IsReadPessimistically(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	o := running(c, 3, "3.6.16").observe()
+	o.FormatVersion, o.Etcd.Linearizable = 1, true
+	for i := range o.Etcd.Members {
+		m := &o.Etcd.Members[i]
+		m.Answering, m.Leader, m.Healthy, m.RaftIndex = false, "", false, 100
+	}
+	o.Etcd.Alarms = []Alarm{{MemberID: "1", Type: AlarmNoSpace}}
+	require.NoError(t, o.Upgrade())
+	for _, m := range o.Etcd.Members {
+		require.True(t, m.Answering, "%s reported a raft index: it answered", m.Name)
+	}
+	c.ConfigHash = "cfg-2"
+	c.Replicas = 1
+	for _, s := range Plan(c, o).Steps {
+		require.False(t, needsLinearizable(s.Action), "no restart, removal or deletion on a version 1 file: %v", s)
+	}
+}
+
+// On a stale view the plan stops before the first step that needs a linearizable member
+// list: repairs that cost nothing still show, membership changes do not.
+func TestStaleViewPlansNoMembershipStep(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := running(c, 3, "3.6.16")
+	w.members["demo-2"].dataLost = true // would be removed and replaced
+	o := w.observe()
+	require.Contains(t, summary(Plan(c, o)), "RemoveMember demo-2")
+	o.Etcd.Linearizable = false
+	require.NotEmpty(t, o.Stale())
+	p := Plan(c, o)
+	for _, s := range p.Steps {
+		require.False(t, needsLinearizable(s.Action), "on a stale view: %v", summary(p))
+	}
+	require.Contains(t, strings.Join(p.Warnings, "\n"), "not read through a quorum")
 }
 
 // A learner whose promotion passed its deadline is removed, and a new member joins.
