@@ -178,6 +178,9 @@ func newModel(d Desired, o Observed) *model {
 	if !m.linearizable {
 		m.assumeMembership(recorded, len(o.Recorded) > 0, o.Etcd == nil)
 	}
+	if b := restoreOverRetained(d, o); b != nil {
+		m.block(b)
+	}
 	sort.Slice(m.members, func(i, j int) bool {
 		a, b := m.members[i], m.members[j]
 		if a.ordinal != b.ordinal {

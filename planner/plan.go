@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 )
@@ -203,6 +204,33 @@ func refuseQuorum(m *model, d Desired) *plan.Blocker {
 	}
 	return &plan.Blocker{Reason: plan.BlockQuorumLost, Message: fmt.Sprintf(
 		"%d of %d voting members lost their data, so the rest cannot form a quorum: %s", lost, all, why)}
+}
+
+// restoreOverRetained blocks spec.bootstrap.restore on a cluster with an empty status
+// whose volume claims record member IDs: volumes retained from an earlier cluster of the
+// name. Starting them would ignore the restore the user asked for; restoring would need
+// them deleted, with their data: only the user can choose. A seed Pod of the cluster means
+// the claims are its own seed's, whose joining status has not recorded yet.
+func restoreOverRetained(d Desired, o Observed) *plan.Blocker {
+	if d.Restore == "" || o.ClusterID != "" || len(o.Recorded) > 0 {
+		return nil
+	}
+	var claims []string
+	for _, k := range o.Members {
+		if k.Pod != nil && k.Pod.Seed {
+			return nil
+		}
+		if k.PVC != nil && k.PVC.MemberID != "" {
+			claims = append(claims, fmt.Sprintf("%s (member %s)", k.Name, k.PVC.MemberID))
+		}
+	}
+	if len(claims) == 0 {
+		return nil
+	}
+	return &plan.Blocker{Reason: plan.BlockRestoreOnRetained, Message: fmt.Sprintf(
+		"spec.bootstrap.restore asks for a new cluster restored from %s, but volume claims %s hold the data of members of an earlier cluster of this name "+
+			"(retained when it was deleted): to restore, delete those claims (their data is lost); to keep their data, remove spec.bootstrap.restore, "+
+			"and the cluster starts on them", d.Restore, strings.Join(claims, ", "))}
 }
 
 // warnings are what the user should know of the spec itself.

@@ -641,6 +641,32 @@ func TestRestoreSeedsOnlyANewCluster(t *testing.T) {
 	require.Empty(t, Plan(c, o).Warnings, "a cluster that was restored is not warned about")
 }
 
+// spec.bootstrap.restore on a new EtcdCluster whose name finds volumes retained from an
+// earlier cluster blocks: neither the restore nor the old data is chosen for the user.
+func TestRestoreOverRetainedVolumesBlocks(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	o := healthy3(c).observe()
+	o.ClusterID, o.Etcd, o.Recorded = "", nil, nil // the EtcdCluster was deleted and created again
+	for i := range o.Members {
+		o.Members[i].Pod = nil
+	}
+	require.Equal(t, "StartMember demo-0", summary(Plan(c, o))[0], "without a restore the retained volumes start as they were")
+	c.Restore = "EtcdBackup nightly"
+	p := Plan(c, o)
+	require.NotNil(t, p.Blocked)
+	require.Equal(t, plan.BlockRestoreOnRetained, p.Blocked.Reason)
+	for _, want := range []string{"demo-0 (member 1)", "demo-1 (member 2)", "demo-2 (member 3)", "delete those claims", "remove spec.bootstrap.restore"} {
+		require.Contains(t, p.Blocked.Message, want)
+	}
+	ok, _ := Check(c, plan.Step{Action: plan.StartMember, Member: "demo-0", MemberID: "1", Precondition: plan.Precondition{Kind: plan.PreNone}}, o)
+	require.False(t, ok, "a step recorded before the block does not run either")
+
+	o.Members = append(o.Members[:0], Member{Name: "demo-0", PVC: &PVC{Bound: true}}) // a claim that never joined
+	require.Equal(t, plan.CreateSeed, Plan(c, o).Steps[0].Action)
+	o.Members = []Member{{Name: "demo-0", Pod: &Pod{Seed: true, Running: true}, PVC: &PVC{Bound: true, MemberID: "1"}}}
+	require.Nil(t, Plan(c, o).Blocked, "the cluster's own restored seed joined before status recorded it")
+}
+
 // oneSurvivorOfThree: demo-1's volume was wiped and demo-2's Pod and volume are gone; demo-0
 // alone kept its data.
 func oneSurvivorOfThree(c Desired) *world {
