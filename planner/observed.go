@@ -130,6 +130,10 @@ type PVC struct {
 	// Restoring is the backup the member is the new seed of (a recovery from the loss of
 	// every voter's data is under way), until the new cluster answers.
 	Restoring *Backup `json:"restoring,omitempty"`
+	// Retained: the member held data when a forced recovery restarted another member alone,
+	// and left the cluster: its claim is kept for a person to inspect, never deleted by the
+	// operator.
+	Retained bool `json:"retained,omitempty"`
 }
 
 // EtcdView is etcd's own view of its membership and health.
@@ -168,10 +172,14 @@ type EtcdMember struct {
 	// turns it into the facts above.
 	Healthy bool   `json:"healthy,omitempty"`
 	Version string `json:"version,omitempty"`
-	// RaftIndex is the member's raft log index, to judge whether a learner caught up.
+	// RaftIndex is the member's raft index (etcd reports its commit index), to judge whether
+	// a learner caught up.
 	RaftIndex uint64 `json:"raftIndex,omitempty"`
-	DBSize    int64  `json:"dbSize,omitempty"`
-	DBInUse   int64  `json:"dbSizeInUse,omitempty"`
+	// RaftTerm is the member's raft term: of two logs, the one of the later term is the
+	// more recent whatever their indexes, as raft's own elections judge.
+	RaftTerm uint64 `json:"raftTerm,omitempty"`
+	DBSize   int64  `json:"dbSize,omitempty"`
+	DBInUse  int64  `json:"dbSizeInUse,omitempty"`
 	// Quota is the backend quota the member runs with (etcd 3.6 says; 0 when unknown).
 	Quota int64 `json:"quota,omitempty"`
 }

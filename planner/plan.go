@@ -249,7 +249,22 @@ func warnings(d Desired, o Observed) []string {
 	if o.Etcd != nil && !o.Etcd.Linearizable {
 		out = append(out, "etcd's member list was not read through a quorum: no membership change is planned or found done until it is")
 	}
+	if kept := retainedClaims(o); kept != "" {
+		out = append(out, "volume claims "+kept+" are retained: their members held data when a forced recovery restarted another member alone, "+
+			"and may hold writes the cluster lacks; the operator never deletes them: inspect them, then delete them by hand (docs/operations.md, retained volume claims)")
+	}
 	return out
+}
+
+// retainedClaims names the retained volume claims, with the member IDs they record.
+func retainedClaims(o Observed) string {
+	var out []string
+	for _, k := range o.Members {
+		if k.PVC != nil && k.PVC.Retained {
+			out = append(out, fmt.Sprintf("%s (member %s)", k.Name, k.PVC.MemberID))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // next returns the first step towards the desired state, in a fixed order of concerns:

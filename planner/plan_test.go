@@ -689,7 +689,7 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}, summary(p))
 		require.Equal(t, plan.Step{Action: plan.ForceNewCluster, Member: "demo-0", MemberID: "1", Version: "3.6.16",
 			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-0"},
-			Reason: "2 of 3 voters lost their data, so the rest can never form a quorum: demo-0, the surviving voter with the highest raft index, " +
+			Reason: "2 of 3 voters lost their data, so the rest can never form a quorum: demo-0, the surviving voter with the highest raft term and index, " +
 				"restarts alone with --force-new-cluster on its data (writes it had not received are lost), and new members join it"}, p.Steps[0])
 		converge(t, c, w)
 	})
@@ -707,13 +707,41 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 		ok, why := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-2", MemberID: "3",
 			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-2"}}, o)
 		require.False(t, ok)
-		require.Equal(t, "demo-3 has a higher raft index (107) than demo-2 (100)", why)
+		require.Equal(t, "demo-3 is more recent (raft term 2, index 107) than demo-2 (term 2, index 100)", why)
 		w.members["demo-2"].up = false // the other survivor no longer answers
 		ok, why = Check(c, p.Steps[0], w.observe())
 		require.False(t, ok)
-		require.Contains(t, why, "waiting for demo-2 to answer: its raft index must be compared with demo-3's")
+		require.Contains(t, why, "waiting for demo-2 to answer: its raft term and index must be compared with demo-3's")
 		w.members["demo-2"].up = true
 		converge(t, c, w)
+	})
+	t.Run("survivors of different terms: the later term wins, the other's claim is kept", func(t *testing.T) {
+		c := cluster(5, "3.6.16")
+		w := running(c, 5, "3.6.16")
+		w.members["demo-3"].index = 7 // a longer commit index, of an earlier term
+		w.members["demo-2"].term = 1
+		for _, n := range []string{"demo-0", "demo-1", "demo-4"} {
+			w.members[n].dataLost, w.members[n].up = true, false
+		}
+		w.elect()
+		o := w.observe()
+		p := Plan(c, o)
+		require.Equal(t, []string{"ForceNewCluster demo-2", "DeleteMember demo-0", "DeleteMember demo-1", "DeleteMember demo-3", "DeleteMember demo-4"}, summary(p)[:5])
+		require.Contains(t, p.Steps[3].Reason, "its volume claim is kept (retained)")
+		require.Equal(t, []string{"demo-3"}, Retains(c, o, "demo-2"))
+		rv := ReviewPlan(c, o, p)
+		require.Contains(t, rv.Steps[0].Loses, "the volume claims of demo-3 (member 4), which held data too, are kept (retained)")
+		require.Contains(t, rv.Steps[3].Loses, "deletes the Pod of demo-3")
+		require.NotContains(t, rv.Steps[3].Loses, "volume of")
+		ok, why := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-3", MemberID: "4",
+			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-3"}}, o)
+		require.False(t, ok)
+		require.Equal(t, "demo-2 is more recent (raft term 3, index 100) than demo-3 (term 2, index 107)", why)
+		converge(t, c, w)
+		require.True(t, w.members["demo-3"].retained && w.members["demo-3"].pvc && !w.members["demo-3"].pod, "the claim stays, the Pod went")
+		o = w.observe()
+		require.Empty(t, Plan(c, o).Steps, "a retained claim is left alone")
+		require.Contains(t, strings.Join(Plan(c, o).Warnings, "\n"), "volume claims demo-3 (member 4) are retained")
 	})
 	t.Run("a quorum that kept its data is not forced", func(t *testing.T) {
 		c := cluster(3, "3.6.16")

@@ -21,6 +21,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // stepError is a step (or a backup) that cannot go on for now, with what it waits for and
@@ -363,10 +364,11 @@ func (r *Reconciler) expandPVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 }
 
 // deletePVC deletes the volume claim of a member that left. A claim that records a member
-// ID is deleted only as that member's: the step carries the ID the planner saw gone.
+// ID is deleted only as that member's: the step carries the ID the planner saw gone. A
+// retained claim is never deleted.
 func (r *Reconciler) deletePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	pvc, err := stepClaim(c, o, s)
-	if pvc == nil || err != nil {
+	if pvc == nil || err != nil || pvc.Labels[resources.LabelRetained] != "" {
 		return err
 	}
 	err = r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
@@ -442,6 +444,11 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 	if err := r.mark(ctx, pvc, resources.AnnotationForceNewCluster, s.MemberID); err != nil {
 		return err
 	}
+	for _, member := range planner.Retains(observe.Desired(c), o.Observed, s.Member) {
+		if err := r.retain(ctx, c, o, member, s); err != nil {
+			return err
+		}
+	}
 	if p := o.pods[s.Member]; p != nil {
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
@@ -461,6 +468,32 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 		return err
 	}
 	return r.create(ctx, c, pod, "Pod", false)
+}
+
+// retain marks the claim of a member that held data when s's member restarts alone: the
+// member leaves the cluster, and the writes only it received live on its volume alone. The
+// claim loses its owner reference, so it outlives the cluster whatever spec.storage says.
+// It is marked before the restart, so no later plan can take it for a plain leftover.
+func (r *Reconciler) retain(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string, s plan.Step) error {
+	pvc := o.pvcs[member]
+	if pvc == nil || !owned(c, pvc, true) || pvc.Labels[resources.LabelRetained] != "" {
+		return nil
+	}
+	patch := client.MergeFrom(pvc.DeepCopy())
+	pvc.Labels[resources.LabelRetained] = "true"
+	if pvc.Annotations == nil {
+		pvc.Annotations = map[string]string{}
+	}
+	pvc.Annotations[resources.AnnotationRetained] = fmt.Sprintf("member %s (ID %s) held data when %s (ID %s) restarted alone with --force-new-cluster "+
+		"in a recovery from quorum loss: it may hold writes the cluster lacks; the operator never deletes this claim (docs/operations.md, retained volume claims)",
+		member, pvc.Annotations[resources.AnnotationMemberID], s.Member, s.MemberID)
+	if err := controllerutil.RemoveOwnerReference(c, pvc, r.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, pvc, patch); err != nil {
+		return fmt.Errorf("retaining the volume claim %s: %w", pvc.Name, err)
+	}
+	return nil
 }
 
 // mark sets an annotation on a member's volume claim, unless it has it already.
