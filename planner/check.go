@@ -17,7 +17,7 @@ func Check(d Desired, s plan.Step, o Observed) (bool, string) {
 	if m.blocked != nil {
 		return false, m.blocked.Message
 	}
-	if (changesMembership(s.Action) || takesDown(s.Action)) && !m.linearizable {
+	if needsLinearizable(s.Action) && !m.linearizable {
 		return false, "waiting for a linearizable member list: a quorum of members must answer before a member is added, removed, " +
 			"restarted or deleted (one member's own view may be stale, and says nothing of the members it does not list)"
 	}
@@ -155,3 +155,6 @@ func changesMembership(a plan.Action) bool {
 	}
 	return false
 }
+
+// needsLinearizable: the action is decided only on a linearizable member list.
+func needsLinearizable(a plan.Action) bool { return changesMembership(a) || takesDown(a) }

@@ -36,12 +36,14 @@ type member struct {
 	pvc          bool
 	pvcDeleting  bool
 	forcing      bool    // chosen to restart alone with --force-new-cluster (marked on its claim)
+	retained     bool    // left in a recovery while holding data: its claim is kept (marked)
 	restoring    *Backup // the new seed of a recovery from this backup (marked on its claim)
 	version      string  // the version the member runs (or will run once its Pod starts)
 	ran          string  // the version it last answered with: its data's, for the version rules
 	configHash   string
 	configFields string
 	raftIndex    uint64
+	raftTerm     uint64
 	// The member's database file, the part of it in use, and its quota (0: not known).
 	dbSize, dbInUse, quota int64
 	// Its volume claim's class and requested size (0: not known), and whether the class
@@ -109,7 +111,7 @@ func newModel(d Desired, o Observed) *model {
 			mm.id, mm.inEtcd, mm.learner, mm.started = em.ID, true, em.Learner, em.Started()
 			mm.up, mm.hasLeader = em.Answering && em.Started(), em.Leader != ""
 			mm.silent = em.Silent && !mm.up && em.Started()
-			mm.version, mm.raftIndex = em.Version, em.RaftIndex
+			mm.version, mm.raftIndex, mm.raftTerm = em.Version, em.RaftIndex, em.RaftTerm
 			mm.dbSize, mm.dbInUse, mm.quota = em.DBSize, em.DBInUse, em.Quota
 			if em.Answering && em.Leader != "" {
 				mm.ran = em.Version
@@ -133,7 +135,7 @@ func newModel(d Desired, o Observed) *model {
 		}
 		if k.PVC != nil {
 			mm.pvc, mm.pvcDeleting, mm.pvcID, mm.forcing = true, k.PVC.Deleting, k.PVC.MemberID, k.PVC.ForceNewCluster
-			mm.restoring = cmp.Or(k.PVC.Restoring, mm.restoring)
+			mm.restoring, mm.retained = cmp.Or(k.PVC.Restoring, mm.restoring), k.PVC.Retained
 			mm.class, mm.bytes, mm.expandable = k.PVC.StorageClass, k.PVC.Bytes, k.PVC.Expandable
 			if mm.ran == "" {
 				mm.ran = k.PVC.Version
@@ -178,6 +180,9 @@ func newModel(d Desired, o Observed) *model {
 	}
 	if !m.linearizable {
 		m.assumeMembership(recorded, len(o.Recorded) > 0, o.Etcd == nil)
+	}
+	if b := restoreOverRetained(d, o); b != nil {
+		m.block(b)
 	}
 	sort.Slice(m.members, func(i, j int) bool {
 		a, b := m.members[i], m.members[j]
@@ -242,7 +247,8 @@ func (m *model) assumeMembership(recorded map[string]bool, hasRecord, silent boo
 		if mm.inEtcd {
 			continue
 		}
-		known := recorded[mm.name] || (!hasRecord && mm.id != "")
+		// A retained claim's member left the cluster: its ID is no evidence of membership.
+		known := recorded[mm.name] || (!hasRecord && mm.id != "" && !mm.retained)
 		if known || (silent && mm.seed && !m.bootstrapped) {
 			mm.inEtcd, mm.started = true, mm.started || !mm.learner || mm.pod
 		}
@@ -348,7 +354,11 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.CreateSeed:
 		m.seed(s, desired)
 	case plan.RestoreFromBackup:
-		m.dropOthers(m.seed(s, desired))
+		seed := m.seed(s, desired)
+		for _, x := range m.keptBy(desired, seed) {
+			x.retained = true
+		}
+		m.dropOthers(seed)
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
@@ -389,6 +399,9 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.DisarmAlarm:
 		m.alarms = slices.DeleteFunc(slices.Clone(m.alarms), func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
 	case plan.ForceNewCluster:
+		for _, x := range m.keptBy(desired, mm) {
+			x.retained = true
+		}
 		m.dropOthers(mm)
 		mm.pod, mm.running, mm.podDeleting, mm.up, mm.hasLeader, mm.forcing = true, true, false, true, true, false
 		m.leader, m.linearizable, m.reachable = mm.name, true, true

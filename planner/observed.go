@@ -134,6 +134,10 @@ type PVC struct {
 	// Restoring is the backup the member is the new seed of (a recovery from the loss of
 	// every voter's data is under way), until the new cluster answers.
 	Restoring *Backup `json:"restoring,omitempty"`
+	// Retained: the member held data when a forced recovery restarted another member alone,
+	// and left the cluster: its claim is kept for a person to inspect, never deleted by the
+	// operator.
+	Retained bool `json:"retained,omitempty"`
 }
 
 // EtcdView is etcd's own view of its membership and health.
@@ -172,10 +176,14 @@ type EtcdMember struct {
 	// turns it into the facts above.
 	Healthy bool   `json:"healthy,omitempty"`
 	Version string `json:"version,omitempty"`
-	// RaftIndex is the member's raft log index, to judge whether a learner caught up.
+	// RaftIndex is the member's raft index (etcd reports its commit index), to judge whether
+	// a learner caught up.
 	RaftIndex uint64 `json:"raftIndex,omitempty"`
-	DBSize    int64  `json:"dbSize,omitempty"`
-	DBInUse   int64  `json:"dbSizeInUse,omitempty"`
+	// RaftTerm is the member's raft term: of two logs, the one of the later term is the
+	// more recent whatever their indexes, as raft's own elections judge.
+	RaftTerm uint64 `json:"raftTerm,omitempty"`
+	DBSize   int64  `json:"dbSize,omitempty"`
+	DBInUse  int64  `json:"dbSizeInUse,omitempty"`
 	// Quota is the backend quota the member runs with (etcd 3.6 says; 0 when unknown).
 	Quota int64 `json:"quota,omitempty"`
 }
@@ -250,27 +258,45 @@ func (m EtcdMember) MemberName() string {
 // Started reports whether the member has run at least once (etcd only knows its name then).
 func (m EtcdMember) Started() bool { return m.Name != "" }
 
-// Upgrade reads an observed state of an earlier format version in the current one. In
-// formatVersion 1 a member was "healthy" when it answered without errors and knew a leader,
-// and the member list was the best the operator could read.
+// Upgrade reads an observed state of an earlier format version in the current one,
+// pessimistically. In formatVersion 1 a member was "healthy" when it answered without errors
+// and knew a leader, and the member list was the best the operator could read, never read
+// through a quorum: so the list is not linearizable, and a member that reported a version or
+// a raft index answered, whatever its verdict (an alarm made it unhealthy). Only a healthy
+// member is known to know the leader.
 func (o *Observed) Upgrade() error {
 	switch o.FormatVersion {
 	case ObservedFormatVersion:
 		return nil
 	case 1:
 		if o.Etcd != nil {
-			o.Etcd.Linearizable = true
+			o.Etcd.Linearizable = false
 			for i := range o.Etcd.Members {
 				m := &o.Etcd.Members[i]
+				m.Answering = m.Healthy || m.Version != "" || m.RaftIndex > 0
 				if m.Healthy {
-					m.Answering, m.Leader, m.Healthy = true, o.Etcd.LeaderID, false
+					m.Leader = o.Etcd.LeaderID
 				}
+				m.Healthy = false
 			}
 		}
 		o.FormatVersion = ObservedFormatVersion
 		return nil
 	}
 	return fmt.Errorf("formatVersion %d is not supported; this version reads formatVersions 1 and %d", o.FormatVersion, ObservedFormatVersion)
+}
+
+// Stale says what a plan cannot know when etcd's member list was not read through a
+// quorum, "" when it was or when no member answered: one member's own view may miss members
+// that joined or left since, so no membership change, restart or deletion is planned on it,
+// and an empty plan does not mean the cluster matches the spec.
+func (o Observed) Stale() string {
+	if o.Etcd == nil || o.Etcd.Linearizable {
+		return ""
+	}
+	return "etcd's member list was not read through a quorum (one member's own view, which may be stale): " +
+		"which members etcd has, and so whether members must be added, removed, restarted or deleted, cannot be known " +
+		"until a quorum of members answers"
 }
 
 // Fingerprint hashes the parts of the observed state that plans depend on. Counters that

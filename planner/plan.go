@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 )
@@ -59,14 +60,19 @@ func Plan(d Desired, observed Observed) plan.Plan {
 		Fingerprint:   observed.Fingerprint(),
 		Warnings:      warnings(d, observed),
 	}
+	stale := observed.Stale() != ""
 	if b := refuse(m, d); b != nil {
 		p.Blocked = b
 	} else {
 		for len(p.Steps) < maxSteps {
 			s, ok := next(m, d)
-			if !ok {
+			// On a stale view the membership is a guess: the plan stops before the first
+			// step Check would refuse for want of a linearizable member list, unless a
+			// recovery made the membership anew (one member, or a new seed).
+			if !ok || stale && needsLinearizable(s.Action) {
 				break
 			}
+			stale = stale && !s.Action.Recovers()
 			p.Steps = append(p.Steps, s)
 			m.satisfy(s.Precondition)
 			m.apply(s, d)
@@ -213,6 +219,33 @@ func refuseQuorum(m *model, d Desired) *plan.Blocker {
 		"%d of %d voting members lost their data, so the rest cannot form a quorum: %s", lost, all, why)}
 }
 
+// restoreOverRetained blocks spec.bootstrap.restore on a cluster with an empty status
+// whose volume claims record member IDs: volumes retained from an earlier cluster of the
+// name. Starting them would ignore the restore the user asked for; restoring would need
+// them deleted, with their data: only the user can choose. A seed Pod of the cluster means
+// the claims are its own seed's, whose joining status has not recorded yet.
+func restoreOverRetained(d Desired, o Observed) *plan.Blocker {
+	if d.Restore == "" || o.ClusterID != "" || len(o.Recorded) > 0 {
+		return nil
+	}
+	var claims []string
+	for _, k := range o.Members {
+		if k.Pod != nil && k.Pod.Seed {
+			return nil
+		}
+		if k.PVC != nil && k.PVC.MemberID != "" {
+			claims = append(claims, fmt.Sprintf("%s (member %s)", k.Name, k.PVC.MemberID))
+		}
+	}
+	if len(claims) == 0 {
+		return nil
+	}
+	return &plan.Blocker{Reason: plan.BlockRestoreOnRetained, Message: fmt.Sprintf(
+		"spec.bootstrap.restore asks for a new cluster restored from %s, but volume claims %s hold the data of members of an earlier cluster of this name "+
+			"(retained when it was deleted): to restore, delete those claims (their data is lost); to keep their data, remove spec.bootstrap.restore, "+
+			"and the cluster starts on them", d.Restore, strings.Join(claims, ", "))}
+}
+
 // warnings are what the user should know of the spec itself.
 func warnings(d Desired, o Observed) []string {
 	var out []string
@@ -229,7 +262,22 @@ func warnings(d Desired, o Observed) []string {
 	if o.Etcd != nil && !o.Etcd.Linearizable {
 		out = append(out, "etcd's member list was not read through a quorum: no membership change is planned or found done until it is")
 	}
+	if kept := retainedClaims(o); kept != "" {
+		out = append(out, "volume claims "+kept+" are retained: their members held data when a recovery from quorum loss replaced the cluster, "+
+			"and may hold writes the cluster lacks; the operator never deletes them: inspect them, then delete them by hand (docs/operations.md, retained volume claims)")
+	}
 	return out
+}
+
+// retainedClaims names the retained volume claims, with the member IDs they record.
+func retainedClaims(o Observed) string {
+	var out []string
+	for _, k := range o.Members {
+		if k.PVC != nil && k.PVC.Retained {
+			out = append(out, fmt.Sprintf("%s (member %s)", k.Name, k.PVC.MemberID))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // next returns the first step towards the desired state, in a fixed order of concerns:

@@ -548,9 +548,51 @@ func TestObservedFormatVersion1(t *testing.T) {
 	require.Equal(t, ObservedFormatVersion, o.FormatVersion)
 	require.True(t, o.Etcd.Members[0].Answering)
 	require.Equal(t, "1", o.Etcd.Members[0].Leader)
+	require.False(t, o.Etcd.Linearizable, "version 1 never read the member list through a quorum")
+	require.NotEmpty(t, o.Stale())
 	require.Empty(t, Plan(cluster(1, "3.6.16"), o).Steps)
 	o.FormatVersion = 9
 	require.ErrorContains(t, o.Upgrade(), "formatVersion 9 is not supported")
+}
+
+// A formatVersion 1 file of a NOSPACE cluster calls its members unhealthy, though they
+// answered (each reported its version and raft index): they are not down, so nothing
+// restarts them "at no cost", and on the unread membership nothing is removed.
+func TestObservedFormatVersion1IsReadPessimistically(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	o := running(c, 3, "3.6.16").observe()
+	o.FormatVersion, o.Etcd.Linearizable = 1, true
+	for i := range o.Etcd.Members {
+		m := &o.Etcd.Members[i]
+		m.Answering, m.Leader, m.Healthy, m.RaftIndex = false, "", false, 100
+	}
+	o.Etcd.Alarms = []Alarm{{MemberID: "1", Type: AlarmNoSpace}}
+	require.NoError(t, o.Upgrade())
+	for _, m := range o.Etcd.Members {
+		require.True(t, m.Answering, "%s reported a raft index: it answered", m.Name)
+	}
+	c.ConfigHash = "cfg-2"
+	c.Replicas = 1
+	for _, s := range Plan(c, o).Steps {
+		require.False(t, needsLinearizable(s.Action), "no restart, removal or deletion on a version 1 file: %v", s)
+	}
+}
+
+// On a stale view the plan stops before the first step that needs a linearizable member
+// list: repairs that cost nothing still show, membership changes do not.
+func TestStaleViewPlansNoMembershipStep(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := running(c, 3, "3.6.16")
+	w.members["demo-2"].dataLost = true // would be removed and replaced
+	o := w.observe()
+	require.Contains(t, summary(Plan(c, o)), "RemoveMember demo-2")
+	o.Etcd.Linearizable = false
+	require.NotEmpty(t, o.Stale())
+	p := Plan(c, o)
+	for _, s := range p.Steps {
+		require.False(t, needsLinearizable(s.Action), "on a stale view: %v", summary(p))
+	}
+	require.Contains(t, strings.Join(p.Warnings, "\n"), "not read through a quorum")
 }
 
 // A learner whose promotion passed its deadline is removed, and a new member joins.
@@ -607,6 +649,32 @@ func TestRestoreSeedsOnlyANewCluster(t *testing.T) {
 	require.Empty(t, Plan(c, o).Warnings, "a cluster that was restored is not warned about")
 }
 
+// spec.bootstrap.restore on a new EtcdCluster whose name finds volumes retained from an
+// earlier cluster blocks: neither the restore nor the old data is chosen for the user.
+func TestRestoreOverRetainedVolumesBlocks(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	o := healthy3(c).observe()
+	o.ClusterID, o.Etcd, o.Recorded = "", nil, nil // the EtcdCluster was deleted and created again
+	for i := range o.Members {
+		o.Members[i].Pod = nil
+	}
+	require.Equal(t, "StartMember demo-0", summary(Plan(c, o))[0], "without a restore the retained volumes start as they were")
+	c.Restore = "EtcdBackup nightly"
+	p := Plan(c, o)
+	require.NotNil(t, p.Blocked)
+	require.Equal(t, plan.BlockRestoreOnRetained, p.Blocked.Reason)
+	for _, want := range []string{"demo-0 (member 1)", "demo-1 (member 2)", "demo-2 (member 3)", "delete those claims", "remove spec.bootstrap.restore"} {
+		require.Contains(t, p.Blocked.Message, want)
+	}
+	ok, _ := Check(c, plan.Step{Action: plan.StartMember, Member: "demo-0", MemberID: "1", Precondition: plan.Precondition{Kind: plan.PreNone}}, o)
+	require.False(t, ok, "a step recorded before the block does not run either")
+
+	o.Members = append(o.Members[:0], Member{Name: "demo-0", PVC: &PVC{Bound: true}}) // a claim that never joined
+	require.Equal(t, plan.CreateSeed, Plan(c, o).Steps[0].Action)
+	o.Members = []Member{{Name: "demo-0", Pod: &Pod{Seed: true, Running: true}, PVC: &PVC{Bound: true, MemberID: "1"}}}
+	require.Nil(t, Plan(c, o).Blocked, "the cluster's own restored seed joined before status recorded it")
+}
+
 // oneSurvivorOfThree: demo-1's volume was wiped and demo-2's Pod and volume are gone; demo-0
 // alone kept its data.
 func oneSurvivorOfThree(c Desired) *world {
@@ -629,7 +697,7 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}, summary(p))
 		require.Equal(t, plan.Step{Action: plan.ForceNewCluster, Member: "demo-0", MemberID: "1", Version: "3.6.16",
 			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-0"},
-			Reason: "2 of 3 voters lost their data, so the rest can never form a quorum: demo-0, the surviving voter with the highest raft index, " +
+			Reason: "2 of 3 voters lost their data, so the rest can never form a quorum: demo-0, the surviving voter with the highest raft term and index, " +
 				"restarts alone with --force-new-cluster on its data (writes it had not received are lost), and new members join it"}, p.Steps[0])
 		converge(t, c, w)
 	})
@@ -647,13 +715,41 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 		ok, why := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-2", MemberID: "3",
 			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-2"}}, o)
 		require.False(t, ok)
-		require.Equal(t, "demo-3 has a higher raft index (107) than demo-2 (100)", why)
+		require.Equal(t, "demo-3 is more recent (raft term 2, index 107) than demo-2 (term 2, index 100)", why)
 		w.members["demo-2"].up = false // the other survivor no longer answers
 		ok, why = Check(c, p.Steps[0], w.observe())
 		require.False(t, ok)
-		require.Contains(t, why, "waiting for demo-2 to answer: its raft index must be compared with demo-3's")
+		require.Contains(t, why, "waiting for demo-2 to answer: its raft term and index must be compared with demo-3's")
 		w.members["demo-2"].up = true
 		converge(t, c, w)
+	})
+	t.Run("survivors of different terms: the later term wins, the other's claim is kept", func(t *testing.T) {
+		c := cluster(5, "3.6.16")
+		w := running(c, 5, "3.6.16")
+		w.members["demo-3"].index = 7 // a longer commit index, of an earlier term
+		w.members["demo-2"].term = 1
+		for _, n := range []string{"demo-0", "demo-1", "demo-4"} {
+			w.members[n].dataLost, w.members[n].up = true, false
+		}
+		w.elect()
+		o := w.observe()
+		p := Plan(c, o)
+		require.Equal(t, []string{"ForceNewCluster demo-2", "DeleteMember demo-0", "DeleteMember demo-1", "DeleteMember demo-3", "DeleteMember demo-4"}, summary(p)[:5])
+		require.Contains(t, p.Steps[3].Reason, "its volume claim is kept (retained)")
+		require.Equal(t, []string{"demo-3"}, Retains(c, o, "demo-2"))
+		rv := ReviewPlan(c, o, p)
+		require.Contains(t, rv.Steps[0].Loses, "the volume claims of demo-3 (member 4), which held data too, are kept (retained)")
+		require.Contains(t, rv.Steps[3].Loses, "deletes the Pod of demo-3")
+		require.NotContains(t, rv.Steps[3].Loses, "volume of")
+		ok, why := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-3", MemberID: "4",
+			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-3"}}, o)
+		require.False(t, ok)
+		require.Equal(t, "demo-2 is more recent (raft term 3, index 100) than demo-3 (term 2, index 107)", why)
+		converge(t, c, w)
+		require.True(t, w.members["demo-3"].retained && w.members["demo-3"].pvc && !w.members["demo-3"].pod, "the claim stays, the Pod went")
+		o = w.observe()
+		require.Empty(t, Plan(c, o).Steps, "a retained claim is left alone")
+		require.Contains(t, strings.Join(Plan(c, o).Warnings, "\n"), "volume claims demo-3 (member 4) are retained")
 	})
 	t.Run("a quorum that kept its data is not forced", func(t *testing.T) {
 		c := cluster(3, "3.6.16")

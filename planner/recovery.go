@@ -53,7 +53,7 @@ func (m *model) unproven(d Desired) []string {
 }
 
 // forceTarget is the survivor a recovery restarts alone: the one already chosen (its claim
-// says so), else the one with the highest raft index among those that answer (the
+// says so), else the most recent by (raft term, raft index) among those that answer (the
 // lowest ordinal on a tie), else the first.
 func (m *model) forceTarget(d Desired) *member {
 	var best *member
@@ -61,17 +61,51 @@ func (m *model) forceTarget(d Desired) *member {
 		switch {
 		case mm.forcing:
 			return mm
-		case best == nil, mm.up && (!best.up || mm.raftIndex > best.raftIndex):
+		case best == nil, mm.up && (!best.up || newer(mm, best)):
 			best = mm
 		}
 	}
 	return best
 }
 
+// newer: a's log is more recent than b's by what each reports, (raft term, raft index). The
+// index is the commit index a member knows, which a follower learns a heartbeat late: the
+// term orders first, as raft's elections do.
+func newer(a, b *member) bool {
+	return a.raftTerm > b.raftTerm || a.raftTerm == b.raftTerm && a.raftIndex > b.raftIndex
+}
+
+// keptBy are the members whose claims a recovery on target keeps (a restart of target alone,
+// or a restore on target as a new seed): every other member that held data (voters and
+// learners alike) leaves etcd's membership, and the writes only it received live on its
+// volume alone.
+func (m *model) keptBy(d Desired, target *member) []*member {
+	var out []*member
+	for _, mm := range m.members {
+		if mm != target && mm.pvc && mm.pvcID != "" && !mm.pvcDeleting && !mm.retained && !m.lost(mm, d) {
+			out = append(out, mm)
+		}
+	}
+	return out
+}
+
+// Retains names the members whose volume claims a recovery on member (ForceNewCluster, or
+// RestoreFromBackup with member as the seed) keeps on this look (keptBy): the executor marks
+// them retained before the recovery runs.
+func Retains(d Desired, o Observed, member string) []string {
+	m := newModel(d, o)
+	var out []string
+	for _, mm := range m.keptBy(d, m.get(member)) {
+		out = append(out, mm.name)
+	}
+	return out
+}
+
 // recoverQuorum brings back a cluster a majority of whose voters lost their data: it can
-// never form a quorum on its own. The surviving voter with the highest raft index restarts
-// alone with etcd's --force-new-cluster, keeping what it committed; etcd drops the other
-// members, whose leftovers then go, and new members join as after any lost member. Writes
+// never form a quorum on its own. The most recent surviving voter restarts alone with etcd's
+// --force-new-cluster, keeping what it committed; etcd drops the other members, whose Pods
+// then go (the claims of those that held data are kept, retained: keptBy), and new members
+// join as after any lost member. Writes
 // the survivor had not received are lost: the executor runs the step only once approved
 // (spec.recovery). Survivors whose Pods are gone start first (startVoters), so their raft
 // indexes can be compared. When no survivor can restart alone (none kept its data, or it
@@ -98,7 +132,7 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 	}
 	lost, all := m.lostVoters(d)
 	s := step(plan.ForceNewCluster, target, plan.PreQuorumLost,
-		"%d of %d voters lost their data, so the rest can never form a quorum: %s, the surviving voter with the highest raft index, "+
+		"%d of %d voters lost their data, so the rest can never form a quorum: %s, the surviving voter with the highest raft term and index, "+
 			"restarts alone with --force-new-cluster on its data (writes it had not received are lost), and new members join it",
 		lost, all, target.name)
 	s.Version = target.version
@@ -195,8 +229,8 @@ func (m *model) mayRestore(d Desired, s plan.Step) (bool, string) {
 }
 
 // mayForce checks, on a fresh look, that a member may restart alone: a majority of voters
-// lost their data, the member kept its own, and no other survivor has a higher raft index
-// (each must answer to say). A member already chosen (its claim is marked, its Pod may be
+// lost their data, the member kept its own, and no other survivor is more recent by (raft
+// term, raft index) (each must answer to say). A member already chosen (its claim is marked, its Pod may be
 // gone) was chosen on such a look.
 func (m *model) mayForce(d Desired, name string) (bool, string) {
 	if !m.quorumLost(d) {
@@ -221,10 +255,11 @@ func (m *model) mayForce(d Desired, name string) (bool, string) {
 		case o.forcing:
 			return false, fmt.Sprintf("%s was chosen to restart alone already", o.name)
 		case !o.up:
-			return false, fmt.Sprintf("waiting for %s to answer: its raft index must be compared with %s's "+
+			return false, fmt.Sprintf("waiting for %s to answer: its raft term and index must be compared with %s's "+
 				"(if it can never come back, delete its volume claim, and the recovery goes on without it)", o.name, name)
-		case o.raftIndex > mm.raftIndex:
-			return false, fmt.Sprintf("%s has a higher raft index (%d) than %s (%d)", o.name, o.raftIndex, name, mm.raftIndex)
+		case newer(o, mm):
+			return false, fmt.Sprintf("%s is more recent (raft term %d, index %d) than %s (term %d, index %d)",
+				o.name, o.raftTerm, o.raftIndex, name, mm.raftTerm, mm.raftIndex)
 		}
 	}
 	return true, ""

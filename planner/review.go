@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 )
@@ -39,6 +40,9 @@ func ReviewPlan(d Desired, o Observed, p plan.Plan) Review {
 	for _, s := range p.Steps {
 		all, up, _ := m.voters()
 		risk := m.during(s, o, all, up)
+		if mm := m.get(s.Member); mm != nil {
+			risk.Loses = m.retains(d, s, mm, risk.Loses)
+		}
 		m.satisfy(s.Precondition)
 		m.apply(s, d)
 		if a, u, _ := m.voters(); changesVoters(s.Action) && u-quorum(a) < risk.Spare() {
@@ -67,6 +71,25 @@ func (m *model) during(s plan.Step, o Observed, all, up int) Risk {
 		r.Voters--
 	}
 	return r
+}
+
+// retains adds to what a step loses the claims it keeps: a recovery keeps those of the other
+// members that held data, and a retained member's leftover step deletes its Pod alone.
+func (m *model) retains(d Desired, s plan.Step, mm *member, loses string) string {
+	switch {
+	case s.Action == plan.ForceNewCluster || s.Action == plan.RestoreFromBackup:
+		var kept []string
+		for _, x := range m.keptBy(d, mm) {
+			kept = append(kept, fmt.Sprintf("%s (member %s)", x.name, x.pvcID))
+		}
+		if len(kept) > 0 {
+			loses += fmt.Sprintf("; the volume claims of %s, which held data too, are kept (retained) and never deleted by the operator: "+
+				"writes only they received can be recovered from them by hand (docs/operations.md)", strings.Join(kept, ", "))
+		}
+	case s.Action == plan.DeleteMember && mm.retained:
+		loses = fmt.Sprintf("deletes the Pod of %s, which left etcd's membership in a recovery; its volume claim is kept (retained)", s.Member)
+	}
+	return loses
 }
 
 // changesVoters: the step adds or drops voters.

@@ -75,6 +75,11 @@ type wmember struct {
 	// preflightErr: its Pod ended because its preflight check could not read its data; the
 	// executor keeps that Pod for a person, and the data may be intact.
 	preflightErr string
+	// term is the member's raft term beyond the others'.
+	term uint64
+	// removed: the member left through a removal a quorum committed, so the others hold
+	// the data; retained: it left in a recovery holding data, and its claim is kept.
+	removed, retained bool
 }
 
 func (m *wmember) dbSize() int64 { return m.data + m.history + m.free }
@@ -176,7 +181,7 @@ func (w *world) observe() Observed {
 			if w.hasQuorum() {
 				m.restoring = nil // the executor removes the mark on a linearizable view
 			}
-			km.PVC.Restoring = m.restoring
+			km.PVC.Restoring, km.PVC.Retained = m.restoring, m.retained
 		}
 		if km.Pod != nil || km.PVC != nil {
 			o.Members = append(o.Members, km)
@@ -189,7 +194,7 @@ func (w *world) observe() Observed {
 		if m.peerName != "" {
 			peer = m.peerName
 		}
-		em := EtcdMember{ID: m.id, PeerURLs: []string{"http://" + peer + "." + w.cluster + ".default.svc:2380"}, Learner: m.learner, RaftIndex: 100 + m.index}
+		em := EtcdMember{ID: m.id, PeerURLs: []string{"http://" + peer + "." + w.cluster + ".default.svc:2380"}, Learner: m.learner, RaftIndex: 100 + m.index, RaftTerm: 2 + m.term}
 		if m.started {
 			em.Name, em.Version = peer, m.version
 		}
@@ -436,10 +441,17 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 				return false, fmt.Errorf("RemoveMember %s loses quorum: %d up of %d left", s.Member, left, all-1)
 			}
 		}
-		m.inEtcd, m.learner = false, false
+		m.inEtcd, m.learner, m.removed = false, false, true
 	case plan.DeleteMember:
 		if m.inEtcd {
 			return false, fmt.Errorf("DeleteMember %s deletes the data of a member still in the membership", s.Member)
+		}
+		if m.retained { // the executor keeps a retained claim: only the Pod goes
+			m.pod, m.up, m.silent, m.starting = false, false, false, false
+			break
+		}
+		if !w.memory && m.pvc && m.started && !w.lostData(m) && !m.removed {
+			return false, fmt.Errorf("DeleteMember %s deletes the claim of a member that held data and was not removed through a quorum", s.Member)
 		}
 		delete(w.members, s.Member)
 	case plan.StopMember:
@@ -539,6 +551,8 @@ func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
 		}
 	}
 	for _, x := range w.members {
+		// The executor keeps the claims of the members that held data.
+		x.retained = x.retained || !w.memory && x.pvc && x.started && !w.lostData(x)
 		x.inEtcd, x.learner = false, false
 	}
 	w.nextID++
@@ -561,8 +575,8 @@ func (w *world) forceNewCluster(m *wmember, all int) error {
 	for _, x := range w.members {
 		if x.inEtcd && !x.learner && !w.lostData(x) {
 			kept++
-			if x.index > m.index {
-				return fmt.Errorf("ForceNewCluster %s while %s has a longer log", m.name, x.name)
+			if x.term > m.term || x.term == m.term && x.index > m.index {
+				return fmt.Errorf("ForceNewCluster %s while %s has a more recent log", m.name, x.name)
 			}
 		}
 	}
@@ -571,6 +585,8 @@ func (w *world) forceNewCluster(m *wmember, all int) error {
 	}
 	for _, x := range w.members {
 		if x != m {
+			// The executor keeps the claims of the members that held data.
+			x.retained = x.retained || x.pvc && x.started && !w.lostData(x)
 			x.inEtcd, x.learner = false, false
 		}
 	}

@@ -59,7 +59,7 @@ func expandVolumes(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
-		if mm.pvc && !mm.pvcDeleting && mm.bytes > 0 && mm.bytes < d.StorageBytes && mm.expandable != nil && *mm.expandable &&
+		if mm.pvc && !mm.pvcDeleting && !mm.retained && mm.bytes > 0 && mm.bytes < d.StorageBytes && mm.expandable != nil && *mm.expandable &&
 			replacement(mm, d) == "" {
 			return step(plan.ExpandVolume, mm, plan.PreNone, "spec.storage.size %s -> %s", size(mm.bytes), size(d.StorageBytes)), true
 		}

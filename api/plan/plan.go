@@ -146,6 +146,9 @@ const (
 	BlockCorrupt BlockReason = "DataCorrupted"
 	// BlockQuotaTooSmall: a NOSPACE alarm stays after compaction and defragmentation.
 	BlockQuotaTooSmall BlockReason = "QuotaTooSmall"
+	// BlockRestoreOnRetained: spec.bootstrap.restore asks for a new cluster, and volume
+	// claims of an earlier cluster of the name hold members' data.
+	BlockRestoreOnRetained BlockReason = "RestoreOverRetainedVolumes"
 )
 
 // Blocker says why the planner refuses to plan, and what the user can do.

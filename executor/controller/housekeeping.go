@@ -106,13 +106,14 @@ func (r *Reconciler) applyOwned(ctx context.Context, c *v1alpha1.EtcdCluster, ob
 }
 
 // retainVolumes makes the volume claims follow spec.storage.retainPolicy: with Delete they
-// are owned by the cluster (and go with it), with Retain they are not.
+// are owned by the cluster (and go with it), with Retain they are not. A retained claim (a
+// forced recovery kept it) is never owned: it outlives the cluster.
 func (r *Reconciler) retainVolumes(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
-	del := c.Spec.Storage.RetainPolicy == v1alpha1.RetainPolicyDelete
 	for _, pvc := range o.pvcs {
 		if !owned(c, pvc, true) || pvc.DeletionTimestamp != nil {
 			continue
 		}
+		del := c.Spec.Storage.RetainPolicy == v1alpha1.RetainPolicyDelete && pvc.Labels[resources.LabelRetained] == ""
 		has, err := controllerutil.HasOwnerReference(pvc.OwnerReferences, c, r.Scheme())
 		if err != nil || has == del {
 			continue

@@ -2,9 +2,12 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // recoveryStep returns the plan's recovery from quorum loss still to run, if any: a restart
@@ -54,15 +57,19 @@ func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.Plan
 			"plan %s %sstarts the cluster anew from %s on a new seed %s, and writes after that backup are lost; %s "+
 			"(see docs/backup-restore.md)", rec.ID, stop, from, s.Member, approve)
 	}
-	index := "not known while it does not answer"
+	index := "raft term and index not known while it does not answer"
 	if o.Etcd != nil {
 		for _, m := range o.Etcd.Members {
 			if m.ID == s.MemberID && m.Answering {
-				index = fmt.Sprint(m.RaftIndex)
+				index = fmt.Sprintf("raft term %d, index %d", m.RaftTerm, m.RaftIndex)
 			}
 		}
 	}
-	return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum: plan %s restarts %s (raft index %s, "+
-		"the highest of the voters that kept their data) alone with --force-new-cluster, and writes it had not received are lost; "+
-		"%s, or restore a new cluster from a backup (see docs/backup-restore.md)", rec.ID, s.Member, index, approve)
+	kept := ""
+	if names := planner.Retains(observe.Desired(c), o.Observed, s.Member); len(names) > 0 {
+		kept = fmt.Sprintf("; the volume claims of %s, which held data too, are kept (retained), never deleted by the operator", strings.Join(names, ", "))
+	}
+	return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum: plan %s restarts %s (%s, "+
+		"the most recent of the voters that kept their data) alone with --force-new-cluster, and writes it had not received are lost%s; "+
+		"%s, or restore a new cluster from a backup (see docs/backup-restore.md)", rec.ID, s.Member, index, kept, approve)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,7 +43,7 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	require.Equal(t, "1", s.MemberID)
 	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
 	require.Equal(t, "QuorumLost", conditions.GetReason(c, meta.StalledCondition))
-	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "restarts demo-0 (raft index 100, the highest of the voters that kept their data) alone with --force-new-cluster")
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "restarts demo-0 (raft term 0, index 100, the most recent of the voters that kept their data) alone with --force-new-cluster")
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
 	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster, "nothing happens before approval")
@@ -72,6 +73,57 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[0].State)
 	require.Equal(t, "DeleteMember demo-1", string(c.Status.Plan.Steps[1].Action)+" "+c.Status.Plan.Steps[1].Member)
 	require.Greater(t, c.Status.Plan.Current, int32(1), "the leftovers of the lost members go")
+}
+
+// Three of five voters lost their data: the survivor of the later raft term restarts alone,
+// though the other has a higher raft index; the other's claim is kept, retained (labelled,
+// no owner, named in the approval message and in status), and only its Pod goes.
+func TestForcedRecoveryRetainsTheOtherSurvivors(t *testing.T) {
+	f := newFixture(t, 5, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = v1alpha1.RetainPolicyDelete })
+	ctx := context.Background()
+	f.reconcile()
+	f.dataLost("demo-2", "demo-3", "demo-4")
+	f.setView(func(v *planner.EtcdView) {
+		v.Linearizable, v.LeaderID = false, ""
+		for i := range v.Members {
+			v.Members[i].Leader, v.Members[i].Answering = "", i < 2
+		}
+		v.Members[0].RaftTerm, v.Members[0].RaftIndex = 5, 120
+		v.Members[1].RaftTerm, v.Members[1].RaftIndex = 6, 110
+	})
+	c, _ := f.reconcile()
+	s := c.Status.Plan.Steps[0]
+	require.Equal(t, plan.ForceNewCluster, s.Action)
+	require.Equal(t, "demo-1", s.Member, "the later term wins over the higher index")
+	msg := conditions.GetMessage(c, meta.StalledCondition)
+	require.Contains(t, msg, "restarts demo-1 (raft term 6, index 110")
+	require.Contains(t, msg, "the volume claims of demo-0, which held data too, are kept (retained)")
+
+	f.approve(c.Status.Plan.ID)
+	f.reconcile()
+	pvc := &corev1.PersistentVolumeClaim{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
+	require.Equal(t, "true", pvc.Labels[resources.LabelRetained])
+	require.Contains(t, pvc.Annotations[resources.AnnotationRetained], "held data when demo-1")
+	require.Empty(t, pvc.OwnerReferences, "a retained claim outlives the cluster")
+
+	// demo-1 runs alone: demo-0 leaves with the others; its Pod goes, its claim stays.
+	pod := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-1"}, pod))
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.setView(func(v *planner.EtcdView) {
+		v.Linearizable, v.LeaderID, v.Members = true, v.Members[1].ID, v.Members[1:2]
+		v.Members[0].Leader, v.Members[0].Answering = v.Members[0].ID, true
+	})
+	for i := 0; i < 6; i++ {
+		c, _ = f.reconcile()
+	}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc), "the retained claim is never deleted")
+	require.Nil(t, pvc.DeletionTimestamp)
+	require.True(t, apierrors.IsNotFound(f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, &corev1.Pod{})), "its Pod went")
+	require.Contains(t, strings.Join(c.Status.Warnings, "\n"), "volume claims demo-0 (member 1) are retained")
 }
 
 // Every voter lost its data: the plan waits for approval, then starts the cluster anew from
@@ -268,6 +320,11 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 		{ID: "3", Name: "demo-2", PeerURLs: []string{resources.PeerURL(c, "demo-2")}},
 		{ID: "4", Name: "demo-3", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true, Answering: true, Version: "3.6.16", RaftIndex: 90}}}
 	f.etcd.SetView(old)
+	// Status holds the membership a quorum last showed, the learner included: the view
+	// above, read without a quorum, is never recorded.
+	c.Status.Members = []v1alpha1.MemberStatus{{Name: "demo-0", ID: "1", Role: v1alpha1.RoleVoter}, {Name: "demo-1", ID: "2", Role: v1alpha1.RoleVoter},
+		{Name: "demo-2", ID: "3", Role: v1alpha1.RoleVoter}, {Name: "demo-3", ID: "4", Role: v1alpha1.RoleLearner}}
+	require.NoError(t, f.kube.Status().Update(ctx, c))
 
 	c, _ = f.reconcile()
 	require.Nil(t, c.Status.Plan.Blocked)

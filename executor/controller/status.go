@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -40,7 +41,11 @@ func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
 		}
 	} else {
 		st.ClusterID, st.ClusterVersion = o.Etcd.ClusterID, o.Etcd.ClusterVersion
-		st.Members = membersStatus(c, o)
+		if o.Etcd.Linearizable {
+			st.Members = membersStatus(c, o)
+		} else {
+			refreshHealth(st.Members, o.Etcd)
+		}
 		if o.Etcd.Linearizable { // a stalled learner that left is forgotten
 			st.StalledLearners = slices.DeleteFunc(st.StalledLearners, func(id string) bool {
 				return !slices.ContainsFunc(o.Etcd.Members, func(m planner.EtcdMember) bool { return m.ID == id && m.Learner })
@@ -68,6 +73,24 @@ func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
 	}
 	st.Replicas, st.ReadyReplicas, st.Version = voters, ready, lowest
 	st.MemberSummary = fmt.Sprintf("%d/%d", ready, c.Spec.Replicas)
+}
+
+// refreshHealth updates the recorded members' health from a view not read through a
+// quorum. Such a view is one member's own, which may miss members that joined or still list
+// members that left: the planner trusts the recorded membership when etcd is not
+// linearizable, so the membership stays as a quorum last showed it. A recorded member the
+// view does not show is not known to answer.
+func refreshHealth(members []v1alpha1.MemberStatus, v *planner.EtcdView) {
+	for i := range members {
+		ms := &members[i]
+		ms.Healthy, ms.Silent, ms.Leader = false, false, false
+		for _, m := range v.Members {
+			if m.ID == ms.ID {
+				ms.Healthy, ms.Silent, ms.Leader = m.Answering && m.Leader != "", m.Silent, m.ID == v.LeaderID
+				ms.Version, ms.DBSize = cmp.Or(m.Version, ms.Version), cmp.Or(m.DBSize, ms.DBSize)
+			}
+		}
+	}
 }
 
 func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberStatus {

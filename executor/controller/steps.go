@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // stepError is a step (or a backup) that cannot go on for now, with what it waits for and
@@ -400,10 +402,11 @@ func (r *Reconciler) expandPVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 }
 
 // deletePVC deletes the volume claim of a member that left. A claim that records a member
-// ID is deleted only as that member's: the step carries the ID the planner saw gone.
+// ID is deleted only as that member's: the step carries the ID the planner saw gone. A
+// retained claim is never deleted.
 func (r *Reconciler) deletePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	pvc, err := stepClaim(c, o, s)
-	if pvc == nil || err != nil {
+	if pvc == nil || err != nil || pvc.Labels[resources.LabelRetained] != "" {
 		return err
 	}
 	err = r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
@@ -479,6 +482,9 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 	if err := r.mark(ctx, pvc, resources.AnnotationForceNewCluster, s.MemberID); err != nil {
 		return err
 	}
+	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("%s (ID %s) restarted alone with --force-new-cluster", s.Member, s.MemberID)); err != nil {
+		return err
+	}
 	if p := o.pods[s.Member]; p != nil {
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
@@ -498,6 +504,42 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 		return err
 	}
 	return r.create(ctx, c, pod, "Pod", false)
+}
+
+// retainOthers marks, before a recovery on s's member runs, the claims of the other members
+// that held data (planner.Retains); what says what the recovery did.
+func (r *Reconciler) retainOthers(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, what string) error {
+	for _, member := range planner.Retains(observe.Desired(c), o.Observed, s.Member) {
+		if err := r.retain(ctx, c, o, member, what); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retain marks the claim of a member that held data when a recovery replaced its cluster:
+// the member leaves the cluster, and the writes only it received live on its volume alone.
+// The claim loses its owner reference, so it outlives the cluster whatever spec.storage
+// says. It is marked before the recovery, so no later plan can take it for a plain leftover.
+func (r *Reconciler) retain(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member, what string) error {
+	pvc := o.pvcs[member]
+	if pvc == nil || !owned(c, pvc, true) || pvc.Labels[resources.LabelRetained] != "" {
+		return nil
+	}
+	patch := client.MergeFrom(pvc.DeepCopy())
+	pvc.Labels[resources.LabelRetained] = "true"
+	if pvc.Annotations == nil {
+		pvc.Annotations = map[string]string{}
+	}
+	pvc.Annotations[resources.AnnotationRetained] = fmt.Sprintf("member %s (ID %s) held data when %s "+
+		"in a recovery from quorum loss: it may hold writes the cluster lacks; the operator never deletes this claim (docs/operations.md, retained volume claims)",
+		member, pvc.Annotations[resources.AnnotationMemberID], what)
+	// A claim kept under retainPolicy Retain has no owner to lose.
+	pvc.OwnerReferences = slices.DeleteFunc(pvc.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == c.UID })
+	if err := r.Patch(ctx, pvc, patch); err != nil {
+		return fmt.Errorf("retaining the volume claim %s: %w", pvc.Name, err)
+	}
+	return nil
 }
 
 // mark sets an annotation on a member's volume claim, unless it has it already.
@@ -523,6 +565,9 @@ func (r *Reconciler) mark(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 // members' Pods and claims go later, once the new cluster's member list, read through its
 // quorum, shows them gone.
 func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("the cluster was restored from EtcdBackup %s on seed %s", s.Backup, s.Member)); err != nil {
+		return err
+	}
 	begun := c.Status.ClusterID == ""
 	if !begun {
 		if _, err := r.restoreSource(ctx, c, seedRestore(c, s)); err != nil {

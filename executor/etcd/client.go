@@ -460,14 +460,15 @@ func listening(ctx context.Context, endpoint string) bool {
 }
 
 // setStatus records a member's own answer as facts: it answers, the leader it knows, its
-// version and raft index. Errors in the answer (etcd lists every active alarm there) are
+// version, raft index and term. Errors in the answer (etcd lists every active alarm there) are
 // not a verdict on the member: alarms are read on their own.
 func setStatus(em *planner.EtcdMember, st *clientv3.StatusResponse, v *planner.EtcdView) {
 	em.Answering = true
 	if st.Leader != 0 {
 		em.Leader = ID(st.Leader)
 	}
-	em.Version, em.RaftIndex, em.DBSize, em.DBInUse, em.Quota = st.Version, st.RaftIndex, st.DbSize, st.DbSizeInUse, st.DbSizeQuota
+	em.Version, em.RaftIndex, em.RaftTerm = st.Version, st.RaftIndex, st.RaftTerm
+	em.DBSize, em.DBInUse, em.Quota = st.DbSize, st.DbSizeInUse, st.DbSizeQuota
 	// The leader's own word wins: a follower may not have heard of a new leader yet.
 	if st.Leader != 0 && (v.LeaderID == "" || st.Header.MemberId == st.Leader) {
 		v.LeaderID = ID(st.Leader)

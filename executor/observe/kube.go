@@ -58,6 +58,7 @@ func Members(objs Objects) []planner.Member {
 			ForceNewCluster: c.Annotations[resources.AnnotationForceNewCluster] != "" &&
 				c.Annotations[resources.AnnotationForceNewCluster] == c.Annotations[resources.AnnotationMemberID],
 			Restoring:    restoring(objs.Backups, c.Annotations[resources.AnnotationRestoreSeed]),
+			Retained:     c.Labels[resources.LabelRetained] != "",
 			StorageClass: class,
 			Bytes:        req.Value(),
 		}

@@ -43,6 +43,11 @@ const (
 	// recovery from the loss of every voter's data starts the cluster anew from. The
 	// claim's goes once the new cluster answers through a quorum.
 	AnnotationRestoreSeed = "etcdplan.io/restore-seed"
+	// LabelRetained on a member's volume claim marks it retained: its member held data when
+	// a forced recovery restarted another member alone, and left the cluster. The operator
+	// never deletes such a claim; AnnotationRetained says why it was kept.
+	LabelRetained      = "etcdplan.io/retained"
+	AnnotationRetained = "etcdplan.io/retained"
 	// AnnotationApprove carries the ID of the plan a user approved (approval: Manual).
 	AnnotationApprove = "etcdplan.io/approve"
 

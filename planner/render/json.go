@@ -12,6 +12,8 @@ import (
 type document struct {
 	plan.Plan
 	Cluster string `json:"cluster"`
+	// Unknown says what the plan cannot know (Cluster.Unknown).
+	Unknown string `json:"unknown,omitempty"`
 }
 
 // JSON writes one indented JSON document per cluster, each followed by a newline. With one
@@ -22,7 +24,7 @@ func JSON(w io.Writer, clusters ...Cluster) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // reasons read "3 -> 5", not "3 -\u003e 5"
 	for _, c := range clusters {
-		if err := enc.Encode(document{Plan: c.Plan, Cluster: c.Name}); err != nil {
+		if err := enc.Encode(document{Plan: c.Plan, Cluster: c.Name, Unknown: c.Unknown}); err != nil {
 			return err
 		}
 	}

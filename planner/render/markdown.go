@@ -35,6 +35,11 @@ func markdown(b *strings.Builder, c Cluster) {
 		// GitHub shows this quote as a warning box; other renderers show a plain quote.
 		fmt.Fprintf(b, "> [!WARNING]\n> **Blocked: %s.** %s\n", p.Blocked.Reason, cell(p.Blocked.Message))
 		return
+	case c.Unknown != "":
+		fmt.Fprintf(b, "> [!WARNING]\n> **Not known.** %s\n\n", cell(c.Unknown))
+		if len(p.Steps) == 0 {
+			return
+		}
 	case len(p.Steps) == 0:
 		b.WriteString("No changes.\n")
 		return

@@ -18,6 +18,9 @@ type Cluster struct {
 	Review *planner.Review
 	// Approval, when set, says in the Markdown whether and how the plan is approved.
 	Approval *Approval
+	// Unknown, when set, says what the plan cannot know (planner.Observed.Stale): the
+	// plan is then never shown as "No changes".
+	Unknown string
 }
 
 // Approval is how a plan comes to run once its manifests are applied.

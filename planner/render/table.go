@@ -35,6 +35,13 @@ func table(w io.Writer, c Cluster) error {
 	case p.Blocked != nil:
 		_, err := fmt.Fprintf(w, "EtcdCluster %s: blocked (%s)\n  %s\n", c.Name, p.Blocked.Reason, p.Blocked.Message)
 		return err
+	case c.Unknown != "":
+		if _, err := fmt.Fprintf(w, "EtcdCluster %s: not known: %s\n", c.Name, OneLine(c.Unknown)); err != nil || len(p.Steps) == 0 {
+			return err
+		}
+		if _, err := fmt.Fprintln(w, "Only the steps that need no quorum's member list are planned:"); err != nil {
+			return err
+		}
 	case len(p.Steps) == 0:
 		_, err := fmt.Fprintf(w, "EtcdCluster %s: No changes. The cluster matches the spec.\n", c.Name)
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -118,6 +119,66 @@ func TestMultiCluster(t *testing.T) {
 	require.Len(t, plans, 2)
 	require.Empty(t, plans[0].Steps)
 	require.Equal(t, plan.CreateSeed, plans[1].Steps[0].Action)
+}
+
+// staleObserved is three-healthy.json with its member list read from one member's own view,
+// and demo-2's data lost: a linearizable list would have it removed and replaced.
+func staleObserved(t *testing.T, formatVersion int) string {
+	t.Helper()
+	var o map[string]any
+	data, err := os.ReadFile(healthy)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &o))
+	o["formatVersion"] = formatVersion
+	etcd := o["etcd"].(map[string]any)
+	delete(etcd, "linearizable")
+	for _, m := range etcd["members"].([]any) {
+		if formatVersion == 1 {
+			m := m.(map[string]any)
+			delete(m, "answering")
+			delete(m, "leader")
+			m["healthy"] = true
+		}
+	}
+	for _, m := range o["members"].([]any) {
+		if m := m.(map[string]any); m["name"] == "demo-2" {
+			m["pod"].(map[string]any)["dataLost"] = true
+		}
+	}
+	out, err := json.Marshal(o)
+	require.NoError(t, err)
+	return writeTemp(t, string(out))
+}
+
+// On a member list not read through a quorum (a version 2 file that says so, or any version
+// 1 file) the plan shows no membership step, never "No changes", says what it cannot know,
+// and fails with --detailed-exitcode.
+func TestStaleViewIsNotKnown(t *testing.T) {
+	for _, v := range []int{2, 1} {
+		r := run(t, "", "plan", "-f", basic, "--observed", staleObserved(t, v), "--detailed-exitcode")
+		require.Equal(t, ExitError, r.code, "formatVersion %d:\n%s%s", v, r.stdout, r.stderr)
+		require.NotContains(t, r.stdout, "No changes")
+		require.NotContains(t, r.stdout, "RemoveMember")
+		require.NotContains(t, r.stdout, "DeleteMember")
+		require.Contains(t, r.stdout, "EtcdCluster demo: not known: etcd's member list was not read through a quorum")
+		require.Contains(t, r.stderr, "error: EtcdCluster demo: not known: ")
+
+		r = run(t, "", "plan", "-f", basic, "--observed", staleObserved(t, v), "-o", "markdown")
+		require.Equal(t, ExitError, r.code)
+		require.Contains(t, r.stdout, "**Not known.**")
+		require.NotContains(t, r.stdout, "No changes")
+	}
+}
+
+// spec.bootstrap.restore over volumes retained from an earlier cluster of the name: the
+// plan is blocked, names the claims and both ways out.
+func TestRestoreOverRetainedVolumes(t *testing.T) {
+	r := run(t, "", "plan", "-f", "testdata/restore.yaml", "--observed", "testdata/retained.json", "--detailed-exitcode")
+	require.Equal(t, ExitError, r.code, r.stdout)
+	require.Contains(t, r.stderr, "blocked (RestoreOverRetainedVolumes)")
+	require.Contains(t, r.stderr, "demo-0 (member 8e9e05c52164694d), demo-1 (member 91bc3c398fb3c146)")
+	require.Contains(t, r.stderr, "delete those claims")
+	require.Contains(t, r.stderr, "remove spec.bootstrap.restore")
 }
 
 func TestMultiClusterNeedsAMap(t *testing.T) {

@@ -98,7 +98,7 @@ func planAll(ctx context.Context, src ObservedSource, clusters []*v1alpha1.EtcdC
 		d.Generation = generation
 		p := planner.Plan(d, o)
 		review := planner.ReviewPlan(d, o, p)
-		out = append(out, render.Cluster{Name: key(ec), Plan: p, Review: &review, Approval: approval(ec, p)})
+		out = append(out, render.Cluster{Name: key(ec), Plan: p, Review: &review, Approval: approval(ec, p), Unknown: o.Stale()})
 		observed[key(ec)] = o
 	}
 	return out, observed, nil
@@ -139,8 +139,9 @@ func write(w io.Writer, format string, plans []render.Cluster) error {
 	return render.Table(w, plans...)
 }
 
-// exitCode is 1 when a plan is blocked (its message goes to stderr as well, since JSON
-// and Markdown outputs are often piped away), 2 for changes with --detailed-exitcode.
+// exitCode is 1 when a plan is blocked or cannot know the membership (its message goes to
+// stderr as well, since JSON and Markdown outputs are often piped away), 2 for changes with
+// --detailed-exitcode.
 func (c *CLI) exitCode(plans []render.Cluster, detailed bool) int {
 	code := ExitOK
 	for _, p := range plans {
@@ -148,6 +149,9 @@ func (c *CLI) exitCode(plans []render.Cluster, detailed bool) int {
 		case p.Plan.Blocked != nil:
 			b := p.Plan.Blocked
 			fmt.Fprintf(c.Stderr, "error: EtcdCluster %s: blocked (%s): %s\n", p.Name, b.Reason, b.Message)
+			code = ExitError
+		case p.Unknown != "":
+			fmt.Fprintf(c.Stderr, "error: EtcdCluster %s: not known: %s\n", p.Name, p.Unknown)
 			code = ExitError
 		case len(p.Plan.Steps) > 0 && detailed && code == ExitOK:
 			code = ExitChanges
