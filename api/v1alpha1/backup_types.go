@@ -259,8 +259,10 @@ type EtcdBackupList struct {
 }
 
 // Retention says which of a schedule's successful backups to keep: a backup goes when either
-// rule says so, its stored object first. The newest successful backup is always kept, and
-// failed backups count for neither rule.
+// rule says so, its stored object first. Always kept: the newest successful backup, the
+// newest verified one, and any a restore names (spec.bootstrap.restore, a recovery under
+// way). Failed backups, and those a restore drill found wrong, count for neither rule; a
+// drill that could not run makes no backup failed.
 type Retention struct {
 	// KeepLast keeps this many newest successful backups.
 	// +kubebuilder:validation:Minimum=1
@@ -322,7 +324,7 @@ type EtcdBackupScheduleStatus struct {
 	// +optional
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
 	// LastVerifiedBackup names the newest EtcdBackup of this schedule whose restore drill
-	// passed.
+	// passed, among those that exist; retention keeps it.
 	// +optional
 	LastVerifiedBackup string `json:"lastVerifiedBackup,omitempty"`
 	// LastVerifiedTime is when that backup's snapshot was taken.
