@@ -387,3 +387,18 @@ func TestBackupToAClaimRunsInAPodThatMountsIt(t *testing.T) {
 	require.Equal(t, &v1alpha1.Contents{Keys: 1000, HashKV: 7, CompactRevision: 4000}, a.Contents)
 	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), key, &corev1.Pod{})), "the Pod goes once read")
 }
+
+// A drill past its deadline says what its Pod waited on.
+func TestDrillDeadlineSaysWhatThePodWaitedOn(t *testing.T) {
+	waiting := func(name, reason, msg string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
+	}
+	running := corev1.ContainerStatus{Name: "restore-fetch", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	p := &corev1.Pod{}
+	require.Empty(t, waitingOn(p))
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{running}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("etcd", "PodInitializing", "")}
+	require.Equal(t, " (restore-fetch still runs)", waitingOn(p))
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{waiting("restore-fetch", "ImagePullBackOff", "Back-off pulling image \"op\"")}
+	require.Equal(t, ` (restore-fetch waits: ImagePullBackOff: Back-off pulling image "op")`, waitingOn(p))
+}

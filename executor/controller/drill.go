@@ -135,7 +135,7 @@ func (r *BackupReconciler) verdict(b *v1alpha1.EtcdBackup, ok bool, reason, msg 
 func (r *BackupReconciler) notRun(b *v1alpha1.EtcdBackup, reason, msg string) reconcile.Result {
 	wait := drillRetryMax
 	if n := b.Status.DrillTries; n < 6 { // 1 min << 6 is past the hour
-		wait = min(drillRetryFirst<<n, drillRetryMax)
+		wait = drillRetryFirst << n
 	}
 	next := now(r.Now).Add(wait)
 	b.Status.DrillTries++
@@ -159,7 +159,8 @@ func (r *BackupReconciler) drillWait(b *v1alpha1.EtcdBackup) time.Duration {
 }
 
 // waitingOn says what keeps a drill's Pod from serving, as the scheduler or kubelet says
-// it: "" when neither says.
+// it (unscheduled, a container waiting, an init container still running); "" when
+// neither says.
 func waitingOn(p *corev1.Pod) string {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
@@ -167,8 +168,13 @@ func waitingOn(p *corev1.Pod) string {
 		}
 	}
 	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
 			return fmt.Sprintf(" (%s waits: %s)", cs.Name, strings.TrimSuffix(w.Reason+": "+w.Message, ": "))
+		}
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.State.Running != nil {
+			return fmt.Sprintf(" (%s still runs)", cs.Name)
 		}
 	}
 	return ""
