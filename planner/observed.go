@@ -57,14 +57,39 @@ type Backup struct {
 	TakenAt string `json:"takenAt"`
 	// Verified: a restore drill of it found what the cluster held.
 	Verified bool `json:"verified,omitempty"`
+	// Drill is how far its restore drill went when none passed; empty when not known.
+	Drill BackupDrill `json:"drill,omitempty"`
+	// Alternative is the cluster's newest verified backup when this one is not verified
+	// and newer: a restore could take it instead, losing the writes in between.
+	Alternative *Backup `json:"alternative,omitempty"`
 }
 
+// BackupDrill is how far a backup's restore drill went, short of passing.
+type BackupDrill string
+
+const (
+	// DrillNone: no drill was asked for.
+	DrillNone BackupDrill = "None"
+	// DrillNotDone: a drill was asked for and has no verdict yet: it runs, or it could not
+	// run and is tried again.
+	DrillNotDone BackupDrill = "NotDone"
+)
+
 func (b *Backup) String() string {
-	verified := ""
-	if b.Verified {
-		verified = ", verified by a restore drill"
+	drill := ""
+	switch {
+	case b.Verified:
+		drill = ", verified by a restore drill"
+	case b.Drill == DrillNone:
+		drill = ", not drilled"
+	case b.Drill == DrillNotDone:
+		drill = ", its restore drill not done"
 	}
-	return fmt.Sprintf("EtcdBackup %s (revision %d, taken %s%s)", b.Name, b.Revision, b.TakenAt, verified)
+	if a := b.Alternative; a != nil {
+		drill += fmt.Sprintf("; the newest verified backup, EtcdBackup %s of revision %d taken %s, is the alternative: "+
+			"delete the EtcdBackups newer than it to restore it instead", a.Name, a.Revision, a.TakenAt)
+	}
+	return fmt.Sprintf("EtcdBackup %s (revision %d, taken %s%s)", b.Name, b.Revision, b.TakenAt, drill)
 }
 
 // RecordedMember is a member as last recorded in status.

@@ -170,7 +170,8 @@ type Artifact struct {
 }
 
 // VerifiedCondition is True on a backup whose restore drill found what the cluster held,
-// False when the drill failed (the message says where).
+// False when the drill ran and found it wrong (the message says where), Unknown while a
+// drill runs or could not run (DrillBlocked, DrillDeadlineExceeded) and is tried again.
 const VerifiedCondition = "Verified"
 
 // BackupPhase is where a backup is.
@@ -200,6 +201,13 @@ type EtcdBackupStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// +optional
 	Artifact *Artifact `json:"artifact,omitempty"`
+	// DrillTries counts the restore drills that could not run (a Pod in the way, or a
+	// scratch etcd that never served) since the last verdict: each waits twice as long.
+	// +optional
+	DrillTries int32 `json:"drillTries,omitempty"`
+	// NextDrillTime is when a restore drill that could not run is tried again.
+	// +optional
+	NextDrillTime *metav1.Time `json:"nextDrillTime,omitempty"`
 }
 
 // EtcdBackup is one snapshot of an EtcdCluster, stored at a destination.
@@ -230,7 +238,8 @@ func (b *EtcdBackup) Verified() bool {
 	return apimeta.IsStatusConditionTrue(b.Status.Conditions, VerifiedCondition)
 }
 
-// DrillFailed: the backup's restore drill failed, so it may not restore.
+// DrillFailed: the backup's restore drill ran and found the data wrong, so it may not
+// restore. A drill that could not run leaves Verified Unknown: that fails nothing.
 func (b *EtcdBackup) DrillFailed() bool {
 	return apimeta.IsStatusConditionFalse(b.Status.Conditions, VerifiedCondition)
 }
@@ -250,8 +259,10 @@ type EtcdBackupList struct {
 }
 
 // Retention says which of a schedule's successful backups to keep: a backup goes when either
-// rule says so, its stored object first. The newest successful backup is always kept, and
-// failed backups count for neither rule.
+// rule says so, its stored object first. Always kept: the newest successful backup, the
+// newest verified one, and any a restore names (spec.bootstrap.restore, a recovery under
+// way). Failed backups, and those a restore drill found wrong, count for neither rule; a
+// drill that could not run makes no backup failed.
 type Retention struct {
 	// KeepLast keeps this many newest successful backups.
 	// +kubebuilder:validation:Minimum=1
@@ -313,7 +324,7 @@ type EtcdBackupScheduleStatus struct {
 	// +optional
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
 	// LastVerifiedBackup names the newest EtcdBackup of this schedule whose restore drill
-	// passed.
+	// passed, among those that exist; retention keeps it.
 	// +optional
 	LastVerifiedBackup string `json:"lastVerifiedBackup,omitempty"`
 	// LastVerifiedTime is when that backup's snapshot was taken.

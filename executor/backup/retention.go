@@ -13,9 +13,11 @@ const FailedKept = 3
 // Expired is which of a schedule's backups its retention removes. Successful
 // backups go when keepLast or maxAge says so, except the newest, which always stays; a
 // failed backup counts for neither rule (so it never costs an older good one its place),
-// and only the newest FailedKept failed ones stay. A backup whose restore drill failed
-// counts as failed. Backups not yet ended are never removed.
-func Expired(bs []v1alpha1.EtcdBackup, r v1alpha1.Retention, now time.Time) []v1alpha1.EtcdBackup {
+// and only the newest FailedKept failed ones stay. A backup whose restore drill found its
+// data wrong counts as failed; one whose drill could not run is as good as one not drilled.
+// Never removed: backups not yet ended, the newest verified one (what a recovery would
+// turn to), and those inUse (named by a restore).
+func Expired(bs []v1alpha1.EtcdBackup, r v1alpha1.Retention, now time.Time, inUse map[string]bool) []v1alpha1.EtcdBackup {
 	var good, failed []v1alpha1.EtcdBackup
 	for _, b := range bs {
 		switch {
@@ -41,5 +43,24 @@ func Expired(bs []v1alpha1.EtcdBackup, r v1alpha1.Retention, now time.Time) []v1
 	if len(failed) > FailedKept {
 		out = append(out, failed[FailedKept:]...)
 	}
-	return out
+	verified := NewestVerified(bs)
+	return slices.DeleteFunc(out, func(b v1alpha1.EtcdBackup) bool {
+		return inUse[b.Name] || (verified != nil && b.Name == verified.Name)
+	})
+}
+
+// NewestVerified is the backup with the newest snapshot whose restore drill passed; nil
+// when none did.
+func NewestVerified(bs []v1alpha1.EtcdBackup) *v1alpha1.EtcdBackup {
+	var best *v1alpha1.EtcdBackup
+	for i := range bs {
+		b := &bs[i]
+		if b.Status.Artifact == nil || !b.Verified() {
+			continue
+		}
+		if best == nil || b.Status.Artifact.TakenAt.After(best.Status.Artifact.TakenAt.Time) {
+			best = b
+		}
+	}
+	return best
 }

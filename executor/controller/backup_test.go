@@ -238,14 +238,92 @@ func TestDrillFailsWithTheFailedContainersMessage(t *testing.T) {
 	require.True(t, f.drillGone())
 }
 
-func TestDrillFailsAtItsDeadline(t *testing.T) {
+// A drill whose scratch etcd never served (here: no node fits it) judges nothing: the
+// backup stays Ready with Verified Unknown, and the drill is tried again later, each wait
+// twice the one before, never at the wake-up its own status write causes.
+func TestDrillPastItsDeadlineIsRetriedLater(t *testing.T) {
 	f, _, _ := newDrillFixture(t)
+	ctx := context.Background()
+	unschedulable := func() {
+		p := f.drillPod(nil, false)
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+			Message: "0/3 nodes are available: 3 Insufficient memory."}}
+		require.NoError(t, f.kube.Status().Update(ctx, p))
+		f.now = f.now.Add(drillDeadline + time.Second)
+	}
 	f.reconcile()
-	f.drillPod(nil, false)
-	f.now = f.now.Add(drillDeadline + time.Second)
-	b, _ := f.reconcile()
-	require.Equal(t, "DrillDeadlineExceeded", conditions.GetReason(b, v1alpha1.VerifiedCondition))
+	unschedulable()
+	b, res := f.reconcile()
+	v := conditions.Get(b, v1alpha1.VerifiedCondition)
+	require.Equal(t, metav1.ConditionUnknown, v.Status, "a drill that could not run says nothing of the data")
+	require.Equal(t, reasonDrillDeadlineExceeded, v.Reason)
+	require.Contains(t, v.Message, "did not serve within 15m0s (not scheduled: 0/3 nodes are available: 3 Insufficient memory.); tried again at ")
+	require.True(t, conditions.IsReady(b), "the backup may restore")
+	require.False(t, conditions.IsStalled(b))
+	require.False(t, conditions.IsReconciling(b))
+	require.Equal(t, drillRetryFirst, res.RequeueAfter)
 	require.True(t, f.drillGone())
+
+	_, res = f.reconcile()
+	require.True(t, f.drillGone(), "not tried again before its time")
+	require.Equal(t, drillRetryFirst, res.RequeueAfter)
+
+	f.now = f.now.Add(drillRetryFirst)
+	b, _ = f.reconcile()
+	require.False(t, f.drillGone(), "tried again")
+	require.Equal(t, "Drilling", conditions.GetReason(b, v1alpha1.VerifiedCondition))
+	unschedulable()
+	b, res = f.reconcile()
+	require.Equal(t, 2*drillRetryFirst, res.RequeueAfter, "the next wait is twice as long")
+	require.Equal(t, int32(2), b.Status.DrillTries)
+
+	f.now = f.now.Add(2 * drillRetryFirst)
+	f.reconcile()
+	f.drillPod(nil, true)
+	b, _ = f.reconcile()
+	require.True(t, conditions.IsTrue(b, v1alpha1.VerifiedCondition))
+	require.Zero(t, b.Status.DrillTries)
+	require.Nil(t, b.Status.NextDrillTime)
+}
+
+// A Pod of the drill's name that is not the backup's blocks the drill: nothing is judged,
+// and the drill is tried again with a growing wait until the Pod is gone.
+func TestDrillBlockedIsRetried(t *testing.T) {
+	f, _, _ := newDrillFixture(t)
+	ctx := context.Background()
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b1-drill"}}
+	require.NoError(t, f.kube.Create(ctx, other))
+	b, res := f.reconcile()
+	require.Equal(t, metav1.ConditionUnknown, conditions.Get(b, v1alpha1.VerifiedCondition).Status)
+	require.Equal(t, reasonDrillBlocked, conditions.GetReason(b, v1alpha1.VerifiedCondition))
+	require.Contains(t, conditions.GetMessage(b, v1alpha1.VerifiedCondition), "the Pod b1-drill is not the backup's and is in the way")
+	require.True(t, conditions.IsReady(b))
+	require.False(t, b.DrillFailed())
+	require.Equal(t, drillRetryFirst, res.RequeueAfter)
+
+	f.now = f.now.Add(drillRetryFirst)
+	b, res = f.reconcile()
+	require.Equal(t, 2*drillRetryFirst, res.RequeueAfter)
+	require.Equal(t, int32(2), b.Status.DrillTries)
+
+	require.NoError(t, f.kube.Delete(ctx, other))
+	f.now = f.now.Add(2 * drillRetryFirst)
+	f.reconcile()
+	p := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b1-drill"}, p))
+	require.True(t, metav1.IsControlledBy(p, b), "the drill runs once the way is clear")
+}
+
+// The waits double up to an hour.
+func TestDrillRetryWaitsDoubleUpToAnHour(t *testing.T) {
+	r := &BackupReconciler{Now: func() time.Time { return time.Unix(0, 0) }}
+	b := &v1alpha1.EtcdBackup{}
+	var waits []time.Duration
+	for range 9 {
+		waits = append(waits, r.notRun(b, reasonDrillBlocked, "blocked").RequeueAfter)
+	}
+	require.Equal(t, []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute,
+		time.Hour, time.Hour, time.Hour}, waits)
 }
 
 // A backup to a volume claim: the claim must exist; a Pod mounting it streams the snapshot
@@ -308,4 +386,19 @@ func TestBackupToAClaimRunsInAPodThatMountsIt(t *testing.T) {
 	require.Equal(t, "3.6.16", a.EtcdVersion)
 	require.Equal(t, &v1alpha1.Contents{Keys: 1000, HashKV: 7, CompactRevision: 4000}, a.Contents)
 	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), key, &corev1.Pod{})), "the Pod goes once read")
+}
+
+// A drill past its deadline says what its Pod waited on.
+func TestDrillDeadlineSaysWhatThePodWaitedOn(t *testing.T) {
+	waiting := func(name, reason, msg string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
+	}
+	running := corev1.ContainerStatus{Name: "restore-fetch", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	p := &corev1.Pod{}
+	require.Empty(t, waitingOn(p))
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{running}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("etcd", "PodInitializing", "")}
+	require.Equal(t, " (restore-fetch still runs)", waitingOn(p))
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{waiting("restore-fetch", "ImagePullBackOff", "Back-off pulling image \"op\"")}
+	require.Equal(t, ` (restore-fetch waits: ImagePullBackOff: Back-off pulling image "op")`, waitingOn(p))
 }

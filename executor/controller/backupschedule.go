@@ -181,8 +181,12 @@ func backupName(schedule string, due time.Time) string {
 // EtcdBackup. A backup whose object could not be deleted stays, and is tried again;
 // pruning says a Pod still deletes one from a claim.
 func (r *ScheduleReconciler) prune(ctx context.Context, s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup, at time.Time) (pruning bool, _ error) {
+	inUse, err := r.inUse(ctx, s.Namespace, owned)
+	if err != nil {
+		return false, err
+	}
 	var failed []string
-	for _, b := range backup.Expired(owned, s.Spec.Retention, at) {
+	for _, b := range backup.Expired(owned, s.Spec.Retention, at, inUse) {
 		err := r.deleteStored(ctx, &b)
 		switch {
 		case errors.Is(err, errPruning):
@@ -200,6 +204,49 @@ func (r *ScheduleReconciler) prune(ctx context.Context, s *v1alpha1.EtcdBackupSc
 		return pruning, fmt.Errorf("could not delete the stored snapshot of %s", strings.Join(failed, "; "))
 	}
 	return pruning, nil
+}
+
+// inUse are the backups of owned that a restore names, which retention keeps: named by
+// an EtcdCluster's spec.bootstrap.restore (by name, or by its stored object), marked on the
+// seed of a recovery under way (claim or Pod), or the object a cluster that has not
+// answered since is restored from (status.restoredFrom).
+func (r *ScheduleReconciler) inUse(ctx context.Context, namespace string, owned []v1alpha1.EtcdBackup) (map[string]bool, error) {
+	var clusters v1alpha1.EtcdClusterList
+	var pods corev1.PodList
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := r.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	for _, l := range []client.ObjectList{&pods, &pvcs} {
+		if err := r.List(ctx, l, client.InNamespace(namespace), client.MatchingLabels{resources.LabelManagedBy: resources.ManagerName}); err != nil {
+			return nil, err
+		}
+	}
+	names, uris := map[string]bool{}, map[string]bool{}
+	for _, c := range clusters.Items {
+		if b := c.Spec.Bootstrap; b != nil && b.Restore != nil {
+			names[b.Restore.BackupName] = true
+			if src := b.Restore.Source; src != nil {
+				uris[src.URI(src.Key)] = true
+			}
+		}
+		if c.Status.ClusterID == "" && c.Status.RestoredFrom != "" {
+			uris[c.Status.RestoredFrom] = true
+		}
+	}
+	for _, p := range pods.Items {
+		names[p.Annotations[resources.AnnotationRestoreSeed]] = true
+	}
+	for _, c := range pvcs.Items {
+		names[c.Annotations[resources.AnnotationRestoreSeed]] = true
+	}
+	out := map[string]bool{}
+	for _, b := range owned {
+		if names[b.Name] || (b.Status.Artifact != nil && uris[b.Status.Artifact.URI]) {
+			out[b.Name] = true
+		}
+	}
+	return out, nil
 }
 
 // deleteStored deletes a backup's stored object, if it has one.
@@ -262,12 +309,12 @@ func ownedBy(bs []v1alpha1.EtcdBackup, s *v1alpha1.EtcdBackupSchedule) []v1alpha
 }
 
 // recordSuccess records the newest successful backup in status, and the newest verified
-// (one drilled again and failed is no longer that).
+// of those that exist (retention keeps it; one deleted by hand, or drilled again and
+// failed, is no longer named).
 func recordSuccess(s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup) {
-	for _, b := range owned {
-		if b.Name == s.Status.LastVerifiedBackup && !b.Verified() {
-			s.Status.LastVerifiedBackup, s.Status.LastVerifiedTime = "", nil
-		}
+	s.Status.LastVerifiedBackup, s.Status.LastVerifiedTime = "", nil
+	if v := backup.NewestVerified(owned); v != nil {
+		s.Status.LastVerifiedBackup, s.Status.LastVerifiedTime = v.Name, v.Status.Artifact.TakenAt.DeepCopy()
 	}
 	for _, b := range owned {
 		a := b.Status.Artifact
@@ -276,10 +323,6 @@ func recordSuccess(s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup) 
 		}
 		if s.Status.LastSuccessfulTime == nil || a.TakenAt.After(s.Status.LastSuccessfulTime.Time) {
 			s.Status.LastSuccessfulBackup, s.Status.LastSuccessfulTime = b.Name, a.TakenAt.DeepCopy()
-		}
-		if b.Verified() &&
-			(s.Status.LastVerifiedTime == nil || a.TakenAt.After(s.Status.LastVerifiedTime.Time)) {
-			s.Status.LastVerifiedBackup, s.Status.LastVerifiedTime = b.Name, a.TakenAt.DeepCopy()
 		}
 	}
 }

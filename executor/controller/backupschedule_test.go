@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,4 +223,79 @@ func TestRetentionOnAClaimDeletesThroughAPod(t *testing.T) {
 	s, _ = f.reconcileSchedule()
 	require.Equal(t, map[string]v1alpha1.BackupPhase{"new": v1alpha1.BackupSucceeded}, f.backups(), "the old backup went with its snapshot")
 	require.True(t, conditions.IsReady(s))
+}
+
+// own gives the schedule a backup that succeeded at, stored as s3://backups/<name>.db,
+// with the Verified condition given (none when status is empty).
+func (f *scheduleFixture) own(name string, at time.Time, status metav1.ConditionStatus, reason string) {
+	f.t.Helper()
+	ctx := context.Background()
+	s := &v1alpha1.EtcdBackupSchedule{}
+	require.NoError(f.t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "hourly"}, s))
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{LabelSchedule: "hourly"}}}
+	b.Spec.ClusterRef, b.Spec.Destination, b.Spec.Verify = s.Spec.ClusterRef, s.Spec.Destination, status != ""
+	require.NoError(f.t, controllerutil.SetControllerReference(s, b, f.kube.Scheme()))
+	require.NoError(f.t, f.kube.Create(ctx, b))
+	b.Status.Phase = v1alpha1.BackupSucceeded
+	b.Status.Artifact = &v1alpha1.Artifact{URI: "s3://backups/" + name + ".db", ClusterID: "c1", TakenAt: metav1.NewTime(at)}
+	if status != "" {
+		b.Status.Conditions = []metav1.Condition{{Type: v1alpha1.VerifiedCondition, Status: status, Reason: reason, Message: reason}}
+	}
+	require.NoError(f.t, f.kube.Status().Update(ctx, b))
+	require.NoError(f.t, f.store.Put(ctx, name+".db", strings.NewReader("snapshot")))
+}
+
+// Backups whose drill could not run (unschedulable, or a Pod in the way) are good ones:
+// more of them than the failed backups kept costs none its stored snapshot, and the
+// schedule stays Ready.
+func TestRetentionKeepsBackupsWhoseDrillCouldNotRun(t *testing.T) {
+	f := newScheduleFixture(t, "0 * * * *", 6)
+	f.own("verified", f.now.Add(-5*time.Hour), metav1.ConditionTrue, "Restored")
+	for i, reason := range []string{reasonDrillDeadlineExceeded, reasonDrillBlocked, reasonDrillDeadlineExceeded, reasonDrillBlocked} {
+		f.own(fmt.Sprintf("notrun-%d", i), f.now.Add(-time.Duration(4-i)*time.Hour), metav1.ConditionUnknown, reason)
+	}
+	s, _ := f.reconcileSchedule()
+	require.Len(t, f.backups(), 5)
+	require.Len(t, f.store.Keys(), 5, "no stored snapshot deleted")
+	require.True(t, conditions.IsReady(s))
+	require.Equal(t, "verified", s.Status.LastVerifiedBackup)
+}
+
+// Retention never deletes the newest verified backup (a drill every 7 backups with
+// keepLast 3 would have), nor one a restore names: spec.bootstrap.restore, a recovery's
+// mark on a seed's claim or Pod, or the object of a restore whose cluster has not
+// answered yet. status.lastVerifiedBackup names only a backup that exists.
+func TestRetentionKeepsTheNewestVerifiedAndWhatARestoreNames(t *testing.T) {
+	f := newScheduleFixture(t, "0 * * * *", 1)
+	ctx := context.Background()
+	names := []string{"verified", "old", "bootstrap", "claim-seed", "pod-seed", "restoring", "new"}
+	for i, name := range names {
+		status, reason := metav1.ConditionStatus(""), ""
+		if name == "verified" {
+			status, reason = metav1.ConditionTrue, "Restored"
+		}
+		f.own(name, f.now.Add(-time.Duration(len(names)-i)*time.Hour), status, reason)
+	}
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "copy"}}
+	c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "bootstrap"}}
+	require.NoError(t, f.kube.Create(ctx, c))
+	c = &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other"}}
+	require.NoError(t, f.kube.Create(ctx, c))
+	c.Status.RestoredFrom = "s3://backups/restoring.db"
+	require.NoError(t, f.kube.Status().Update(ctx, c))
+	mark := map[string]string{resources.AnnotationRestoreSeed: "claim-seed"}
+	managed := map[string]string{resources.LabelManagedBy: resources.ManagerName}
+	require.NoError(t, f.kube.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-3", Labels: managed, Annotations: mark}}))
+	mark = map[string]string{resources.AnnotationRestoreSeed: "pod-seed"}
+	require.NoError(t, f.kube.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mem-3", Labels: managed, Annotations: mark}}))
+
+	s, _ := f.reconcileSchedule()
+	require.Equal(t, []string{"bootstrap", "claim-seed", "new", "pod-seed", "restoring", "verified"}, slices.Sorted(maps.Keys(f.backups())), "only old went")
+	require.Equal(t, []string{"bootstrap.db", "claim-seed.db", "new.db", "pod-seed.db", "restoring.db", "verified.db"}, f.store.Keys())
+	require.Equal(t, "verified", s.Status.LastVerifiedBackup)
+
+	require.NoError(t, f.kube.Delete(ctx, &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "verified"}}))
+	s, _ = f.reconcileSchedule()
+	require.Empty(t, s.Status.LastVerifiedBackup, "deleted by hand: no longer named")
+	require.Nil(t, s.Status.LastVerifiedTime)
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -19,10 +21,20 @@ import (
 )
 
 // drillDeadline bounds a restore drill, from its Pod's creation; drillPoll is how often a
-// running drill is looked at between its Pod's events.
+// running drill is looked at between its Pod's events. A drill that could not run is tried
+// again drillRetryFirst later, each next try twice as long after, at most drillRetryMax.
 const (
-	drillDeadline = 15 * time.Minute
-	drillPoll     = 2 * time.Second
+	drillDeadline   = 15 * time.Minute
+	drillPoll       = 2 * time.Second
+	drillRetryFirst = time.Minute
+	drillRetryMax   = time.Hour
+)
+
+// Reasons of a drill that could not run. It says nothing of the data: Verified stays
+// Unknown, the backup stays usable, and the drill is tried again.
+const (
+	reasonDrillBlocked          = "DrillBlocked"
+	reasonDrillDeadlineExceeded = "DrillDeadlineExceeded"
 )
 
 // drillDue: the backup asks for a drill and has no verdict on its spec as it is now.
@@ -37,11 +49,13 @@ func drillDue(b *v1alpha1.EtcdBackup) bool {
 // drill restores the backup into a scratch etcd and checks what it holds against what the
 // cluster held, one look at a time: the Pod is made, then waited on, then read and removed.
 func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (reconcile.Result, error) {
+	if wait := r.drillWait(b); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	p, err := backupPod(ctx, r, b, "drill")
 	switch {
 	case errors.Is(err, errInTheWay):
-		r.verdict(b, false, "DrillBlocked", err.Error())
-		return reconcile.Result{}, nil
+		return r.notRun(b, reasonDrillBlocked, err.Error()), nil
 	case err != nil:
 		return reconcile.Result{}, err
 	case p == nil:
@@ -52,8 +66,8 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 		return reconcile.Result{}, deletePod(ctx, r, b, "drill")
 	}
 	if now(r.Now).Sub(p.CreationTimestamp.Time) > drillDeadline {
-		r.verdict(b, false, "DrillDeadlineExceeded", fmt.Sprintf("the scratch etcd restored from %s did not serve within %v", b.Status.Artifact.URI, drillDeadline))
-		return reconcile.Result{}, deletePod(ctx, r, b, "drill")
+		msg := fmt.Sprintf("the scratch etcd restored from %s did not serve within %v%s", b.Status.Artifact.URI, drillDeadline, waitingOn(p))
+		return r.notRun(b, reasonDrillDeadlineExceeded, msg), deletePod(ctx, r, b, "drill")
 	}
 	if !observe.PodReady(p) || p.Status.PodIP == "" {
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
@@ -95,6 +109,7 @@ func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBacku
 	if err := createPod(ctx, r, b, p); err != nil {
 		return reconcile.Result{}, err
 	}
+	b.Status.NextDrillTime = nil
 	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "restoring %s into a scratch etcd of version %s (Pod %s)", a.URI, version, p.Name)
 	progressing(b, "Drilling", "restore drill running in Pod "+p.Name) // Ready again once verified
 	return reconcile.Result{RequeueAfter: drillPoll}, nil
@@ -103,6 +118,7 @@ func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBacku
 // verdict records the drill's outcome. A backup whose drill failed is not Ready: it may
 // not restore, and a recovery passes it over.
 func (r *BackupReconciler) verdict(b *v1alpha1.EtcdBackup, ok bool, reason, msg string) {
+	b.Status.DrillTries, b.Status.NextDrillTime = 0, nil
 	conditions.Delete(b, meta.ReconcilingCondition)
 	if ok {
 		conditions.MarkTrue(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
@@ -112,6 +128,56 @@ func (r *BackupReconciler) verdict(b *v1alpha1.EtcdBackup, ok bool, reason, msg 
 	}
 	conditions.MarkFalse(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
 	stall(b, reason, msg)
+}
+
+// notRun records a drill that could not run: no verdict, so the backup stays Ready and
+// Verified Unknown, and the drill is tried again, each wait twice the one before.
+func (r *BackupReconciler) notRun(b *v1alpha1.EtcdBackup, reason, msg string) reconcile.Result {
+	wait := drillRetryMax
+	if n := b.Status.DrillTries; n < 6 { // 1 min << 6 is past the hour
+		wait = drillRetryFirst << n
+	}
+	next := now(r.Now).Add(wait)
+	b.Status.DrillTries++
+	b.Status.NextDrillTime = &metav1.Time{Time: next}
+	msg = fmt.Sprintf("%s; tried again at %s", msg, next.UTC().Format(time.RFC3339))
+	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
+	conditions.Delete(b, meta.ReconcilingCondition)
+	conditions.Delete(b, meta.StalledCondition)
+	conditions.MarkTrue(b, meta.ReadyCondition, reason, "the snapshot is stored and may restore, but its restore drill could not run: %s", msg)
+	return reconcile.Result{RequeueAfter: wait}
+}
+
+// drillWait is what is left of the wait before a drill that could not run is tried again;
+// a new spec is drilled at once.
+func (r *BackupReconciler) drillWait(b *v1alpha1.EtcdBackup) time.Duration {
+	v := conditions.Get(b, v1alpha1.VerifiedCondition)
+	if b.Status.NextDrillTime == nil || v == nil || v.ObservedGeneration != b.Generation {
+		return 0
+	}
+	return b.Status.NextDrillTime.Sub(now(r.Now))
+}
+
+// waitingOn says what keeps a drill's Pod from serving, as the scheduler or kubelet says
+// it (unscheduled, a container waiting, an init container still running); "" when
+// neither says.
+func waitingOn(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return fmt.Sprintf(" (not scheduled: %s)", c.Message)
+		}
+	}
+	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
+			return fmt.Sprintf(" (%s waits: %s)", cs.Name, strings.TrimSuffix(w.Reason+": "+w.Message, ": "))
+		}
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.State.Running != nil {
+			return fmt.Sprintf(" (%s still runs)", cs.Name)
+		}
+	}
+	return ""
 }
 
 // compareContents checks what the scratch etcd holds at the artifact's revision against

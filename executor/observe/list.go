@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/backup"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -46,52 +47,74 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items), Backups: backups.Items}, nil
 }
 
-// newestBackup is the backup a cluster that lost every voter's data starts anew from: one
-// taken of an etcd cluster with one of the IDs (the cluster's, and the one before a
-// recovery started it anew), succeeded, its restore drill not failed; the newest verified
-// one when a drill passed on any, else the newest. A backup that does not record the ID
-// it was taken from never counts: it may be of another cluster of the same name.
+// newestBackup is the backup a cluster that lost every voter's data starts anew from: the
+// newest taken of an etcd cluster with one of the IDs (the cluster's, and the one before a
+// recovery started it anew) that succeeded (its checksum held) and that no restore drill
+// found wrong. A drill that has not passed (not asked, running, or could not run) holds
+// nothing back: the plan says so and names the newest verified backup as the alternative.
+// A backup that does not record the ID it was taken from never counts: it may be of
+// another cluster of the same name.
 func newestBackup(backups []v1alpha1.EtcdBackup, clusterIDs ...string) *planner.Backup {
+	usable := restorable(backups, clusterIDs...)
 	var best *v1alpha1.EtcdBackup
-	for i := range backups {
-		b := &backups[i]
-		a := b.Status.Artifact
-		if b.Status.Phase != v1alpha1.BackupSucceeded || a == nil || a.ClusterID == "" || !slices.Contains(clusterIDs, a.ClusterID) || b.DrillFailed() {
-			continue
-		}
-		if best == nil || better(b, best) {
-			best = b
+	for i := range usable {
+		if best == nil || newer(&usable[i], best) {
+			best = &usable[i]
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	return backupOf(best)
+	return backupOf(best, usable)
 }
 
-// better: a is verified and b not, or as verified as b and newer.
-func better(a, b *v1alpha1.EtcdBackup) bool {
-	if a.Verified() != b.Verified() {
-		return a.Verified()
-	}
+// restorable are the backups of the etcd clusters with the IDs that a recovery may
+// restore: succeeded, and no drill found them wrong.
+func restorable(backups []v1alpha1.EtcdBackup, clusterIDs ...string) []v1alpha1.EtcdBackup {
+	return slices.DeleteFunc(slices.Clone(backups), func(b v1alpha1.EtcdBackup) bool {
+		a := b.Status.Artifact
+		return b.Status.Phase != v1alpha1.BackupSucceeded || a == nil || a.ClusterID == "" || !slices.Contains(clusterIDs, a.ClusterID) || b.DrillFailed()
+	})
+}
+
+// newer: a's snapshot is newer than b's.
+func newer(a, b *v1alpha1.EtcdBackup) bool {
 	x, y := a.Status.Artifact, b.Status.Artifact
 	return x.TakenAt.After(y.TakenAt.Time) || (x.TakenAt.Equal(&y.TakenAt) && x.Revision > y.Revision)
 }
 
-func backupOf(b *v1alpha1.EtcdBackup) *planner.Backup {
+// backupOf describes b to the planner: how far its drill went and, when it is not
+// verified, the newest verified of others, older, as the alternative.
+func backupOf(b *v1alpha1.EtcdBackup, others []v1alpha1.EtcdBackup) *planner.Backup {
+	out := describe(b)
+	switch {
+	case out.Verified:
+	case !b.Spec.Verify:
+		out.Drill = planner.DrillNone
+	default:
+		out.Drill = planner.DrillNotDone
+	}
+	if v := backup.NewestVerified(others); !out.Verified && v != nil && newer(b, v) {
+		out.Alternative = describe(v)
+	}
+	return out
+}
+
+func describe(b *v1alpha1.EtcdBackup) *planner.Backup {
 	a := b.Status.Artifact
 	return &planner.Backup{Name: b.Name, Revision: a.Revision, TakenAt: a.TakenAt.UTC().Format(time.RFC3339), Verified: b.Verified()}
 }
 
-// restoring is the backup a mark names, as the planner describes it; only its name when
-// the EtcdBackup is gone or has no artifact.
+// restoring is the backup a mark names, as the planner describes it (as newestBackup did
+// when the restore was planned, so the plan reads the same); only its name when the
+// EtcdBackup is gone or has no artifact.
 func restoring(backups []v1alpha1.EtcdBackup, name string) *planner.Backup {
 	if name == "" {
 		return nil
 	}
 	for i := range backups {
-		if backups[i].Name == name && backups[i].Status.Artifact != nil {
-			return backupOf(&backups[i])
+		if b := &backups[i]; b.Name == name && b.Status.Artifact != nil {
+			return backupOf(b, restorable(backups, b.Status.Artifact.ClusterID))
 		}
 	}
 	return &planner.Backup{Name: name}

@@ -10,14 +10,15 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
-func TestRecoveryPrefersTheNewestVerifiedBackup(t *testing.T) {
+func TestRecoveryTakesTheNewestBackupNoDrillFoundWrong(t *testing.T) {
 	at := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
-	b := func(name, clusterID string, hoursAgo int, verified metav1.ConditionStatus) v1alpha1.EtcdBackup {
+	b := func(name, clusterID string, hoursAgo int, verified metav1.ConditionStatus, reason string) v1alpha1.EtcdBackup {
 		x := v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		x.Spec.Verify = verified != ""
 		x.Status.Phase = v1alpha1.BackupSucceeded
 		x.Status.Artifact = &v1alpha1.Artifact{ClusterID: clusterID, Revision: int64(100 - hoursAgo), TakenAt: metav1.NewTime(at.Add(-time.Duration(hoursAgo) * time.Hour))}
 		if verified != "" {
-			x.Status.Conditions = []metav1.Condition{{Type: v1alpha1.VerifiedCondition, Status: verified}}
+			x.Status.Conditions = []metav1.Condition{{Type: v1alpha1.VerifiedCondition, Status: verified, Reason: reason}}
 		}
 		return x
 	}
@@ -27,11 +28,20 @@ func TestRecoveryPrefersTheNewestVerifiedBackup(t *testing.T) {
 		}
 		return ""
 	}
-	require.Equal(t, "new", name(b("old", "c1", 5, ""), b("new", "c1", 1, "")), "none drilled: the newest")
-	require.Equal(t, "old", name(b("old", "c0", 5, metav1.ConditionTrue), b("new", "c1", 1, "")), "the newest verified, though older")
-	require.Equal(t, "old", name(b("old", "c1", 5, ""), b("new", "c1", 1, metav1.ConditionFalse)), "a failed drill never counts")
-	require.Equal(t, "new", name(b("old", "c1", 5, ""), b("new", "c1", 1, metav1.ConditionUnknown)), "a drill still running fails nothing")
-	require.Equal(t, "", name(b("other", "c9", 1, metav1.ConditionTrue)), "another cluster's backup never counts")
-	got := newestBackup([]v1alpha1.EtcdBackup{b("v", "c1", 2, metav1.ConditionTrue)}, "c1")
+	verified := b("old", "c0", 5, metav1.ConditionTrue, "Restored")
+	require.Equal(t, "new", name(b("old", "c1", 5, "", ""), b("new", "c1", 1, "", "")), "none drilled: the newest")
+	require.Equal(t, "new", name(verified, b("new", "c1", 1, "", "")), "the newest, though another is verified")
+	require.Equal(t, "old", name(b("old", "c1", 5, "", ""), b("new", "c1", 1, metav1.ConditionFalse, "ContentsDiffer")), "a drill that found it wrong")
+	require.Equal(t, "new", name(verified, b("new", "c1", 1, metav1.ConditionUnknown, "DrillBlocked")), "a drill that could not run fails nothing")
+	require.Equal(t, "new", name(verified, b("new", "c1", 1, metav1.ConditionUnknown, "DrillDeadlineExceeded")))
+	require.Equal(t, "", name(b("other", "c9", 1, metav1.ConditionTrue, "Restored")), "another cluster's backup never counts")
+
+	got := newestBackup([]v1alpha1.EtcdBackup{b("v", "c1", 2, metav1.ConditionTrue, "Restored")}, "c1")
 	require.Equal(t, "EtcdBackup v (revision 98, taken 2027-01-15T06:00:00Z, verified by a restore drill)", got.String())
+	got = newestBackup([]v1alpha1.EtcdBackup{verified, b("new", "c1", 1, metav1.ConditionUnknown, "DrillDeadlineExceeded")}, "c1", "c0")
+	require.Equal(t, "EtcdBackup new (revision 99, taken 2027-01-15T07:00:00Z, its restore drill not done; the newest verified backup, "+
+		"EtcdBackup old of revision 95 taken 2027-01-15T03:00:00Z, is the alternative: delete the EtcdBackups newer than it to restore it instead)", got.String())
+	got = newestBackup([]v1alpha1.EtcdBackup{b("new", "c1", 1, "", "")}, "c1")
+	require.Equal(t, "EtcdBackup new (revision 99, taken 2027-01-15T07:00:00Z, not drilled)", got.String())
+	require.Equal(t, got, restoring([]v1alpha1.EtcdBackup{b("new", "c1", 1, "", "")}, "new"), "a restore under way reads as it was planned")
 }
