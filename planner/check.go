@@ -92,6 +92,8 @@ func precondition(m *model, d Desired, s plan.Step) (bool, string) {
 		return m.mayForce(d, p.Member)
 	case plan.PreAllDataLost:
 		return m.mayRestore(d, s)
+	case plan.PreSurvivorInMemory:
+		return m.maySnapshot(d, s)
 	}
 	return false, fmt.Sprintf("unknown precondition %q", p.Kind)
 }

@@ -129,6 +129,12 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 			m.preflightErr, m.up = "exit code 5: permission denied", false
 		}
 	}
+	if w.memory && r.flag(2) { // a survivor in memory can be snapshotted, and restored from
+		w.snapshotTo, w.snapshotRev = "s3://fuzz/", int64(1+r.n(3))*20
+		if r.flag(2) {
+			w.backup, w.backupOf = &Backup{Name: "nightly", Revision: 40, TakenAt: "2026-11-23T03:00:00Z"}, w.clusterID
+		}
+	}
 	return c, w
 }
 

@@ -76,7 +76,13 @@ type model struct {
 	// defragDue are the member IDs scheduled defragmentation has still to do.
 	defragDue map[string]bool
 	// backup is the newest successful backup of the cluster, if any.
-	backup      *Backup
+	backup *Backup
+	// snapshotTo is where a survivor's snapshot is stored ("": not known); snapshots are
+	// the EtcdBackups of named members.
+	snapshotTo string
+	snapshots  []MemberSnapshot
+	// halt: the plan goes no further (what comes next depends on a snapshot's revision).
+	halt        bool
 	nextOrdinal int
 	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
 	// member); nothing is planned then.
@@ -84,7 +90,8 @@ type model struct {
 }
 
 func newModel(d Desired, o Observed) *model {
-	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil, defragDue: map[string]bool{}, backup: o.Backup}
+	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil, defragDue: map[string]bool{}, backup: o.Backup,
+		snapshotTo: o.SnapshotTo, snapshots: o.Snapshots}
 	for _, id := range o.DefragDue {
 		m.defragDue[id] = true
 	}
@@ -359,6 +366,8 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			x.retained = true
 		}
 		m.dropOthers(seed)
+	case plan.SnapshotSurvivor:
+		m.halt = true
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum

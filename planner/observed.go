@@ -43,6 +43,14 @@ type Observed struct {
 	// ID); nil when there is none. It is what a cluster that lost every voter's data
 	// restores.
 	Backup *Backup `json:"backup,omitempty"`
+	// SnapshotTo is where a recovery stores the snapshot of a member that still runs alone
+	// with its data in memory: the destination of the cluster's newest backup, else of its
+	// backup schedule (a URI); "" when none is known.
+	SnapshotTo string `json:"snapshotTo,omitempty"`
+	// Snapshots are the EtcdBackups of one named member (spec.member) of this cluster: those
+	// a recovery took of a member that ran alone with its data in memory. Backup leaves
+	// them out.
+	Snapshots []MemberSnapshot `json:"snapshots,omitempty"`
 	// Etcd is etcd's own view; nil when no member answered.
 	Etcd *EtcdView `json:"etcd,omitempty"`
 }
@@ -90,6 +98,40 @@ func (b *Backup) String() string {
 			"delete the EtcdBackups newer than it to restore it instead", a.Name, a.Revision, a.TakenAt)
 	}
 	return fmt.Sprintf("EtcdBackup %s (revision %d, taken %s%s)", b.Name, b.Revision, b.TakenAt, drill)
+}
+
+// MemberSnapshot is an EtcdBackup of one named member.
+type MemberSnapshot struct {
+	// Backup names it; its revision and time once it succeeded.
+	Backup
+	// MemberID is the member it reads (spec.member).
+	MemberID string `json:"memberID"`
+	// Member is that member's name.
+	Member string `json:"member,omitempty"`
+	// Phase is the EtcdBackup's: Pending, Running, Succeeded or Failed.
+	Phase string `json:"phase,omitempty"`
+	// Message says why it failed.
+	Message string `json:"message,omitempty"`
+}
+
+// Snapshot phases the planner tells apart.
+const (
+	SnapshotSucceeded = "Succeeded"
+	SnapshotFailed    = "Failed"
+)
+
+// DescribeBackup describes the backup of that name, as the newest backup or a member's
+// snapshot records it; by its name alone when neither is it.
+func (o Observed) DescribeBackup(name string) string {
+	if o.Backup != nil && o.Backup.Name == name {
+		return o.Backup.String()
+	}
+	for _, s := range o.Snapshots {
+		if s.Name == name && s.Phase == SnapshotSucceeded {
+			return s.Backup.String()
+		}
+	}
+	return "EtcdBackup " + name
 }
 
 // RecordedMember is a member as last recorded in status.

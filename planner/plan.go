@@ -64,7 +64,7 @@ func Plan(d Desired, observed Observed) plan.Plan {
 	if b := refuse(m, d); b != nil {
 		p.Blocked = b
 	} else {
-		for len(p.Steps) < maxSteps {
+		for len(p.Steps) < maxSteps && !m.halt {
 			s, ok := next(m, d)
 			// On a stale view the membership is a guess: the plan stops before the first
 			// step Check would refuse for want of a linearizable member list, unless a
@@ -187,24 +187,17 @@ func refuseMinorDown(m *model, member string, have, want Version) *plan.Blocker 
 
 // refuseQuorum blocks when so many voters lost their data that the rest cannot form a
 // quorum, no voter that kept its data can restart alone (none kept it, or members live in
-// memory, where a restart loses it too), and the cluster has no backup to start anew from
-// (recoverQuorum).
+// memory, where a restart loses it too), and the cluster has nothing to start anew from
+// (recoverQuorum), or a survivor in memory cannot be snapshotted first.
 func refuseQuorum(m *model, d Desired) *plan.Blocker {
 	if !m.quorumLost(d) || m.restoreSeed() != nil {
 		return nil
 	}
 	lost, all := m.lostVoters(d)
 	if s := m.survivorInMemory(d); s != nil {
-		return &plan.Blocker{Reason: plan.BlockSurvivorInMemory, Message: fmt.Sprintf(
-			"%d of %d voting members lost their data, so the rest cannot form a quorum, but %s still runs with its data in memory, "+
-				"which may hold writes no backup has: the operator starts no cluster anew while a member of the old one runs "+
-				"(two clusters would serve, and those writes would be lost). Save its data first: "+
-				"`kubectl exec %s -c etcd -- etcdctl snapshot save /tmp/survivor.db` and copy it out (a snapshot needs no quorum); "+
-				"then restore a new cluster from it (spec.bootstrap.restore, see docs/backup-restore.md), "+
-				"or delete the Pod of %s to let the operator restore %s, losing the writes after it",
-			lost, all, s.name, s.name, s.name, backupName(m.backup))}
+		return refuseSurvivor(m, s, lost, all)
 	}
-	if m.backup != nil {
+	if b, _ := m.restoreSource(""); b != nil {
 		return nil
 	}
 	why := "no EtcdBackup of this cluster (its artifact records this cluster's ID) succeeded to start anew from: " +
@@ -244,6 +237,32 @@ func restoreOverRetained(d Desired, o Observed) *plan.Blocker {
 		"spec.bootstrap.restore asks for a new cluster restored from %s, but volume claims %s hold the data of members of an earlier cluster of this name "+
 			"(retained when it was deleted): to restore, delete those claims (their data is lost); to keep their data, remove spec.bootstrap.restore, "+
 			"and the cluster starts on them", d.Restore, strings.Join(claims, ", "))}
+}
+
+// refuseSurvivor blocks while a survivor in memory cannot be snapshotted: no destination
+// is known to store its snapshot in, or its snapshot failed. Otherwise the recovery
+// snapshots it first (recoverFromBackup).
+func refuseSurvivor(m *model, s *member, lost, all int) *plan.Blocker {
+	byHand := fmt.Sprintf("or save its data by hand: `kubectl exec %s -c etcd -- etcdctl snapshot save /tmp/survivor.db` and copy it out "+
+		"(a snapshot needs no quorum), then restore a new cluster from it (spec.bootstrap.restore, see docs/backup-restore.md); "+
+		"or delete the Pod of %s to let the operator restore %s, losing the writes after it", s.name, s.name, backupName(m.backup))
+	if snap := m.snapshotOf(s); snap != nil && snap.Phase == SnapshotFailed {
+		return &plan.Blocker{Reason: plan.BlockSurvivorSnapshotFailed, Message: fmt.Sprintf(
+			"%d of %d voting members lost their data, so the rest cannot form a quorum, and %s still runs with its data in memory, "+
+				"but its snapshot failed (EtcdBackup %s: %s): the operator starts no cluster anew while a member of the old one runs. "+
+				"Delete EtcdBackup %s to take the snapshot again (`kubectl delete etcdbackup %s`), once its cause is fixed; %s",
+			lost, all, s.name, snap.Name, snap.Message, snap.Name, snap.Name, byHand)}
+	}
+	if m.snapshotTo != "" {
+		return nil
+	}
+	return &plan.Blocker{Reason: plan.BlockSurvivorInMemory, Message: fmt.Sprintf(
+		"%d of %d voting members lost their data, so the rest cannot form a quorum, but %s still runs with its data in memory, "+
+			"which may hold writes no backup has: the operator starts no cluster anew while a member of the old one runs "+
+			"(two clusters would serve, and those writes would be lost), and it knows no backup destination to store a snapshot of it in "+
+			"(the cluster has no successful backup and no EtcdBackupSchedule). Create an EtcdBackupSchedule for the cluster, and the recovery "+
+			"snapshots %s first and restores whichever of its snapshot and the newest backup holds the higher revision; %s",
+		lost, all, s.name, s.name, byHand)}
 }
 
 // warnings are what the user should know of the spec itself.

@@ -69,6 +69,10 @@ func convergeWith(t *testing.T, c Desired, w *world, after func(plan.Step)) {
 			after(p.Steps[0])
 		}
 		next := Plan(c, w.observe())
+		if p.Steps[0].Action == plan.SnapshotSurvivor && SpaceStepsShown(c, p.Steps, w.observe()) == 1 {
+			p = next // the plan stopped at a step whose effect shows on its own
+			continue
+		}
 		require.Equal(t, summary(p)[1:], summary(next), "re-planning after %s %s", p.Steps[0].Action, p.Steps[0].Member)
 		for j, s := range next.Steps {
 			require.True(t, SameStep(p.Steps[j+1], s), "step %d after %s %s:\nwas %+v\nnow %+v", j+1, p.Steps[0].Action, p.Steps[0].Member, p.Steps[j+1], s)
@@ -826,7 +830,7 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		w.members["demo-0"].up = true
 		o := w.observe()
 		require.Equal(t, "ForceNewCluster demo-0", summary(Plan(c, o))[0])
-		ok, why := Check(c, restoreStep(&member{name: "demo-3"}, nightly, c), o)
+		ok, why := Check(c, restoreStep(&member{name: "demo-3"}, nightly, "", c), o)
 		require.False(t, ok)
 		require.Equal(t, "demo-0 kept its data and can restart alone on it: that loses less than a restore", why)
 	})
@@ -845,9 +849,9 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		require.Equal(t, plan.BlockSurvivorInMemory, p.Blocked.Reason)
 		require.Contains(t, p.Blocked.Message, "demo-0 still runs with its data in memory")
 		require.Contains(t, p.Blocked.Message, "or delete the Pod of demo-0 to let the operator restore EtcdBackup nightly (revision 42")
-		ok, why := Check(c, restoreStep(&member{name: "demo-3"}, nightly, c), o)
+		ok, why := Check(c, restoreStep(&member{name: "demo-3"}, nightly, "", c), o)
 		require.False(t, ok)
-		require.Equal(t, "demo-0 still runs with its data in memory: a restore would lose it", why)
+		require.Equal(t, "demo-0 still runs with its data in memory and no snapshot of it succeeded: a restore would lose it", why)
 
 		w.members["demo-0"].pod, w.members["demo-0"].up = false, false // the user chose the backup
 		require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, w.observe()))[0])
@@ -905,7 +909,7 @@ func TestTerminatingMembersInMemoryAreNotLost(t *testing.T) {
 	p := Plan(c, o)
 	require.Nil(t, p.Blocked)
 	require.Empty(t, p.Steps, "nothing to do but wait for the Pods to go or the node to return")
-	ok, why := Check(c, restoreStep(&member{name: "demo-3"}, w.backup, c), o)
+	ok, why := Check(c, restoreStep(&member{name: "demo-3"}, w.backup, "", c), o)
 	require.False(t, ok)
 	require.Equal(t, "a quorum of voters holds its data: the cluster can form a quorum without a restore", why)
 
@@ -916,7 +920,7 @@ func TestTerminatingMembersInMemoryAreNotLost(t *testing.T) {
 	}
 	o = w.observe()
 	require.Empty(t, Plan(c, o).Steps)
-	ok, _ = Check(c, restoreStep(&member{name: "demo-3"}, w.backup, c), o)
+	ok, _ = Check(c, restoreStep(&member{name: "demo-3"}, w.backup, "", c), o)
 	require.False(t, ok)
 
 	// Once their Pods are gone, their data is: the survivor that runs blocks the restore.
@@ -924,6 +928,145 @@ func TestTerminatingMembersInMemoryAreNotLost(t *testing.T) {
 	p = Plan(c, w.observe())
 	require.NotNil(t, p.Blocked)
 	require.Equal(t, plan.BlockSurvivorInMemory, p.Blocked.Reason)
+}
+
+// memorySurvivor is a cluster in memory whose demo-1 and demo-2 are gone while demo-0 runs
+// alone, with a nightly backup (revision 42) whose destination is known.
+func memorySurvivor() (Desired, *world) {
+	c := cluster(3, "3.6.16")
+	c.Memory = true
+	w := running(c, 3, "3.6.16")
+	w.memory = true
+	for _, m := range w.members {
+		m.pvc = false
+	}
+	for _, n := range []string{"demo-1", "demo-2"} {
+		w.members[n].pod, w.members[n].up = false, false
+	}
+	w.backup, w.backupOf = &Backup{Name: "nightly", Revision: 42, TakenAt: "2026-11-23T03:00:00Z"}, w.clusterID
+	w.snapshotTo = "s3://backups/etcd/"
+	return c, w
+}
+
+// In memory, a member that still runs alone after a majority's Pods went is snapshotted
+// first; the recovery then restores whichever of its snapshot and the newest backup holds
+// the higher revision, and says which and why.
+func TestSurvivorInMemoryIsSnapshottedFirst(t *testing.T) {
+	t.Run("the plan is the snapshot, then the restore from it when it is newer", func(t *testing.T) {
+		c, w := memorySurvivor()
+		w.snapshotRev = 57
+		o := w.observe()
+		p := Plan(c, o)
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"SnapshotSurvivor demo-0"}, summary(p), "what comes next depends on the snapshot's revision")
+		s := p.Steps[0]
+		require.Equal(t, "1", s.MemberID)
+		require.Equal(t, "demo-0-survivor-1", s.Backup)
+		require.Equal(t, plan.Precondition{Kind: plan.PreSurvivorInMemory, Member: "demo-0"}, s.Precondition)
+		require.Contains(t, s.Reason, "demo-0 still runs alone with its data in memory, which may hold writes no backup has: "+
+			"its snapshot is stored first, as EtcdBackup demo-0-survivor-1 at s3://backups/etcd/ (a snapshot needs no quorum); "+
+			"then the cluster starts anew from whichever of that snapshot and EtcdBackup nightly (revision 42")
+		require.True(t, s.Action.Recovers(), "it is approved with the restore")
+		ok, why := Check(c, s, o)
+		require.True(t, ok, why)
+		ok, why = Check(c, restoreStep(&member{name: "demo-3"}, w.backup, "", c), o)
+		require.False(t, ok)
+		require.Contains(t, why, "demo-0 still runs with its data in memory and no snapshot of it succeeded")
+
+		// While the snapshot is taken, the plan is the same step.
+		w.snapshots = []MemberSnapshot{{Backup: Backup{Name: "demo-0-survivor-1"}, MemberID: "1", Member: "demo-0", Phase: "Running"}}
+		require.Equal(t, p.Steps, Plan(c, w.observe()).Steps)
+		w.snapshots = nil
+
+		var steps []string
+		convergeWith(t, c, w, func(s plan.Step) {
+			steps = append(steps, string(s.Action)+" "+s.Member)
+			if s.Action == plan.RestoreFromBackup {
+				require.Equal(t, "demo-0-survivor-1", s.Backup)
+				require.Contains(t, s.Reason, "; demo-0-survivor-1, the snapshot of demo-0 taken while it ran alone with its data in memory, "+
+					"holds a higher revision than the newest backup, EtcdBackup nightly (revision 42")
+			}
+		})
+		require.Equal(t, []string{"SnapshotSurvivor demo-0", "StopMember demo-0", "RestoreFromBackup demo-3"}, steps[:3])
+	})
+	t.Run("a survivor that had fallen behind loses to the newest backup", func(t *testing.T) {
+		c, w := memorySurvivor()
+		w.snapshots = []MemberSnapshot{{Backup: Backup{Name: "demo-0-survivor-1", Revision: 40, TakenAt: "2026-11-24T10:00:00Z"},
+			MemberID: "1", Member: "demo-0", Phase: SnapshotSucceeded}}
+		o := w.observe()
+		p := Plan(c, o)
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"StopMember demo-0", "RestoreFromBackup demo-3"}, summary(p)[:2])
+		require.Equal(t, "nightly", p.Steps[1].Backup)
+		require.Contains(t, p.Steps[1].Reason, "; nightly holds a revision at least as high as demo-0-survivor-1, the snapshot of demo-0 "+
+			"taken while it ran alone with its data in memory (revision 40): that member had fallen behind")
+		ok, why := Check(c, p.Steps[1], o)
+		require.False(t, ok)
+		require.Equal(t, "waiting for the Pod of demo-0 to stop and go: one cluster alone serves behind the client Service", why)
+		converge(t, c, w)
+	})
+	t.Run("without another backup the snapshot is restored", func(t *testing.T) {
+		c, w := memorySurvivor()
+		w.backup, w.snapshotRev = nil, 7
+		p := Plan(c, w.observe())
+		require.Contains(t, p.Steps[0].Reason, "then the cluster starts anew from that snapshot (the cluster has no other backup)")
+		convergeWith(t, c, w, func(s plan.Step) {
+			if s.Action == plan.RestoreFromBackup {
+				require.Equal(t, "demo-0-survivor-1", s.Backup)
+				require.Contains(t, s.Reason, "the cluster has no other backup")
+			}
+		})
+	})
+	t.Run("the seed goes on with the reason it was chosen for", func(t *testing.T) {
+		c, w := memorySurvivor()
+		w.snapshots = []MemberSnapshot{{Backup: Backup{Name: "demo-0-survivor-1", Revision: 57, TakenAt: "2026-11-24T10:00:00Z"},
+			MemberID: "1", Member: "demo-0", Phase: SnapshotSucceeded}}
+		w.members["demo-0"].pod, w.members["demo-0"].up = false, false // stopped
+		o := w.observe()
+		first := Plan(c, o).Steps[0]
+		require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, o))[0])
+		o.ClusterID, o.Etcd, o.Backup = "", nil, w.backup
+		o.Members = append(o.Members, Member{Name: "demo-3", Pod: &Pod{Seed: true, Restoring: &w.snapshots[0].Backup}})
+		require.Equal(t, first, Plan(c, o).Steps[0])
+	})
+	t.Run("a failed snapshot blocks, saying why and what to do", func(t *testing.T) {
+		c, w := memorySurvivor()
+		w.snapshotFails = "no snapshot stored within 10m0s; last: store unavailable"
+		p := Plan(c, w.observe())
+		_, err := w.apply(p.Steps[0], c)
+		require.NoError(t, err)
+		p = Plan(c, w.observe())
+		require.NotNil(t, p.Blocked)
+		require.Equal(t, plan.BlockSurvivorSnapshotFailed, p.Blocked.Reason)
+		require.Contains(t, p.Blocked.Message, "demo-0 still runs with its data in memory, but its snapshot failed "+
+			"(EtcdBackup demo-0-survivor-1: no snapshot stored within 10m0s; last: store unavailable)")
+		require.Contains(t, p.Blocked.Message, "`kubectl delete etcdbackup demo-0-survivor-1`")
+		require.Contains(t, p.Blocked.Message, "or delete the Pod of demo-0 to let the operator restore EtcdBackup nightly (revision 42")
+		ok, _ := Check(c, plan.Step{Action: plan.SnapshotSurvivor, Member: "demo-0", MemberID: "1", Backup: "demo-0-survivor-1",
+			Precondition: plan.Precondition{Kind: plan.PreSurvivorInMemory, Member: "demo-0"}}, w.observe())
+		require.False(t, ok)
+
+		// Deleting the failed backup takes the snapshot again.
+		w.snapshots, w.snapshotFails, w.snapshotRev = nil, "", 57
+		require.Equal(t, []string{"SnapshotSurvivor demo-0"}, summary(Plan(c, w.observe())))
+	})
+	t.Run("without a destination the survivor blocks the recovery", func(t *testing.T) {
+		c, w := memorySurvivor()
+		w.snapshotTo = ""
+		p := Plan(c, w.observe())
+		require.NotNil(t, p.Blocked)
+		require.Equal(t, plan.BlockSurvivorInMemory, p.Blocked.Reason)
+		require.Contains(t, p.Blocked.Message, "it knows no backup destination to store a snapshot of it in")
+		require.Contains(t, p.Blocked.Message, "Create an EtcdBackupSchedule for the cluster")
+	})
+	t.Run("a survivor that does not answer is waited for", func(t *testing.T) {
+		c, w := memorySurvivor()
+		p := Plan(c, w.observe())
+		w.members["demo-0"].silent = true
+		ok, why := Check(c, p.Steps[0], w.observe())
+		require.False(t, ok)
+		require.Equal(t, "waiting for demo-0 to answer: its snapshot is read from it", why)
+	})
 }
 
 // A cluster starts anew from a backup only once every Pod of the old one is gone: a learner
@@ -969,7 +1112,7 @@ func TestSurvivorsOnPositiveEvidence(t *testing.T) {
 	ok, why := Check(c, force, o)
 	require.False(t, ok)
 	require.Contains(t, why, "waiting for demo-2 to show whether it kept its data (answer, or pass its preflight check)")
-	restore := restoreStep(&member{name: "demo-3"}, &Backup{Name: "nightly"}, c)
+	restore := restoreStep(&member{name: "demo-3"}, &Backup{Name: "nightly"}, "", c)
 	o.Backup = &Backup{Name: "nightly"}
 	ok, why = Check(c, restore, o)
 	require.False(t, ok, "nor is the cluster restored while demo-2 may hold data")

@@ -109,26 +109,21 @@ func Retains(d Desired, o Observed, member string) []string {
 // the survivor had not received are lost: the executor runs the step only once approved
 // (spec.recovery). Survivors whose Pods are gone start first (startVoters), so their raft
 // indexes can be compared. When no survivor can restart alone (none kept its data, or it
-// lives in memory), the cluster starts anew from its newest backup (restoreBackup).
+// lives in memory), the cluster starts anew from a backup (recoverFromBackup).
 func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 	if d.Replicas == 0 {
 		return plan.Step{}, false
 	}
 	if seed := m.restoreSeed(); seed != nil {
-		return restoreStep(seed, seed.restoring, d), true
+		_, why := m.restoreSource(seed.restoring.Name)
+		return restoreStep(seed, seed.restoring, why, d), true
 	}
 	if !m.quorumLost(d) {
 		return plan.Step{}, false
 	}
 	target := m.forceTarget(d)
 	if target == nil || d.Memory {
-		if m.backup == nil || m.survivorInMemory(d) != nil {
-			return plan.Step{}, false // refuseQuorum blocks
-		}
-		if old := m.oldPod(); old != nil {
-			return step(plan.StopMember, old, plan.PreNone, "%s", oldPodReason(old)), true
-		}
-		return restoreStep(&member{name: MemberName(m.cluster, m.nextOrdinal)}, m.backup, d), true
+		return recoverFromBackup(m, d)
 	}
 	lost, all := m.lostVoters(d)
 	s := step(plan.ForceNewCluster, target, plan.PreQuorumLost,
@@ -140,6 +135,91 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 		s.Version = d.Version
 	}
 	return s, true
+}
+
+// recoverFromBackup starts the cluster anew from a backup. A survivor that still runs
+// alone with its data in memory is snapshotted first (one at a time, and the plan stops
+// there: what comes next depends on the snapshot's revision); then the old cluster's Pods
+// stop, and a new seed restores whichever of the snapshots and the newest backup holds the
+// higher revision. refuseQuorum blocks when there is nothing to restore, or a survivor
+// cannot be snapshotted.
+func recoverFromBackup(m *model, d Desired) (plan.Step, bool) {
+	if sv := m.survivorInMemory(d); sv != nil {
+		if m.halt || m.snapshotTo == "" || m.snapshotOf(sv) != nil && m.snapshotOf(sv).Phase == SnapshotFailed {
+			return plan.Step{}, false
+		}
+		return snapshotStep(m, sv, d), true
+	}
+	b, why := m.restoreSource("")
+	if b == nil {
+		return plan.Step{}, false
+	}
+	if old := m.oldPod(); old != nil {
+		return step(plan.StopMember, old, plan.PreNone, "%s", oldPodReason(old)), true
+	}
+	return restoreStep(&member{name: MemberName(m.cluster, m.nextOrdinal)}, b, why, d), true
+}
+
+// snapshotStep stores a snapshot of a survivor in memory as a new EtcdBackup of the
+// cluster. Its reason reads the same while the snapshot is taken.
+func snapshotStep(m *model, sv *member, d Desired) plan.Step {
+	lost, all := m.lostVoters(d)
+	then := "that snapshot (the cluster has no other backup)"
+	if m.backup != nil {
+		then = "whichever of that snapshot and " + m.backup.String() + " holds the higher revision"
+	}
+	s := step(plan.SnapshotSurvivor, sv, plan.PreSurvivorInMemory,
+		"%d of %d voters lost their data, so the rest can never form a quorum, and %s still runs alone with its data in memory, "+
+			"which may hold writes no backup has: its snapshot is stored first, as EtcdBackup %s at %s (a snapshot needs no quorum); "+
+			"then the cluster starts anew from %s",
+		lost, all, sv.name, SnapshotName(sv.name, sv.id), m.snapshotTo, then)
+	s.Backup = SnapshotName(sv.name, sv.id)
+	return s
+}
+
+// SnapshotName names the EtcdBackup a recovery takes of a survivor in memory: one per
+// member name and ID, so every later look finds the one it took.
+func SnapshotName(member, id string) string { return member + "-survivor-" + id }
+
+// snapshotOf is the EtcdBackup a recovery took of a member, if any.
+func (m *model) snapshotOf(mm *member) *MemberSnapshot {
+	for i := range m.snapshots {
+		if s := &m.snapshots[i]; s.MemberID == mm.id && s.Name == SnapshotName(mm.name, mm.id) {
+			return s
+		}
+	}
+	return nil
+}
+
+// restoreSource is what a recovery from a backup restores: the newest backup, or the
+// survivor's snapshot with the highest revision when it is higher (a tie keeps the backup,
+// which a drill may have verified). why says which and why when a snapshot was in the
+// running, and only when the source is named (or name is empty).
+func (m *model) restoreSource(name string) (*Backup, string) {
+	var snap *MemberSnapshot
+	for i := range m.snapshots {
+		if s := &m.snapshots[i]; s.Phase == SnapshotSucceeded && (snap == nil || s.Revision > snap.Revision) {
+			snap = s
+		}
+	}
+	b, why := m.backup, ""
+	switch {
+	case snap == nil:
+	case b == nil:
+		b, why = &snap.Backup, fmt.Sprintf("%s is the snapshot of %s, taken while it ran alone with its data in memory; the cluster has no other backup",
+			snap.Name, snap.Member)
+	case snap.Revision > b.Revision:
+		why = fmt.Sprintf("%s, the snapshot of %s taken while it ran alone with its data in memory, holds a higher revision than the newest backup, %s",
+			snap.Name, snap.Member, b)
+		b = &snap.Backup
+	default:
+		why = fmt.Sprintf("%s holds a revision at least as high as %s, the snapshot of %s taken while it ran alone with its data in memory (revision %d): "+
+			"that member had fallen behind", b.Name, snap.Name, snap.Member, snap.Revision)
+	}
+	if b != nil && name != "" && b.Name != name {
+		return b, ""
+	}
+	return b, why
 }
 
 // oldPod is a member of the old cluster whose Pod has not ended: it may run etcd (a
@@ -161,15 +241,17 @@ func oldPodReason(mm *member) string {
 }
 
 // survivorInMemory is a voter that keeps its data in memory and still runs after a
-// majority lost theirs: its data may be newer than any backup, and stopping it for a
-// restore would lose it. The operator does not restore while it runs (refuseQuorum says
-// what to do).
+// majority lost theirs, and whose snapshot has not succeeded: its data may be newer than
+// any backup, and stopping it for a restore would lose it. The operator snapshots it
+// first, or blocks (refuseQuorum says what to do).
 func (m *model) survivorInMemory(d Desired) *member {
 	if !d.Memory {
 		return nil
 	}
 	for _, mm := range m.survivors(d) {
-		return mm
+		if s := m.snapshotOf(mm); s == nil || s.Phase != SnapshotSucceeded {
+			return mm
+		}
 	}
 	return nil
 }
@@ -185,13 +267,18 @@ func (m *model) restoreSeed() *member {
 	return nil
 }
 
-// restoreStep starts the cluster anew from a backup, on a new seed member. Its reason
-// depends on the backup and the seed alone, so it reads the same while the seed starts.
-func restoreStep(seed *member, b *Backup, d Desired) plan.Step {
+// restoreStep starts the cluster anew from a backup, on a new seed member; why says why
+// that backup when a survivor's snapshot was in the running. Its reason depends on the
+// backup and the seed alone (and the backups of the cluster, which do not change while no
+// cluster answers), so it reads the same while the seed starts.
+func restoreStep(seed *member, b *Backup, why string, d Desired) plan.Step {
+	if why != "" {
+		why = "; " + why
+	}
 	s := step(plan.RestoreFromBackup, seed, plan.PreAllDataLost,
 		"no voter can bring the cluster back (a majority lost its data, and none kept data it can restart on): the cluster starts anew "+
-			"from %s as seed %s, under a new cluster ID; writes after that backup are lost, and the old members' Pods and volumes go once it answers",
-		b, seed.name)
+			"from %s as seed %s, under a new cluster ID; writes after that backup are lost, and the old members' Pods and volumes go once it answers%s",
+		b, seed.name, why)
 	s.Backup, s.Version = b.Name, d.Version
 	return s
 }
@@ -217,13 +304,35 @@ func (m *model) mayRestore(d Desired, s plan.Step) (bool, string) {
 		return false, unprovenReason(names)
 	}
 	if t := m.survivorInMemory(d); t != nil {
-		return false, fmt.Sprintf("%s still runs with its data in memory: a restore would lose it", t.name)
+		return false, fmt.Sprintf("%s still runs with its data in memory and no snapshot of it succeeded: a restore would lose it", t.name)
 	}
 	if old := m.oldPod(); old != nil {
 		return false, fmt.Sprintf("waiting for the Pod of %s to stop and go: one cluster alone serves behind the client Service", old.name)
 	}
-	if m.backup == nil || m.backup.Name != s.Backup {
-		return false, fmt.Sprintf("EtcdBackup %s is no longer the newest successful backup of the cluster", s.Backup)
+	if b, _ := m.restoreSource(""); b == nil || b.Name != s.Backup {
+		return false, fmt.Sprintf("EtcdBackup %s is no longer the backup of the cluster with the highest revision (the newest backup, "+
+			"or the snapshot of a member that ran alone in memory)", s.Backup)
+	}
+	return true, ""
+}
+
+// maySnapshot checks, on a fresh look, that a survivor in memory may be snapshotted: a
+// majority of voters lost their data, the member is one that runs alone with its data in
+// memory and answers, no snapshot of it failed, and a destination is known.
+func (m *model) maySnapshot(d Desired, s plan.Step) (bool, string) {
+	if !m.quorumLost(d) {
+		return false, "a quorum of voters holds its data: the cluster can form a quorum without a recovery"
+	}
+	mm := m.get(s.Member)
+	switch {
+	case mm == nil || m.survivorInMemory(d) != mm:
+		return false, fmt.Sprintf("%s is not the member that still runs with its data in memory and has no snapshot", s.Member)
+	case !mm.up:
+		return false, fmt.Sprintf("waiting for %s to answer: its snapshot is read from it", s.Member)
+	case m.snapshotTo == "":
+		return false, "no backup destination is known to store the snapshot in"
+	case m.snapshotOf(mm) != nil && m.snapshotOf(mm).Phase == SnapshotFailed:
+		return false, fmt.Sprintf("the snapshot of %s (EtcdBackup %s) failed", s.Member, s.Backup)
 	}
 	return true, ""
 }

@@ -111,11 +111,7 @@ func loses(s plan.Step, o Observed) string {
 	case plan.ForceNewCluster:
 		return fmt.Sprintf("writes that %s did not receive are lost, and every other member leaves etcd's membership", s.Member)
 	case plan.RestoreFromBackup:
-		from := "EtcdBackup " + s.Backup
-		if o.Backup != nil && o.Backup.Name == s.Backup {
-			from = o.Backup.String()
-		}
-		return "the cluster starts anew from " + from + ": writes after it are lost"
+		return "the cluster starts anew from " + o.DescribeBackup(s.Backup) + ": writes after it are lost"
 	}
 	return ""
 }

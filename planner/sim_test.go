@@ -47,6 +47,12 @@ type world struct {
 	// backup is the newest successful backup, taken of the cluster with ID backupOf.
 	backup   *Backup
 	backupOf string
+	// snapshotTo is where a survivor's snapshot goes ("": no destination known);
+	// snapshots are those taken, each holding snapshotRev, or failing with snapshotFails.
+	snapshotTo    string
+	snapshots     []MemberSnapshot
+	snapshotRev   int64
+	snapshotFails string
 }
 
 type wmember struct {
@@ -144,6 +150,7 @@ func (w *world) observe() Observed {
 	if w.backup != nil && w.backupOf == w.clusterID {
 		o.Backup = w.backup
 	}
+	o.SnapshotTo, o.Snapshots = w.snapshotTo, w.snapshots
 	anyUp := false
 	for _, m := range w.members {
 		anyUp = anyUp || (m.inEtcd && m.live() && !m.silent)
@@ -429,6 +436,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if !w.hasQuorum() {
 			return false, fmt.Errorf("RemoveMember %s without quorum", s.Member)
 		}
+
 		if w.leader == s.Member && all > 1 {
 			return false, fmt.Errorf("RemoveMember %s while it leads", s.Member)
 		}
@@ -456,7 +464,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		delete(w.members, s.Member)
 	case plan.StopMember:
 		// Only to park, or to clear the way for a restore: never a voter that holds its data.
-		if d.Replicas != 0 && (w.hasQuorum() || (isVoter && !w.lostData(m) && !m.deleting)) {
+		if d.Replicas != 0 && (w.hasQuorum() || (isVoter && !w.lostData(m) && !m.deleting && !w.saved(m))) {
 			return false, fmt.Errorf("StopMember %s with replicas %d, of a cluster that can still serve", s.Member, d.Replicas)
 		}
 		m.pod, m.up, m.silent, m.deleting = false, false, false, false
@@ -502,6 +510,10 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if err := w.restore(s, d, m); err != nil {
 			return false, err
 		}
+	case plan.SnapshotSurvivor:
+		if err := w.snapshot(s, m); err != nil {
+			return false, err
+		}
 	case plan.DisarmAlarm:
 		quota := cmp.Or(d.QuotaBytes, defaultQuota)
 		for _, x := range w.members {
@@ -539,8 +551,8 @@ func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
 	switch {
 	case m != nil:
 		return fmt.Errorf("RestoreFromBackup on %s, which exists", s.Member)
-	case w.backup == nil || w.backup.Name != s.Backup || w.backupOf != w.clusterID:
-		return fmt.Errorf("RestoreFromBackup from %s, which is not the cluster's newest backup", s.Backup)
+	case w.source() == nil || w.source().Name != s.Backup:
+		return fmt.Errorf("RestoreFromBackup from %s, which is not the cluster's backup with the highest revision", s.Backup)
 	case kept >= quorum(all) || (kept > 0 && !w.memory):
 		return fmt.Errorf("RestoreFromBackup while %d of %d voters kept their data", kept, all)
 	}
@@ -557,10 +569,50 @@ func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
 	}
 	w.nextID++
 	seed := &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true, pod: true, seed: true, up: true,
-		version: s.Version, hash: d.ConfigHash, restoring: w.backup}
+		version: s.Version, hash: d.ConfigHash, restoring: w.source()}
 	w.members[s.Member] = seed
 	w.claim(seed, d)
 	w.clusterID, w.leader, w.alarms, w.compacted = w.clusterID+"'", s.Member, nil, false
+	w.foreign = nil // members added by hand to the old cluster are not in the new one
+	return nil
+}
+
+// source is what a restore must use: of the newest backup and the survivors' snapshots
+// that succeeded, the one with the highest revision (the backup on a tie).
+func (w *world) source() *Backup {
+	var b *Backup
+	if w.backup != nil && w.backupOf == w.clusterID {
+		b = w.backup
+	}
+	for i := range w.snapshots {
+		if s := &w.snapshots[i]; s.Phase == SnapshotSucceeded && (b == nil || s.Revision > b.Revision) {
+			b = &s.Backup
+		}
+	}
+	return b
+}
+
+// saved: a snapshot of the member succeeded.
+func (w *world) saved(m *wmember) bool {
+	return slices.ContainsFunc(w.snapshots, func(s MemberSnapshot) bool { return s.MemberID == m.id && s.Phase == SnapshotSucceeded })
+}
+
+// snapshot stores a snapshot of a member that runs alone with its data in memory after a
+// majority lost theirs (it needs no quorum), once per member.
+func (w *world) snapshot(s plan.Step, m *wmember) error {
+	switch {
+	case !w.memory || m == nil || !m.live() || w.hasQuorum() || w.snapshotTo == "":
+		return fmt.Errorf("SnapshotSurvivor %s, which is not a survivor in memory of a cluster without quorum, or with nowhere to store it", s.Member)
+	case slices.ContainsFunc(w.snapshots, func(x MemberSnapshot) bool { return x.Name == s.Backup }):
+		return fmt.Errorf("SnapshotSurvivor %s a second time", s.Member)
+	}
+	snap := MemberSnapshot{Backup: Backup{Name: s.Backup}, MemberID: m.id, Member: m.name, Phase: SnapshotSucceeded}
+	if w.snapshotFails != "" {
+		snap.Phase, snap.Message = SnapshotFailed, w.snapshotFails
+	} else {
+		snap.Revision, snap.TakenAt = w.snapshotRev, "2026-11-24T10:00:00Z"
+	}
+	w.snapshots = append(w.snapshots, snap)
 	return nil
 }
 

@@ -195,7 +195,8 @@ func refuseCorrupt(m *model) *plan.Blocker {
 // their own in the observation, whatever a fresh plan goes on with: the history compacted,
 // the member no longer fragmented, the alarm gone. What a compaction frees shows only after
 // it, so the plan that compacted cannot foresee the next steps: the executor records the
-// steps shown as done, though the plan's rest may be superseded.
+// steps shown as done, though the plan's rest may be superseded. A survivor's snapshot is
+// shown alike once its EtcdBackup succeeded: the plan that took it stops there.
 func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) int {
 	m := newModel(d, o)
 	for i, s := range steps {
@@ -204,6 +205,8 @@ func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) int {
 		case s.Action == plan.Compact && m.historyCompacted:
 		case s.Action == plan.Defragment && mm != nil && mm.id == s.MemberID && mm.up && !fragmented(mm, nospacePercent):
 		case s.Action == plan.DisarmAlarm && !slices.Contains(m.alarmed(AlarmNoSpace), s.MemberID):
+		case s.Action == plan.SnapshotSurvivor && mm != nil && mm.id == s.MemberID && m.snapshotOf(mm) != nil &&
+			m.snapshotOf(mm).Phase == SnapshotSucceeded:
 		default:
 			return i
 		}

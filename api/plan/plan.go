@@ -52,11 +52,19 @@ const (
 	// data: a new seed member restored from the snapshot, under a new etcd cluster ID, that
 	// the other members then join. Writes after the backup are lost.
 	RestoreFromBackup Action = "RestoreFromBackup"
+	// SnapshotSurvivor stores a snapshot of a member that still runs alone with its data
+	// in memory after a majority lost theirs, as a new EtcdBackup (Backup) of the cluster
+	// naming the member: a snapshot needs no quorum. The recovery then restores whichever
+	// of it and the newest backup holds the higher revision.
+	SnapshotSurvivor Action = "SnapshotSurvivor"
 )
 
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
 // waits for approval unless spec.recovery lets it run alone.
-func (a Action) Recovers() bool { return a == ForceNewCluster || a == RestoreFromBackup }
+// A snapshot of a survivor in memory is the first step of such a recovery, approved with it.
+func (a Action) Recovers() bool {
+	return a == ForceNewCluster || a == RestoreFromBackup || a == SnapshotSurvivor
+}
 
 // PreconditionKind names what must hold before a step starts.
 type PreconditionKind string
@@ -82,6 +90,9 @@ const (
 	// PreAllDataLost: every voter lost its data (or keeps it in memory, and a majority lost
 	// it), and the step's backup is the newest this cluster has.
 	PreAllDataLost PreconditionKind = "AllDataLost"
+	// PreSurvivorInMemory: a majority of voters lost their data, the member keeps its own
+	// in memory and answers, and a destination for its snapshot is known.
+	PreSurvivorInMemory PreconditionKind = "SurvivorInMemory"
 )
 
 // Precondition is what must hold before a step starts; the executor checks it against a
@@ -111,7 +122,8 @@ type Step struct {
 	// Version is the etcd version the member runs after the step.
 	// +optional
 	Version string `json:"version,omitempty"`
-	// Backup is the EtcdBackup a RestoreFromBackup step restores.
+	// Backup is the EtcdBackup a RestoreFromBackup step restores, or the one a
+	// SnapshotSurvivor step creates.
 	// +optional
 	Backup string `json:"backup,omitempty"`
 	// Precondition must hold before the step starts.
@@ -133,8 +145,11 @@ const (
 	// BlockSurvivorInMemory: a majority lost its data, and a member that keeps its data in
 	// memory still runs: a restore would lose its writes, and two clusters would serve.
 	BlockSurvivorInMemory BlockReason = "SurvivorInMemory"
-	BlockUnreachable      BlockReason = "EtcdUnreachable"
-	BlockMemberUnhealed   BlockReason = "MemberCannotBeReplaced"
+	// BlockSurvivorSnapshotFailed: the snapshot of such a member failed; the message says
+	// why and what to do.
+	BlockSurvivorSnapshotFailed BlockReason = "SurvivorSnapshotFailed"
+	BlockUnreachable            BlockReason = "EtcdUnreachable"
+	BlockMemberUnhealed         BlockReason = "MemberCannotBeReplaced"
 	// BlockDuplicateMember: two etcd members claim one member name, or a volume records
 	// another ID than etcd gives the name.
 	BlockDuplicateMember BlockReason = "DuplicateMember"

@@ -131,6 +131,13 @@ type EtcdBackupSpec struct {
 	// condition. Set on a backup that succeeded earlier, it drills that backup.
 	// +optional
 	Verify bool `json:"verify,omitempty"`
+	// Member is the etcd member ID (hex) to snapshot, whatever its view of the cluster:
+	// set by a recovery from quorum loss on the member that still runs with its data in
+	// memory (a snapshot needs no quorum). Empty reads a voter chosen on a member list
+	// read through a quorum.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="member is immutable: create a new EtcdBackup"
+	// +optional
+	Member string `json:"member,omitempty"`
 }
 
 // Contents is what a cluster held at a snapshot's revision, as etcd tells it.

@@ -55,6 +55,17 @@ func Source(v *planner.EtcdView) (planner.EtcdMember, error) {
 	return ok[0], nil
 }
 
+// Member is the member of that ID, once it answers: a backup that names its member (a
+// survivor of a lost quorum, alone) reads it on any view, since a snapshot needs no quorum.
+func Member(v *planner.EtcdView, id string) (planner.EtcdMember, error) {
+	for _, m := range v.Members {
+		if m.ID == id && m.Answering && m.Name != "" {
+			return m, nil
+		}
+	}
+	return planner.EtcdMember{}, fmt.Errorf("member %s does not answer", id)
+}
+
 // Key names a snapshot: its cluster, when it was taken, the revision and the backup's own
 // unique suffix, so no two backups share an object.
 func Key(namespace, cluster string, at time.Time, revision int64, unique string) string {

@@ -116,7 +116,8 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	return reconcile.Result{RequeueAfter: backupRetry}, nil
 }
 
-// take streams the snapshot: from a member chosen on etcd's own view, to the destination.
+// take streams the snapshot: from the member spec.member names, else from one chosen on
+// etcd's own view, to the destination.
 // running records that it starts.
 func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, running func() error) (*v1alpha1.Artifact, error) {
 	c := &v1alpha1.EtcdCluster{}
@@ -160,6 +161,9 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		return nil, &stepError{reason: "NoMemberAnswers", msg: err.Error()}
 	}
 	m, err := backup.Source(view)
+	if b.Spec.Member != "" {
+		m, err = backup.Member(view, b.Spec.Member)
+	}
 	if err != nil {
 		return nil, &stepError{reason: "NoMemberAnswers", msg: err.Error()}
 	}

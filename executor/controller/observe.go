@@ -30,6 +30,8 @@ type observation struct {
 	applied plan.Action
 	// defragNext is when spec.maintenance.defrag.schedule comes next (zero: no schedule).
 	defragNext time.Time
+	// snapshotTo is where a survivor's snapshot goes (Observed.SnapshotTo); nil for none.
+	snapshotTo *v1alpha1.BackupDestination
 }
 
 // clients keeps one etcd connection per cluster, re-pointed as member Pods move.
@@ -73,9 +75,10 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		return nil, err
 	}
 	o := &observation{
-		Observed: objs.Observed(c),
-		pods:     map[string]*corev1.Pod{},
-		pvcs:     map[string]*corev1.PersistentVolumeClaim{},
+		Observed:   objs.Observed(c),
+		pods:       map[string]*corev1.Pod{},
+		pvcs:       map[string]*corev1.PersistentVolumeClaim{},
+		snapshotTo: objs.SnapshotDestination(c.Status.ClusterID, c.Status.PreviousClusterID),
 	}
 	for i := range objs.Pods {
 		o.pods[objs.Pods[i].Name] = &objs.Pods[i]

@@ -44,11 +44,14 @@ func currentStep(rec *v1alpha1.PlanStatus) *plan.Step {
 func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.PlanStatus) string {
 	s := recoveryStep(rec)
 	approve := fmt.Sprintf("approve it with `kubectl etcd approve %s --plan %s`", c.Name, rec.ID)
+	if s.Action == plan.SnapshotSurvivor {
+		return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum, while %s still runs alone with its data in memory: "+
+			"plan %s stores its snapshot as EtcdBackup %s (this loses nothing), and the next plan, approved on its own, "+
+			"starts the cluster anew from whichever of that snapshot and the newest backup holds the higher revision; %s "+
+			"(see docs/backup-restore.md)", s.Member, rec.ID, s.Backup, approve)
+	}
 	if s.Action == plan.RestoreFromBackup {
-		from := "EtcdBackup " + s.Backup
-		if o.Backup != nil && o.Backup.Name == s.Backup {
-			from = o.Backup.String()
-		}
+		from := o.DescribeBackup(s.Backup)
 		stop := ""
 		for i := int(rec.Current); rec.Steps[i].Action == plan.StopMember; i++ {
 			stop += fmt.Sprintf("stops the Pod of %s, ", rec.Steps[i].Member)

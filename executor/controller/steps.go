@@ -93,6 +93,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.forceNewCluster(ctx, c, o, s)
 	case plan.RestoreFromBackup:
 		return r.restoreFromBackup(ctx, c, o, s)
+	case plan.SnapshotSurvivor:
+		return r.snapshotSurvivor(ctx, c, o, s)
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }

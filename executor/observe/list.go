@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,12 +21,13 @@ import (
 
 // Objects are a cluster's member Pods and volume claims, whether the claims' storage
 // classes allow volume expansion (a class that could not be read is missing), and the
-// cluster's EtcdBackups.
+// cluster's EtcdBackups and EtcdBackupSchedules.
 type Objects struct {
 	Pods       []corev1.Pod
 	PVCs       []corev1.PersistentVolumeClaim
 	Expandable map[string]bool
 	Backups    []v1alpha1.EtcdBackup
+	Schedules  []v1alpha1.EtcdBackupSchedule
 }
 
 // List reads a cluster's member Pods, volume claims and backups. Pods and claims are found
@@ -44,7 +47,65 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 		return o, fmt.Errorf("listing EtcdBackups: %w", err)
 	}
 	backups.Items = slices.DeleteFunc(backups.Items, func(b v1alpha1.EtcdBackup) bool { return b.Spec.ClusterRef.Name != c.Name })
-	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items), Backups: backups.Items}, nil
+	var schedules v1alpha1.EtcdBackupScheduleList
+	if err := r.List(ctx, &schedules, client.InNamespace(c.Namespace)); err != nil {
+		return o, fmt.Errorf("listing EtcdBackupSchedules: %w", err)
+	}
+	schedules.Items = slices.DeleteFunc(schedules.Items, func(s v1alpha1.EtcdBackupSchedule) bool { return s.Spec.ClusterRef.Name != c.Name })
+	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items), Backups: backups.Items,
+		Schedules: schedules.Items}, nil
+}
+
+// SnapshotDestination is where a recovery stores the snapshot of a member that still runs
+// alone with its data in memory: the destination of the cluster's newest successful
+// backup, else of its first backup schedule (by name); nil when neither is known.
+func (o Objects) SnapshotDestination(clusterIDs ...string) *v1alpha1.BackupDestination {
+	if b := newest(o.Backups, clusterIDs...); b != nil {
+		return &b.Spec.Destination
+	}
+	var first *v1alpha1.EtcdBackupSchedule
+	for i := range o.Schedules {
+		if s := &o.Schedules[i]; first == nil || s.Name < first.Name {
+			first = s
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return &first.Spec.Destination
+}
+
+// snapshots are the EtcdBackups of one named member, as the planner sees them: all that
+// have not succeeded, and those that succeeded of an etcd cluster with one of the IDs.
+func snapshots(backups []v1alpha1.EtcdBackup, clusterIDs ...string) []planner.MemberSnapshot {
+	var out []planner.MemberSnapshot
+	for i := range backups {
+		b := &backups[i]
+		if b.Spec.Member == "" {
+			continue
+		}
+		s := planner.MemberSnapshot{Backup: planner.Backup{Name: b.Name}, MemberID: b.Spec.Member, Phase: string(b.Status.Phase)}
+		if a := b.Status.Artifact; b.Status.Phase == v1alpha1.BackupSucceeded {
+			if !ofCluster(b, clusterIDs) {
+				continue
+			}
+			s.Backup, s.Member = *backupOf(b, nil), a.Member
+		}
+		if b.Status.Phase == v1alpha1.BackupFailed {
+			s.Message = conditionMessage(b)
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b planner.MemberSnapshot) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// conditionMessage is what the backup's Ready condition says.
+func conditionMessage(b *v1alpha1.EtcdBackup) string {
+	if c := apimeta.FindStatusCondition(b.Status.Conditions, "Ready"); c != nil {
+		return c.Message
+	}
+	return ""
 }
 
 // newestBackup is the backup a cluster that lost every voter's data starts anew from: the
@@ -53,8 +114,17 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 // found wrong. A drill that has not passed (not asked, running, or could not run) holds
 // nothing back: the plan says so and names the newest verified backup as the alternative.
 // A backup that does not record the ID it was taken from never counts: it may be of
-// another cluster of the same name.
+// another cluster of the same name. A member's snapshot (spec.member) is not one: the
+// planner weighs it apart (snapshots).
 func newestBackup(backups []v1alpha1.EtcdBackup, clusterIDs ...string) *planner.Backup {
+	if best := newest(backups, clusterIDs...); best != nil {
+		return backupOf(best, restorable(backups, clusterIDs...))
+	}
+	return nil
+}
+
+// newest is the newest of the restorable backups.
+func newest(backups []v1alpha1.EtcdBackup, clusterIDs ...string) *v1alpha1.EtcdBackup {
 	usable := restorable(backups, clusterIDs...)
 	var best *v1alpha1.EtcdBackup
 	for i := range usable {
@@ -62,18 +132,20 @@ func newestBackup(backups []v1alpha1.EtcdBackup, clusterIDs ...string) *planner.
 			best = &usable[i]
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	return backupOf(best, usable)
+	return best
+}
+
+// ofCluster: the backup records that it was taken of an etcd cluster with one of the IDs.
+func ofCluster(b *v1alpha1.EtcdBackup, clusterIDs []string) bool {
+	a := b.Status.Artifact
+	return a != nil && a.ClusterID != "" && slices.Contains(clusterIDs, a.ClusterID)
 }
 
 // restorable are the backups of the etcd clusters with the IDs that a recovery may
-// restore: succeeded, and no drill found them wrong.
+// restore: succeeded, no drill found them wrong, and not a member's snapshot.
 func restorable(backups []v1alpha1.EtcdBackup, clusterIDs ...string) []v1alpha1.EtcdBackup {
 	return slices.DeleteFunc(slices.Clone(backups), func(b v1alpha1.EtcdBackup) bool {
-		a := b.Status.Artifact
-		return b.Status.Phase != v1alpha1.BackupSucceeded || a == nil || a.ClusterID == "" || !slices.Contains(clusterIDs, a.ClusterID) || b.DrillFailed()
+		return b.Status.Phase != v1alpha1.BackupSucceeded || !ofCluster(&b, clusterIDs) || b.DrillFailed() || b.Spec.Member != ""
 	})
 }
 
@@ -153,6 +225,7 @@ func expandable(ctx context.Context, r client.Reader, pvcs []corev1.PersistentVo
 // Observed is what Kubernetes alone shows of the cluster: everything but etcd's view,
 // which the caller adds (from etcd itself, or from status with FromStatus).
 func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
+	ids := []string{c.Status.ClusterID, c.Status.PreviousClusterID}
 	return planner.Observed{
 		FormatVersion:   planner.ObservedFormatVersion,
 		ClusterID:       c.Status.ClusterID,
@@ -162,8 +235,18 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		DefragDue:       defragDue(c),
 		Recorded:        Recorded(c),
 		Members:         Members(o),
-		Backup:          newestBackup(o.Backups, c.Status.ClusterID, c.Status.PreviousClusterID),
+		Backup:          newestBackup(o.Backups, ids...),
+		SnapshotTo:      snapshotTo(o.SnapshotDestination(ids...)),
+		Snapshots:       snapshots(o.Backups, ids...),
 	}
+}
+
+// snapshotTo renders a destination for the planner; "" for none.
+func snapshotTo(d *v1alpha1.BackupDestination) string {
+	if d == nil {
+		return ""
+	}
+	return d.URI("")
 }
 
 // defragDue are the members scheduled defragmentation has still to do, from status.

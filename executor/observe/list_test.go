@@ -45,3 +45,38 @@ func TestRecoveryTakesTheNewestBackupNoDrillFoundWrong(t *testing.T) {
 	require.Equal(t, "EtcdBackup new (revision 99, taken 2027-01-15T07:00:00Z, not drilled)", got.String())
 	require.Equal(t, got, restoring([]v1alpha1.EtcdBackup{b("new", "c1", 1, "", "")}, "new"), "a restore under way reads as it was planned")
 }
+
+// A member's snapshot (spec.member) is weighed apart from the newest backup: the planner
+// sees it with its phase, and its destination is where the next one goes.
+func TestMemberSnapshotsAreSeenApart(t *testing.T) {
+	at := metav1.NewTime(time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC))
+	nightly := v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}}
+	nightly.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups", Prefix: "etcd"}
+	nightly.Status.Phase = v1alpha1.BackupSucceeded
+	nightly.Status.Artifact = &v1alpha1.Artifact{ClusterID: "c1", Revision: 42, TakenAt: at}
+	snap := v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "demo-0-survivor-1"}}
+	snap.Spec.Member = "1"
+	snap.Status.Phase = v1alpha1.BackupSucceeded
+	snap.Status.Artifact = &v1alpha1.Artifact{ClusterID: "c1", Member: "demo-0", Revision: 57, TakenAt: metav1.NewTime(at.Add(time.Hour))}
+	failed := v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "demo-4-survivor-5"}}
+	failed.Spec.Member, failed.Status.Phase = "5", v1alpha1.BackupFailed
+	failed.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Message: "store unavailable"}}
+	other := snap
+	other.Name, other.Status.Artifact = "of-another-cluster", &v1alpha1.Artifact{ClusterID: "c9", Revision: 99}
+
+	o := Objects{Backups: []v1alpha1.EtcdBackup{nightly, snap, failed, other}}
+	require.Equal(t, "nightly", newestBackup(o.Backups, "c1").Name, "a newer snapshot of a member is not the newest backup")
+	got := snapshots(o.Backups, "c1")
+	require.Len(t, got, 2)
+	require.Equal(t, "demo-0-survivor-1", got[0].Name)
+	require.Equal(t, int64(57), got[0].Revision)
+	require.Equal(t, "demo-0", got[0].Member)
+	require.Equal(t, "Failed", got[1].Phase)
+	require.Equal(t, "store unavailable", got[1].Message)
+	require.Equal(t, "s3://backups/etcd", snapshotTo(o.SnapshotDestination("c1")))
+
+	sched := v1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "hourly"}}
+	sched.Spec.Destination.GCS = &v1alpha1.GCSDestination{Bucket: "gbackups"}
+	require.Equal(t, "gs://gbackups/", snapshotTo(Objects{Schedules: []v1alpha1.EtcdBackupSchedule{sched}}.SnapshotDestination("c1")), "else the schedule's")
+	require.Equal(t, "", snapshotTo(Objects{}.SnapshotDestination("c1")), "none known")
+}

@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+// snapshotSurvivor has the snapshot of a member that still runs alone with its data in
+// memory stored: it creates the step's EtcdBackup, naming the member by ID (spec.member),
+// at the destination of the newest backup or the backup schedule, and the backup
+// reconciler takes it. A later look finds the backup it created and waits for it; the
+// plan goes on once it succeeded (a failure blocks the next plan, SurvivorSnapshotFailed).
+// No owner: the snapshot outlives the cluster, as any backup taken by hand.
+func (r *Reconciler) snapshotSurvivor(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	b := &v1alpha1.EtcdBackup{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Backup}, b)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.createSnapshot(ctx, c, o, s)
+	case err != nil:
+		return err
+	case b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID || b.Labels[resources.LabelManagedBy] != resources.ManagerName:
+		return nameTaken("EtcdBackup", s.Backup)
+	}
+	return waiting("waiting for EtcdBackup %s to store the snapshot of %s (phase %q): %s", b.Name, s.Member, b.Status.Phase, readyMessage(b))
+}
+
+func (r *Reconciler) createSnapshot(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	if o.snapshotTo == nil {
+		return &stepError{reason: "NoBackupDestination", msg: "the cluster has no successful backup and no EtcdBackupSchedule: " +
+			"no destination is known to store the snapshot of " + s.Member + " in"}
+	}
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s.Backup,
+		Labels: map[string]string{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}}}
+	b.Spec.ClusterRef, b.Spec.Destination, b.Spec.Member = v1alpha1.ClusterReference{Name: c.Name}, *o.snapshotTo.DeepCopy(), s.MemberID
+	if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating EtcdBackup %s: %w", s.Backup, err)
+	}
+	return nil
+}
+
+// readyMessage is what a backup's Ready condition says.
+func readyMessage(b *v1alpha1.EtcdBackup) string {
+	for _, cond := range b.Status.Conditions {
+		if cond.Type == "Ready" {
+			return cond.Message
+		}
+	}
+	return "not started yet"
+}

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// memorySurvivor is a cluster in memory whose demo-1 and demo-2 Pods are gone while demo-0
+// runs alone and answers, with a nightly backup at revision 42.
+func memorySurvivor(t *testing.T) *backupFixture {
+	f := newBackupFixture(t)
+	ctx := context.Background()
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory })
+	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
+		require.NoError(t, f.kube.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}))
+	}
+	for _, name := range []string{"demo-1", "demo-2"} {
+		require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}))
+	}
+	f.setView(func(v *planner.EtcdView) {
+		v.Linearizable, v.LeaderID = false, ""
+		for i := range v.Members {
+			v.Members[i].Leader, v.Members[i].Answering = "", i == 0
+		}
+	})
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
+	b.Spec.ClusterRef.Name = "demo"
+	b.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups", Prefix: "etcd"}
+	require.NoError(t, f.kube.Create(ctx, b))
+	b.Status.Phase = v1alpha1.BackupSucceeded
+	b.Status.Artifact = &v1alpha1.Artifact{URI: "s3://backups/etcd/nightly.db", Revision: 42, ClusterID: "c1", TakenAt: metav1.NewTime(f.now.Add(-time.Hour))}
+	require.NoError(t, f.kube.Status().Update(ctx, b))
+	return f
+}
+
+// In memory, a member that still runs alone after a majority's Pods went is snapshotted
+// first, once approved: the step creates one EtcdBackup naming the member by ID, at the
+// newest backup's destination, and finds it again on later looks; the backup reconciler
+// reads that member alone, without a quorum. The next plan restores the snapshot, whose
+// revision is higher than the nightly backup's, and says so.
+func TestSurvivorInMemoryIsSnapshottedBeforeTheRestore(t *testing.T) {
+	f := memorySurvivor(t)
+	ctx := context.Background()
+	c, _ := f.fixture.reconcile()
+	require.Nil(t, c.Status.Plan.Blocked)
+	s := c.Status.Plan.Steps[0]
+	require.Equal(t, plan.SnapshotSurvivor, s.Action)
+	require.Equal(t, "1", s.MemberID)
+	require.Equal(t, "demo-0-survivor-1", s.Backup)
+	require.Contains(t, s.Reason, "as EtcdBackup demo-0-survivor-1 at s3://backups/etcd (a snapshot")
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "stores its snapshot as EtcdBackup demo-0-survivor-1 (this loses nothing)")
+	snap := &v1alpha1.EtcdBackup{}
+	key := client.ObjectKey{Namespace: "ns", Name: "demo-0-survivor-1"}
+	require.True(t, apierrors.IsNotFound(f.kube.Get(ctx, key, snap)), "nothing happens before approval")
+
+	id := c.Status.Plan.ID
+	f.approve(id)
+	f.fixture.reconcile()
+	require.NoError(t, f.kube.Get(ctx, key, snap))
+	require.Equal(t, "1", snap.Spec.Member)
+	require.Equal(t, "demo", snap.Spec.ClusterRef.Name)
+	require.Equal(t, "backups", snap.Spec.Destination.S3.Bucket)
+	require.Equal(t, "etcd", snap.Spec.Destination.S3.Prefix, "the newest backup's destination")
+	c, _ = f.fixture.reconcile() // the step finds the backup it created, and waits for it
+	require.Equal(t, id, c.Status.Plan.ID)
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "waiting for EtcdBackup demo-0-survivor-1 to store the snapshot of demo-0")
+	var list v1alpha1.EtcdBackupList
+	require.NoError(t, f.kube.List(ctx, &list))
+	require.Len(t, list.Items, 2, "one snapshot, whatever the looks")
+
+	_, err := f.br.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	require.NoError(t, err)
+	require.NoError(t, f.kube.Get(ctx, key, snap))
+	require.Equal(t, v1alpha1.BackupSucceeded, snap.Status.Phase, "read without a quorum: %v", snap.Status.Conditions)
+	require.Equal(t, "demo-0", snap.Status.Artifact.Member)
+	require.Equal(t, int64(4711), snap.Status.Artifact.Revision)
+	require.Equal(t, "c1", snap.Status.Artifact.ClusterID)
+
+	c, _ = f.fixture.reconcile()
+	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase, "the snapshot's plan is done")
+	steps := c.Status.Plan.Steps
+	require.Equal(t, []plan.Action{plan.StopMember, plan.RestoreFromBackup}, []plan.Action{steps[0].Action, steps[1].Action})
+	require.Equal(t, "demo-0-survivor-1", steps[1].Backup)
+	require.Contains(t, steps[1].Reason, "demo-0-survivor-1, the snapshot of demo-0 taken while it ran alone with its data in memory, "+
+		"holds a higher revision than the newest backup, EtcdBackup nightly (revision 42")
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase, "the restore is approved on its own")
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "starts the cluster anew from EtcdBackup demo-0-survivor-1 (revision 4711")
+}
+
+// A snapshot that failed blocks the recovery, saying why and what to do.
+func TestSurvivorSnapshotFailedBlocks(t *testing.T) {
+	f := memorySurvivor(t)
+	ctx := context.Background()
+	c, _ := f.fixture.reconcile()
+	f.approve(c.Status.Plan.ID)
+	f.fixture.reconcile()
+	snap := &v1alpha1.EtcdBackup{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0-survivor-1"}, snap))
+	fail(snap, "DeadlineExceeded", "no snapshot stored within 10m0s; last: store unavailable")
+	require.NoError(t, f.kube.Status().Update(ctx, snap))
+	c, _ = f.fixture.reconcile()
+	require.Equal(t, plan.BlockSurvivorSnapshotFailed, c.Status.Plan.Blocked.Reason)
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "no snapshot stored within 10m0s; last: store unavailable")
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "`kubectl delete etcdbackup demo-0-survivor-1`")
+}
