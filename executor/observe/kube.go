@@ -165,8 +165,10 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 	if len(c.Status.Members) == 0 {
 		return nil
 	}
-	// Status records what the operator last read; it re-reads etcd before it acts.
-	v := &planner.EtcdView{ClusterID: c.Status.ClusterID, ClusterVersion: c.Status.ClusterVersion, Linearizable: true}
+	// Status records what the operator last read; it re-reads etcd before it acts. Its
+	// membership was read through a quorum, but its health is of the last look, and a look
+	// that found no leader read nothing through a quorum: the view is then stale.
+	v := &planner.EtcdView{ClusterID: c.Status.ClusterID, ClusterVersion: c.Status.ClusterVersion}
 	for _, m := range c.Status.Members {
 		if m.ID == "" {
 			continue
@@ -174,7 +176,7 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{resources.PeerURL(c, m.Name)},
 			Learner: m.Role == v1alpha1.RoleLearner, Answering: m.Healthy, Silent: m.Silent, Version: m.Version, DBSize: m.DBSize})
 		if m.Leader {
-			v.LeaderID = m.ID
+			v.LeaderID, v.Linearizable = m.ID, true
 		}
 	}
 	for i := range v.Members {

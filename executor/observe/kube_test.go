@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
@@ -49,4 +50,21 @@ func TestPreflightOutcome(t *testing.T) {
 			require.Equal(t, tt.preflErr, ms[0].Pod.PreflightError)
 		})
 	}
+}
+
+// The view the CLI reads from status is as fresh as the operator's last look: a look that
+// found no leader read nothing through a quorum, so plans made on it are of a stale view.
+func TestViewFromStatusIsStaleWithoutALeader(t *testing.T) {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns"}}
+	c.Status.ClusterID = "c1"
+	c.Status.Members = []v1alpha1.MemberStatus{{Name: "demo-0", ID: "1", Role: v1alpha1.RoleVoter, Healthy: true},
+		{Name: "demo-1", ID: "2", Role: v1alpha1.RoleVoter}, {Name: "demo-2", ID: "3", Role: v1alpha1.RoleVoter}}
+	v := FromStatus(c)
+	require.False(t, v.Linearizable, "no member knew a leader at the last look")
+	require.Len(t, v.Members, 3)
+
+	c.Status.Members[0].Leader = true
+	v = FromStatus(c)
+	require.True(t, v.Linearizable)
+	require.Equal(t, "1", v.LeaderID)
 }
