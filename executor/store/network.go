@@ -22,8 +22,12 @@ func transport() *http.Transport {
 	return t
 }
 
-// bound sets the bounds above on a transport.
+// bound sets the bounds above on a transport. An upload asks first whether the store takes
+// its body (Expect: 100-continue, which the S3 client sends for parts): a store that is full
+// answers so at once, and a client that sent the body anyway would see the connection
+// reset instead of that answer. A loaded store gets as long to say as to connect.
 func bound(t *http.Transport) {
 	t.DialContext = (&net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = 2 * DialTimeout
+	t.ExpectContinueTimeout = DialTimeout
 }
