@@ -68,7 +68,9 @@ func TestMemorySurvivorIsSnapshottedAndRestoredAlone(t *testing.T) {
 	// Both at once, with no grace: the operator sees a majority gone in one look.
 	deleted := make(chan error, 2)
 	for _, name := range []string{"demo-1", "demo-2"} {
-		go func() { deleted <- env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, name)}, client.GracePeriodSeconds(0)) }()
+		go func() {
+			deleted <- env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, name)}, client.GracePeriodSeconds(0))
+		}()
 	}
 	require.NoError(t, <-deleted)
 	require.NoError(t, <-deleted)
