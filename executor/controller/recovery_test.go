@@ -110,7 +110,7 @@ func TestForcedRecoveryRetainsTheOtherSurvivors(t *testing.T) {
 	// demo-1 runs alone: demo-0 leaves with the others; its Pod goes, its claim stays.
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-1"}, pod))
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.1",
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	require.NoError(t, f.kube.Status().Update(ctx, pod))
 	f.setView(func(v *planner.EtcdView) {
@@ -346,7 +346,7 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	require.Equal(t, "c1", c.Status.PreviousClusterID)
 	seed := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-4"}, seed))
-	seed.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.4",
+	seed.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.4",
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	require.NoError(t, f.kube.Status().Update(ctx, seed))
 

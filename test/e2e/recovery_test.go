@@ -140,7 +140,7 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	stalled := condition(c, fluxmeta.StalledCondition)
 	require.NotNil(t, stalled)
 	require.Equal(t, "QuorumLost", stalled.Reason)
-	require.Contains(t, stalled.Message, "restarts demo-0 (raft index ")
+	require.Contains(t, stalled.Message, "restarts demo-0 (raft term ")
 	var pod corev1.Pod
 	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &pod))
 	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster, "nothing runs before approval")
