@@ -108,8 +108,9 @@ func newModel(d Desired, o Observed) *model {
 	if o.Etcd != nil {
 		m.linearizable, m.clusterVersion = o.Etcd.Linearizable, o.Etcd.ClusterVersion
 		m.alarms, m.historyCompacted = slices.SortedFunc(slices.Values(o.Etcd.Alarms), Alarm.Compare), o.Etcd.HistoryCompacted
+		joined := joinedIDs(o)
 		for _, em := range o.Etcd.Members {
-			name, problem := m.identify(d, em, byName)
+			name, problem := m.identify(d, em, byName, joined)
 			if problem != nil {
 				m.block(problem)
 				continue
@@ -207,11 +208,28 @@ func newModel(d Desired, o Observed) *model {
 	return m
 }
 
+// joinedIDs are the member IDs, by ID, of the members the operator knows joined: recorded in
+// status or on their claims.
+func joinedIDs(o Observed) map[string]string {
+	out := map[string]string{}
+	for _, r := range o.Recorded {
+		out[r.ID] = r.Name
+	}
+	for _, k := range o.Members {
+		if k.PVC != nil && k.PVC.MemberID != "" {
+			out[k.PVC.MemberID] = k.Name
+		}
+	}
+	return out
+}
+
 // identify names an etcd member by its peer URL. It returns a blocker for a member the
 // operator must not act on: one whose peer URL is not of this cluster's form, one whose
 // name does not match its peer URL, one that claims a name another member has, and a voter
-// that never started (the operator adds members as learners only).
-func (m *model) identify(d Desired, em EtcdMember, seen map[string]*member) (string, *plan.Blocker) {
+// that never started (the operator adds members as learners only). A learner the operator
+// added and promoted can be a voter before it publishes its name (a restored cluster's log
+// is short, so a learner is in sync at once): its ID, joined under its name, makes it ours.
+func (m *model) identify(d Desired, em EtcdMember, seen map[string]*member, joined map[string]string) (string, *plan.Blocker) {
 	name := ManagedName(d.Name, d.Namespace, em.PeerURLs)
 	what := fmt.Sprintf("etcd member %s (name %q, peer URLs %s)", em.ID, em.Name, strings.Join(em.PeerURLs, ","))
 	switch {
@@ -224,7 +242,7 @@ func (m *model) identify(d Desired, em EtcdMember, seen map[string]*member) (str
 		return "", &plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
 			"%s and etcd member %s both claim the name %s: the operator acts on one member per name; remove the one that does not belong with `etcdctl member remove ID`",
 			what, seen[name].id, name)}
-	case !em.Learner && !em.Started():
+	case !em.Learner && !em.Started() && joined[em.ID] != name:
 		return "", &plan.Blocker{Reason: plan.BlockForeignMember, Message: fmt.Sprintf(
 			"%s was added as a voter and never started; the operator adds members as learners only: "+
 				"remove it with `etcdctl member remove %s` (it holds no data), and the operator adds it back as a learner if the spec wants it", what, em.ID)}

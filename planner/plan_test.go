@@ -3,6 +3,7 @@ package planner
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -467,6 +468,32 @@ func TestMembersTheOperatorDoesNotManageBlock(t *testing.T) {
 			require.False(t, ok, "no step runs while the membership cannot be trusted")
 		})
 	}
+}
+
+// A learner the operator added and promoted can be a voter before it publishes its name (a
+// restored cluster's log is short: a new learner is in sync at once). Its ID, recorded as
+// joined under that name, makes it the operator's member, not a voter added by hand.
+func TestPromotedBeforeItPublishedItsName(t *testing.T) {
+	c := cluster(4, "3.6.16")
+	w := running(c, 4, "3.6.16")
+	o := w.observe()
+	for i, em := range o.Etcd.Members {
+		if em.Name == "demo-3" {
+			o.Etcd.Members[i] = EtcdMember{ID: em.ID, PeerURLs: em.PeerURLs}
+		}
+	}
+	p := Plan(c, o)
+	require.Nil(t, p.Blocked, "%v", summary(p))
+
+	for i := range o.Members { // a voter of that name whose ID the operator never saw join
+		if o.Members[i].Name == "demo-3" {
+			o.Members[i].PVC.MemberID = "f9"
+		}
+	}
+	o.Recorded = slices.DeleteFunc(o.Recorded, func(r RecordedMember) bool { return r.Name == "demo-3" })
+	p = Plan(c, o)
+	require.NotNil(t, p.Blocked)
+	require.Contains(t, p.Blocked.Message, "never started")
 }
 
 // A claim that records a member ID is deleted only once a linearizable list shows that ID
