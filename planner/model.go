@@ -33,6 +33,7 @@ type member struct {
 	seed         bool
 	dataLost     bool
 	preflightErr string // its last Pod's preflight check could not read its data: down, not lost
+	podEnded     bool   // its Pod ended and is still there (kept for its logs, or for a person)
 	pvc          bool
 	pvcDeleting  bool
 	forcing      bool    // chosen to restart alone with --force-new-cluster (marked on its claim)
@@ -132,7 +133,7 @@ func newModel(d Desired, o Observed) *model {
 	for _, k := range o.Members {
 		mm := get(k.Name)
 		if k.Pod != nil {
-			mm.dataLost, mm.preflightErr = k.Pod.DataLost, k.Pod.PreflightError
+			mm.dataLost, mm.preflightErr, mm.podEnded = k.Pod.DataLost, k.Pod.PreflightError, k.Pod.Failed
 			if !k.Pod.Failed { // an ended Pod is replaced, as if it were gone
 				mm.pod, mm.running, mm.podDeleting, mm.seed = true, k.Pod.Running, k.Pod.Deleting, k.Pod.Seed
 				mm.configHash, mm.configFields, mm.restoring = k.Pod.ConfigHash, k.Pod.ConfigFields, k.Pod.Restoring

@@ -140,13 +140,14 @@ func replaceLostMember(m *model, d Desired) (plan.Step, bool) {
 // deleteLeftovers deletes the Pods and volumes of members etcd no longer knows. Only a
 // linearizable member list can say a member is gone: one member's own view may be stale
 // and miss members that joined since. A retained claim (its member left in a forced
-// recovery while holding data) is never deleted: only its Pod goes.
+// recovery while holding data) is never deleted: only its Pod goes, even an ended one (kept
+// while the member was one, for a person to read).
 func deleteLeftovers(m *model, d Desired) (plan.Step, bool) {
 	if !m.linearizable || !m.bootstrapped {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
-		if !mm.inEtcd && ((mm.pod && !mm.podDeleting) || (mm.pvc && !mm.pvcDeleting && !mm.retained)) {
+		if !mm.inEtcd && ((mm.pod && !mm.podDeleting) || (mm.retained && mm.podEnded) || (mm.pvc && !mm.pvcDeleting && !mm.retained)) {
 			s := step(plan.DeleteMember, mm, plan.PreMemberGone, "member %s is not in etcd's membership", mm.name)
 			if mm.retained {
 				s.Reason = fmt.Sprintf("member %s left etcd's membership in a recovery: its Pod goes, its volume claim is kept (retained)", mm.name)
