@@ -110,6 +110,8 @@ func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 				"learner %s did not catch up within the progress deadline; it is removed, and a new member joins in its place", mm.name), true
 		case voters >= d.Replicas+temporaryVoters(m, d):
 			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
+		case d.Memory && mm.podDeleting && mm.started:
+			continue // its data goes with its Pod: once that is gone it is lost, and removed
 		case needsPod(mm):
 			s := step(plan.StartMember, mm, plan.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)%s", mm.name, d.Replicas, voters, preflightFailed(mm))
 			s.Version = d.Version
