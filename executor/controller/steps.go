@@ -167,7 +167,7 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if p.DeletionTimestamp != nil {
 			return r.podGoing(ctx, p)
 		}
-		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		if podEnded(p) {
 			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s))); seed && why != "" {
 				return &stepError{reason: "RestoreFailed", msg: why}
 			}
@@ -491,7 +491,7 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
 		}
-		ended := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+		ended := podEnded(p)
 		if p.Annotations[resources.AnnotationForceNewCluster] == s.MemberID && !ended && p.DeletionTimestamp == nil {
 			return nil // it runs alone, or starts to
 		}
