@@ -404,6 +404,10 @@ type EtcdClusterStatus struct {
 	// (spec.bootstrap.restore), as a URI.
 	// +optional
 	RestoredFrom string `json:"restoredFrom,omitempty"`
+	// LastRecovery is the last recovery from quorum loss the operator started, and what came
+	// of it. It is recorded when its step takes effect, whatever becomes of its plan.
+	// +optional
+	LastRecovery *RecoveryStatus `json:"lastRecovery,omitempty"`
 	// ClusterVersion is etcd's cluster version (major.minor.0).
 	// +optional
 	ClusterVersion string `json:"clusterVersion,omitempty"`
@@ -444,6 +448,31 @@ type EtcdClusterStatus struct {
 	// LastHandledReconcileAt is the last reconcile.fluxcd.io/requestedAt value handled.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// RecoveryStatus is a recovery from quorum loss: a survivor restarted alone
+// (ForceNewCluster) or a new cluster restored from a backup on a seed (RestoreFromBackup).
+type RecoveryStatus struct {
+	// Plan is the ID of the plan whose step started it.
+	Plan string `json:"plan"`
+	// Action is ForceNewCluster or RestoreFromBackup.
+	Action string `json:"action"`
+	// Member is the survivor restarted alone, or the seed restored.
+	Member string `json:"member"`
+	// Backup is the EtcdBackup a restore started from.
+	// +optional
+	Backup string `json:"backup,omitempty"`
+	// FromClusterID is the cluster ID when it started.
+	// +optional
+	FromClusterID string `json:"fromClusterID,omitempty"`
+	// StartedAt is when its effect was applied.
+	StartedAt *Instant `json:"startedAt"`
+	// FinishedAt is when the cluster it started first answered through a quorum.
+	// +optional
+	FinishedAt *Instant `json:"finishedAt,omitempty"`
+	// ClusterID is the cluster ID it answered with then (new after a restore).
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
 }
 
 // DefragStatus is the progress of spec.maintenance.defrag.schedule.

@@ -227,6 +227,7 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 		return nil, plan.Plan{}, err
 	}
 	recordObserved(c, o)
+	r.recoveryFinished(c, o, r.now())
 	o.defragNext = r.scheduleDefrag(c, o)
 	fresh := planner.Plan(observe.Desired(c), o.Observed)
 	c.Status.Warnings = fresh.Warnings
@@ -268,8 +269,9 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 				r.stepFinished(c, rec, i, now)
 			}
 			rec.Current = int32(max(k, int(rec.Current)))
-			r.event(c, corev1.EventTypeNormal, "PlanSuperseded", "plan %s superseded: the cluster or its spec changed", rec.ID)
-			finish(st, rec, v1alpha1.PlanSuperseded, "the cluster or its spec changed", now)
+			why := supersededWhy(rec)
+			r.event(c, corev1.EventTypeNormal, "PlanSuperseded", "plan %s superseded: %s", rec.ID, why)
+			finish(st, rec, v1alpha1.PlanSuperseded, why, now)
 		}
 	} else if rec != nil && (fresh.Blocked == nil || *fresh.Blocked != *rec.Blocked) {
 		finish(st, rec, v1alpha1.PlanBlocked, "", now)
@@ -363,6 +365,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	reason := "ProgressDeadlineExceeded"
 	ok, why := planner.Check(observe.Desired(c), s, o.Observed)
 	if ok {
+		from := c.Status.ClusterID // a restore forgets it
 		err := r.apply(ctx, c, o, s)
 		if r.AfterEffect != nil {
 			r.AfterEffect(rec.ID, i)
@@ -370,6 +373,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		var se *stepError
 		switch {
 		case err == nil:
+			r.recoveryStarted(c, rec.ID, s, from, now)
 			o.applied = s.Action
 			why, pr.Errors = "applied; waiting for the cluster to show it", 0
 			if pr.AppliedAt == nil {

@@ -172,12 +172,21 @@ func (f *fixture) learnerAdded(v *planner.EtcdView) {
 
 func (f *fixture) warnings() []string {
 	var out []string
+	for _, e := range f.drain() {
+		if strings.HasPrefix(e, corev1.EventTypeWarning) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// drain returns the events recorded since the last drain, as "Type Reason message".
+func (f *fixture) drain() []string {
+	var out []string
 	for {
 		select {
 		case e := <-f.events.Events:
-			if strings.HasPrefix(e, corev1.EventTypeWarning) {
-				out = append(out, e)
-			}
+			out = append(out, e)
 		default:
 			return out
 		}

@@ -372,3 +372,48 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	require.Equal(t, "c2", c.Status.ClusterID)
 	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[1].State)
 }
+
+// A restore whose plan is superseded after its step took effect stays on record: history
+// names the step it stopped at, status.lastRecovery holds the recovery from its start, and
+// once the seed answers through a quorum it is finished there with the new cluster ID.
+func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
+	f, backup := totalLoss(t)
+	ctx := context.Background()
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	c, _ := f.reconcile()
+	id := c.Status.Plan.ID
+	f.approve(id)
+	c, _ = f.reconcile()
+	require.Empty(t, c.Status.ClusterID, "the restore took effect")
+	l := c.Status.LastRecovery
+	require.NotNil(t, l)
+	require.Equal(t, v1alpha1.RecoveryStatus{Plan: id, Action: "RestoreFromBackup", Member: "demo-3", Backup: "nightly", FromClusterID: "c1",
+		StartedAt: v1alpha1.At(f.now)}, *l)
+	require.Contains(t, strings.Join(f.drain(), "\n"), "Warning RecoveryStarted recovery from quorum loss (plan "+id+"): a new cluster restored from EtcdBackup nightly on seed demo-3")
+
+	f.now = f.now.Add(time.Second)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	c, _ = f.reconcile()
+	require.NotEqual(t, id, c.Status.Plan.ID)
+	h := c.Status.History[0]
+	require.Equal(t, v1alpha1.PlanSuperseded, h.Phase)
+	require.Contains(t, h.Message, "after step 1/")
+	require.Contains(t, h.Message, " RestoreFromBackup demo-3 was applied, before its effect showed")
+	require.Equal(t, id, c.Status.LastRecovery.Plan, "the same recovery, whichever plan goes on with it")
+	require.Nil(t, c.Status.LastRecovery.FinishedAt)
+
+	pod := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.3",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
+		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
+	f.now = f.now.Add(2 * time.Second)
+	c, _ = f.reconcile()
+	l = c.Status.LastRecovery
+	require.Equal(t, "c2", l.ClusterID)
+	require.Equal(t, v1alpha1.At(f.now), l.FinishedAt)
+	require.Contains(t, strings.Join(f.drain(), "\n"), "Normal Recovered recovery from quorum loss (plan "+id+"): a new cluster restored from EtcdBackup nightly on seed demo-3: "+
+		"it answers through a quorum as cluster c2, 3s after it started")
+}
