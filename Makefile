@@ -72,12 +72,15 @@ fuzz:
 # chaos runs randomized schedules of operations and faults on the local stack, seeds 1 to
 # SEEDS (or CHAOS_SEEDS=a,b,c), checking the clients' history for linearizability; make test
 # runs seeds 1 and 2 after the other tests. Then NODE_SEEDS seeds run one at a time with
-# nodes stopped among the faults. Reports go to .stack/chaos.
+# nodes stopped among the faults, and QL_SEEDS seeds of quorum loss (two members' volumes
+# wiped, or all three) recovered automatically. Reports go to .stack/chaos.
 SEEDS ?= 20
 NODE_SEEDS ?= 101,102,103
+QL_SEEDS ?= 10
 chaos: build $(TEST_DEPS)
 	CHAOS_SEEDS=$${CHAOS_SEEDS:-$(SEEDS)} $(GO) test -count=1 -timeout 120m -parallel 4 -run '^TestChaos$$' -v ./test/e2e/
 	CHAOS_SEEDS=$(NODE_SEEDS) CHAOS_NODE_STOPS=1 $(GO) test -count=1 -timeout 60m -parallel 1 -run '^TestChaos$$' -v ./test/e2e/
+	CHAOS_SEEDS=$(QL_SEEDS) $(GO) test -count=1 -timeout 60m -parallel 4 -run '^TestChaosQuorumLoss$$' -v ./test/e2e/
 
 # bench prints the planner's speed and allocations (plans of 1 to 9 members, cold and
 # converged), then measures each scenario on the local stack against

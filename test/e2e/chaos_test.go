@@ -221,8 +221,6 @@ func (r *chaosRun) ignore(err error) {
 func (r *chaosRun) verdict(seed uint64, history []porcupine.Operation, gaps []quorumGap) {
 	model := kvModel.ToModel()
 	result, info := porcupine.CheckOperationsVerbose(model, history, 2*time.Minute)
-	dir := filepath.Join(env.root, ".stack", "chaos")
-	require.NoError(r.t, os.MkdirAll(dir, 0o755))
 	var unexplained []quorumGap
 	for _, g := range gaps {
 		if !r.explained(g) {
@@ -234,16 +232,24 @@ func (r *chaosRun) verdict(seed uint64, history []porcupine.Operation, gaps []qu
 		"linearizable": string(result), "quorumGaps": gaps, "unexplainedQuorumGaps": unexplained,
 		"operatorRestarts": r.op.Restarts(), "duration": time.Since(r.start).Round(time.Second).String(),
 	}
-	data, _ := json.MarshalIndent(report, "", "  ")
-	path := filepath.Join(dir, fmt.Sprintf("seed-%d.json", seed))
-	require.NoError(r.t, os.WriteFile(path, append(data, '\n'), 0o644))
+	path := r.report(fmt.Sprintf("seed-%d", seed), report)
 	r.t.Logf("seed %d: %d operations, %s, %d quorum gaps (%d unexplained); report %s", seed, len(history), result, len(gaps), len(unexplained), path)
 	if result != porcupine.Ok {
-		html := filepath.Join(dir, fmt.Sprintf("seed-%d.html", seed))
+		html := filepath.Join(filepath.Dir(path), fmt.Sprintf("seed-%d.html", seed))
 		_ = porcupine.VisualizePath(model, info, html)
 		r.t.Errorf("seed %d: the clients' history is %s (visualisation: %s)", seed, result, html)
 	}
 	require.Empty(r.t, unexplained, "seed %d: quorum was lost with no fault to explain it", seed)
+}
+
+// report writes a run's report as .stack/chaos/<name>.json and returns its path.
+func (r *chaosRun) report(name string, report map[string]any) string {
+	dir := filepath.Join(env.root, ".stack", "chaos")
+	require.NoError(r.t, os.MkdirAll(dir, 0o755))
+	data, _ := json.MarshalIndent(report, "", "  ")
+	path := filepath.Join(dir, name+".json")
+	require.NoError(r.t, os.WriteFile(path, append(data, '\n'), 0o644))
+	return path
 }
 
 // explained: a gap in quorum that starts within 30 s of an injected fault may be the fault's

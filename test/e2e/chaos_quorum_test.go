@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// TestChaosQuorumLoss runs, per seed (CHAOS_SEEDS, as for TestChaos), two quorum losses
+// of a three-member cluster whose recovery is automatic, while a client writes: in
+// "survivor", two members' volumes are wiped and their Pods deleted, and the cluster
+// recovers from the third; in "backup", all three are, and it recovers from its backup.
+// The seed draws which members, the order and gaps between the wipes, how the Pods go
+// (graceful or not) and whether the operator is killed during the recovery. Checks: at
+// every look (every 100 ms) at most one etcd cluster answers behind the client Service; the
+// cluster comes back with three voters, none of the wiped members; every write acknowledged
+// at or below the revision it came back with is there, with its value.
+func TestChaosQuorumLoss(t *testing.T) {
+	for _, seed := range chaosSeeds(t) {
+		for _, variant := range []string{"survivor", "backup"} {
+			t.Run(fmt.Sprintf("%s-seed-%d", variant, seed), func(t *testing.T) {
+				t.Parallel()
+				runQuorumLoss(t, seed, variant == "backup")
+			})
+		}
+	}
+}
+
+func runQuorumLoss(t *testing.T, seed uint64, all bool) {
+	r := &chaosRun{t: t, ns: namespace(t), rng: rand.New(rand.NewPCG(seed, 0x71756f72)), start: time.Now()}
+	r.op = startOperator(t, r.ns)
+	createClaim(t, r.ns, "backups")
+	before := createReady(t, r.ns, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+	})
+	w := startRevWriter(t, r.ns, "demo")
+	time.Sleep(time.Duration(1000+r.rng.IntN(2000)) * time.Millisecond)
+	createBackup(t, r.ns, "nightly", claimDest("backups"))
+	backup := waitBackup(t, r.ns, "nightly", v1alpha1.BackupSucceeded)
+	r.log("backup at revision %d", backup.Status.Artifact.Revision)
+	time.Sleep(time.Duration(r.rng.IntN(3000)) * time.Millisecond)
+
+	looks := watchClusterIDs(t, r.ns, "demo")
+	wiped := r.wipeMajority(all)
+	acked := w.stop()
+	r.log("%d writes acknowledged", len(acked))
+	c := waitFor(t, r.ns, "demo", 5*time.Minute, "three voters again, none of the wiped members", func(c *v1alpha1.EtcdCluster) bool {
+		return ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
+			return slices.Contains(wiped, m.Name)
+		})
+	})
+	r.log("recovered: cluster %s, restored from %q", c.Status.ClusterID, c.Status.RestoredFrom)
+	looks.stop()
+	seen := looks.verdict(t)
+	if all {
+		require.Equal(t, backup.Status.Artifact.URI, c.Status.RestoredFrom, "restored from the backup")
+		require.NotEqual(t, before.Status.ClusterID, c.Status.ClusterID)
+		require.GreaterOrEqual(t, historyIndex(c, "RestoreFromBackup", true), 0, "a restore that succeeded: %+v", c.Status.History)
+	} else {
+		require.Equal(t, before.Status.ClusterID, c.Status.ClusterID, "the survivor's cluster goes on")
+		require.GreaterOrEqual(t, historyIndex(c, "ForceNewCluster", true), 0, "a forced restart that succeeded: %+v", c.Status.History)
+	}
+	require.Len(t, checkMembership(t, r.ns, "demo").Members, 3)
+	rev, lost := checkAcked(t, r.ns, acked)
+	if all {
+		b := backup.Status.Artifact.Revision
+		require.LessOrEqual(t, rev, b, "no write after the backup's revision")
+		for k, at := range lost {
+			require.Greater(t, at, b, "write %s, acknowledged at revision %d, is below the backup's revision %d but lost", k, at, b)
+		}
+	}
+	r.log("cluster IDs behind the Service, in turn: %v (%d looks); every write acknowledged up to revision %d is there, %d after it lost", seen, looks.n, rev, len(lost))
+	name := fmt.Sprintf("quorum-loss-survivor-seed-%d", seed)
+	if all {
+		name = fmt.Sprintf("quorum-loss-backup-seed-%d", seed)
+	}
+	r.report(name, map[string]any{"seed": seed, "namespace": r.ns, "events": r.events, "acknowledged": len(acked), "lostAbove": len(lost),
+		"revision": rev, "clusterIDs": seen, "looks": looks.n, "history": c.Status.History, "duration": time.Since(r.start).Round(time.Second).String()})
+}
+
+// wipeMajority wipes the volumes of two members (all three with all) and deletes their
+// Pods, in the order and with the gaps and grace the seed draws; it may kill the operator
+// in the middle. It returns the members wiped.
+func (r *chaosRun) wipeMajority(all bool) []string {
+	ctx := context.Background()
+	members := []string{"demo-0", "demo-1", "demo-2"}
+	r.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+	if !all {
+		members = members[:2]
+	}
+	killAt := -1
+	if r.rng.IntN(2) == 0 {
+		killAt = r.rng.IntN(len(members) + 1)
+	}
+	for i, m := range members {
+		if i == killAt {
+			r.log("fault: kill the operator")
+			r.op.kill()
+		}
+		grace := []client.DeleteOption{}
+		if r.rng.IntN(2) == 0 {
+			grace = append(grace, client.GracePeriodSeconds(0))
+		}
+		r.log("wipe the volume of %s and delete its Pod (%d options)", m, len(grace))
+		require.NoError(r.t, env.stack.WipePVC(ctx, r.ns, m))
+		require.NoError(r.t, client.IgnoreNotFound(env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(r.ns, m)}, grace...)))
+		time.Sleep(time.Duration(r.rng.IntN(2000)) * time.Millisecond)
+	}
+	if killAt == len(members) {
+		time.Sleep(time.Duration(r.rng.IntN(5000)) * time.Millisecond)
+		r.log("fault: kill the operator")
+		r.op.kill()
+	}
+	return members
+}
+
+// revWriter puts keys until stopped and remembers, for each write etcd acknowledged, the
+// revision it was written at.
+type revWriter struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	acked  map[string]int64
+}
+
+func startRevWriter(t *testing.T, ns, cluster string) *revWriter {
+	t.Helper()
+	id := get(t, ns, cluster).Status.ClusterID
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &revWriter{cancel: cancel, done: make(chan struct{}), acked: map[string]int64{}}
+	go func() {
+		defer close(w.done)
+		defer cli.Close()
+		for i := 0; ctx.Err() == nil; i++ {
+			key := fmt.Sprintf("/chaos/%06d", i)
+			wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+			resp, err := cli.Put(wctx, key, key)
+			wcancel()
+			if err == nil && sameCluster(resp.Header, id) == nil {
+				w.mu.Lock()
+				w.acked[key] = resp.Header.Revision
+				w.mu.Unlock()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *revWriter) stop() map[string]int64 {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked
+}
+
+// checkAcked reads the keys the writer wrote from the cluster and returns the highest
+// revision among them, and the acknowledged writes above it (lost): every write
+// acknowledged at or below it must be there (a recovery may lose only a suffix of the
+// history, never a write in the middle).
+func checkAcked(t *testing.T, ns string, acked map[string]int64) (int64, map[string]int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := etcdClient(t, endpoints(t, ns, "demo")).Get(ctx, "/chaos/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	have := map[string]int64{}
+	var top int64
+	for _, kv := range resp.Kvs {
+		have[string(kv.Key)] = kv.ModRevision
+		top = max(top, kv.ModRevision)
+	}
+	lost := map[string]int64{}
+	for k, rev := range acked {
+		if rev > top {
+			lost[k] = rev
+			continue
+		}
+		require.Equal(t, rev, have[k], "write %s, acknowledged at revision %d, at or below the revision %d the cluster came back with", k, rev, top)
+	}
+	require.NotEmpty(t, have, "no acknowledged write survived")
+	t.Logf("%d writes acknowledged, %d present (up to revision %d), %d above it lost", len(acked), len(have), top, len(lost))
+	return top, lost
+}
