@@ -164,7 +164,8 @@ func newModel(d Desired, o Observed) *model {
 	// not show are assumed to be members still: a stale view misses members that joined
 	// after it, and nothing may treat them as leftovers.
 	recorded := map[string]bool{}
-	if !m.linearizable {
+	stale := !m.linearizable && !m.restoredAnswers()
+	if stale {
 		for _, r := range o.Recorded {
 			mm := get(r.Name)
 			if mm.inEtcd {
@@ -187,7 +188,7 @@ func newModel(d Desired, o Observed) *model {
 	for _, mm := range m.members { // volumes of an earlier life, or of a cluster starting anew from a backup
 		m.bootstrapped = m.bootstrapped || (mm.id != "" && mm.pvc) || mm.restoring != nil
 	}
-	if !m.linearizable {
+	if stale {
 		m.assumeMembership(recorded, len(o.Recorded) > 0, o.Etcd == nil)
 	}
 	if b := restoreOverRetained(d, o); b != nil {
@@ -279,6 +280,15 @@ func (m *model) assumeMembership(recorded map[string]bool, hasRecord, silent boo
 			mm.inEtcd, mm.started = true, mm.started || !mm.learner || mm.pod
 		}
 	}
+}
+
+// restoredAnswers: the seed of a restore from a backup answered as the restored cluster: it
+// is in etcd's view (only the seed's answer is taken as that cluster's first), or its claim
+// records its new member ID. From then on the members recorded in status, and the IDs on the
+// old members' claims, are the old cluster's: none is a member of the restored one, which
+// has the seed alone until others join it.
+func (m *model) restoredAnswers() bool {
+	return slices.ContainsFunc(m.members, func(mm *member) bool { return mm.restoring != nil && (mm.inEtcd || mm.pvcID != "") })
 }
 
 func (m *model) get(name string) *member {

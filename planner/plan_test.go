@@ -907,6 +907,31 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		o.Members[0].PVC, o.Members[0].Pod.Restoring = nil, nightly
 		require.Equal(t, first, Plan(c, o).Steps[0])
 	})
+	t.Run("the seed answers alone, the old members still recorded", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := lostAll(c)
+		// The seed's etcd answers before it elected itself (no quorum read yet), under the
+		// new cluster ID, which the executor took as the cluster's first answer. The old
+		// members are still in status and their claims still record their IDs: they are
+		// the old cluster's members, not voters of this one that lost their data.
+		o := w.observe()
+		o.ClusterID, o.Backup = "c2", nil
+		o.Members = append(o.Members, Member{Name: "demo-3", Pod: &Pod{Seed: true}, PVC: &PVC{Bound: true, Restoring: nightly}})
+		o.Etcd = &EtcdView{ClusterID: "c2", Members: []EtcdMember{{ID: "d3", Name: "demo-3", PeerURLs: []string{"http://demo-3.demo.default.svc:2380"},
+			Answering: true, Version: "3.6.16", RaftTerm: 2, RaftIndex: 5}}}
+		p := Plan(c, o)
+		require.Nil(t, p.Blocked)
+		for _, s := range p.Steps {
+			require.False(t, s.Action.Recovers(), "no recovery of a restored cluster that has not formed yet: %v", summary(p))
+			require.NotEqual(t, plan.DeleteMember, s.Action, "nothing deleted on a view without a quorum: %v", summary(p))
+		}
+		ok, why := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-3", MemberID: "d3",
+			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-3"}}, o)
+		require.False(t, ok, "a restored seed is never forced: %s", why)
+		// Once it elected itself, it is the cluster: the old members' leftovers go.
+		o.Etcd.Linearizable, o.Etcd.LeaderID, o.Etcd.Members[0].Leader = true, "d3", "d3"
+		require.Equal(t, "DeleteMember demo-0", summary(Plan(c, o))[0])
+	})
 	t.Run("the old members are known from status alone", func(t *testing.T) {
 		c := cluster(3, "3.6.16")
 		w := lostAll(c)

@@ -417,3 +417,42 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 	require.Contains(t, strings.Join(f.drain(), "\n"), "Normal Recovered recovery from quorum loss (plan "+id+"): a new cluster restored from EtcdBackup nightly on seed demo-3: "+
 		"it answers through a quorum as cluster c2, 3s after it started")
 }
+
+// The restored seed answered on its own (before it elected itself), so its new cluster ID
+// was taken; then its Pod went. The restore goes on with the same seed: the old members
+// (still in status, their claims still recording IDs) are not voters of the restored
+// cluster that lost their data, and the new ID, of a cluster that never formed a quorum, is
+// never taken for the previous one.
+func TestRestoreGoesOnAfterTheSeedAnswered(t *testing.T) {
+	f, backup := totalLoss(t)
+	ctx := context.Background()
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	c, _ := f.reconcile()
+	f.approve(c.Status.Plan.ID)
+	f.reconcile()
+	pod := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.3",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
+		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Version: "3.6.16", RaftTerm: 2, RaftIndex: 5}}})
+	c, _ = f.reconcile()
+	require.Equal(t, "c2", c.Status.ClusterID, "the seed's first answer")
+	require.Equal(t, plan.RestoreFromBackup, c.Status.Plan.Steps[c.Status.Plan.Current].Action, "%v", c.Status.Plan.Steps)
+
+	// Its Pod goes before it formed a quorum: the same restore starts it again.
+	require.NoError(t, f.kube.Delete(ctx, pod))
+	f.etcd.SetView(nil)
+	for range 3 {
+		c, _ = f.reconcile()
+		require.NotNil(t, c.Status.Plan)
+		for _, s := range c.Status.Plan.Steps[c.Status.Plan.Current:] {
+			require.NotEqual(t, plan.ForceNewCluster, s.Action, "%v", c.Status.Plan.Steps)
+		}
+	}
+	require.Equal(t, "c1", c.Status.PreviousClusterID, "the old cluster stays the previous one")
+	require.Empty(t, c.Status.ClusterID, "the restored cluster never formed: the seed's next answer counts")
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod), "the seed's Pod again")
+	require.Equal(t, "nightly", pod.Annotations[resources.AnnotationRestoreSeed])
+}

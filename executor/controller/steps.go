@@ -560,6 +560,13 @@ func (r *Reconciler) mark(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 	return nil
 }
 
+// restoreUnfinished: status.clusterID is of a cluster a restore started that has not answered
+// through a quorum yet (status.lastRecovery).
+func restoreUnfinished(c *v1alpha1.EtcdCluster) bool {
+	l := c.Status.LastRecovery
+	return l != nil && l.Action == string(plan.RestoreFromBackup) && l.FinishedAt == nil && c.Status.ClusterID != l.FromClusterID
+}
+
 // restoreFromBackup starts the cluster anew from a backup on a new seed. The backup is
 // checked before anything changes; then the seed's claim is marked, which keeps the plan
 // and the check on this seed and backup while the old cluster's ID is forgotten (answers
@@ -593,7 +600,13 @@ func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		}
 	}
 	if !begun {
-		c.Status.PreviousClusterID, c.Status.ClusterID, c.Status.ClusterVersion = c.Status.ClusterID, "", ""
+		// The ID of a restored cluster that never formed a quorum (its seed answered alone,
+		// then went) is forgotten too, but the cluster before the restore stays the
+		// previous one: its backups are still the cluster's.
+		if !restoreUnfinished(c) {
+			c.Status.PreviousClusterID = c.Status.ClusterID
+		}
+		c.Status.ClusterID, c.Status.ClusterVersion = "", ""
 		r.clients.forget(client.ObjectKeyFromObject(c))
 	}
 	return r.startMember(ctx, c, o, s, true)
