@@ -109,8 +109,9 @@ stack-down: $(BIN)/stackctl $(BIN)/localkubelet
 stack-status: $(BIN)/stackctl
 	$(BIN)/stackctl --root $(CURDIR) status
 
-# Self-tests that need the stack to themselves (a node is stopped; the stack is taken down and
-# checked for leftovers). `make test` runs them after `go test ./...`, alone.
+# Self-tests that need the stack to themselves (a node is stopped, one is cut off the API
+# server; the stack is taken down and checked for leftovers). `make test` runs them after
+# `go test ./...`, alone.
 stack-selftest-exclusive: $(STACK_BINS)
 	ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./test/stack/selftest/
 

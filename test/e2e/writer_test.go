@@ -112,6 +112,13 @@ func (w *writer) waitAcked() {
 	}
 }
 
+// ackedCount is the number of writes acknowledged so far.
+func (w *writer) ackedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
 // stillThere writes for a second more and checks that the writes before are readable too.
 func (w *writer) stillThere() {
 	w.t.Helper()

@@ -103,6 +103,23 @@ func (s *Stack) StartNode(ctx context.Context, name string) error {
 	})
 }
 
+// CutNodeFromAPI cuts a node's kubelet off the API server while its containers run on, as
+// when a node loses the control plane: the kubelet no longer sees changes to its Pods (a
+// Pod deleted meanwhile stays Terminating and keeps running, a new one does not start),
+// reports no status and renews no Lease, so the Node goes NotReady after the node monitor
+// grace period (20 s). Containers still restart by their restart policy. Undone by
+// ReconnectNodeToAPI.
+func (s *Stack) CutNodeFromAPI(ctx context.Context, name string) error {
+	return s.l.adminPost(ctx, name, "/faults/cut-api", nil)
+}
+
+// ReconnectNodeToAPI undoes CutNodeFromAPI: the kubelet reports its Node and Pods again and
+// acts on what changed meanwhile (it stops and deletes the Pods deleted while it was cut
+// off).
+func (s *Stack) ReconnectNodeToAPI(ctx context.Context, name string) error {
+	return s.l.adminPost(ctx, name, "/faults/heal-api", nil)
+}
+
 // ClaimDir is the directory on the host that holds a bound claim's volume, one of the
 // stack's own.
 func (s *Stack) ClaimDir(ctx context.Context, namespace, pvc string) (string, error) {

@@ -28,6 +28,8 @@ import (
 //	POST /faults/cut?namespace=&pod=               take the Pod's link down
 //	POST /faults/heal?namespace=&pod=              bring it back
 //	POST /faults/stop-node                          SIGKILL all containers and exit
+//	POST /faults/cut-api                            cut the node off the API server, its containers run on
+//	POST /faults/heal-api                           connect it again
 func (k *Kubelet) serveAdmin(ctx context.Context, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -43,6 +45,12 @@ func (k *Kubelet) serveAdmin(ctx context.Context, addr string) error {
 	mux.HandleFunc("POST /faults/cut", func(w http.ResponseWriter, r *http.Request) { k.handleLink(w, r, false) })
 	mux.HandleFunc("POST /faults/heal", func(w http.ResponseWriter, r *http.Request) { k.handleLink(w, r, true) })
 	mux.HandleFunc("POST /faults/stop-node", k.handleStopNode)
+	mux.HandleFunc("POST /faults/cut-api", func(w http.ResponseWriter, _ *http.Request) {
+		k.handleAPILink(w, "cut off from the API server", k.cutFromAPI)
+	})
+	mux.HandleFunc("POST /faults/heal-api", func(w http.ResponseWriter, _ *http.Request) {
+		k.handleAPILink(w, "connected to the API server again", k.reconnectAPI)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -155,6 +163,16 @@ func (k *Kubelet) handleStopNode(w http.ResponseWriter, _ *http.Request) {
 		log.Printf("node %s stopped by fault injection", k.cfg.NodeName)
 		os.Exit(0)
 	}()
+}
+
+// handleAPILink cuts or heals the node's link to the API server; doing it twice is no error.
+func (k *Kubelet) handleAPILink(w http.ResponseWriter, what string, change func() bool) {
+	if change() {
+		log.Printf("node %s %s by fault injection", k.cfg.NodeName, what)
+		fmt.Fprintln(w, what)
+		return
+	}
+	fmt.Fprintln(w, "already", what)
 }
 
 func (k *Kubelet) handleLogs(w http.ResponseWriter, r *http.Request) {

@@ -54,6 +54,10 @@ type Config struct {
 	Executable string
 	// KubeletVersion is reported in the Node's status.
 	KubeletVersion string
+	// APILink is the node's connection to the API server, which the cut-api fault breaks;
+	// the client's transport should go through it (APILink.WrapTransport). A new one
+	// unless set.
+	APILink *APILink
 }
 
 // DefaultCapacity is a node's capacity unless configured otherwise.
@@ -105,6 +109,9 @@ func (c *Config) complete() error {
 	}
 	if c.BackoffMax <= 0 {
 		c.BackoffMax = 30 * time.Second
+	}
+	if c.APILink == nil {
+		c.APILink = NewAPILink()
 	}
 	if c.Executable == "" {
 		if c.Executable, err = os.Executable(); err != nil {

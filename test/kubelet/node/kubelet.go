@@ -35,6 +35,8 @@ type Kubelet struct {
 	recorder record.EventRecorder
 	pods     corelisters.PodLister
 	nodeUID  types.UID
+	link     *APILink
+	beat     chan struct{} // asks for a heartbeat now
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -59,6 +61,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
+	defer k.link.close() // before the broadcaster's shutdown, which waits for its requests
 	k.recorder = broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: cfg.NodeName})
 
 	for {
@@ -109,6 +112,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface) error {
 	}
 	log.Printf("node %s running, state in %s", cfg.NodeName, cfg.StateDir)
 	<-ctx.Done()
+	k.link.close()
 	k.halt()
 	factory.Shutdown()
 	return nil
@@ -126,8 +130,8 @@ func newKubelet(cfg Config, client kubernetes.Interface) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Kubelet{cfg: cfg, client: client, images: images, ipam: ipam,
-		workers: map[types.UID]*podWorker{}}, nil
+	return &Kubelet{cfg: cfg, client: client, images: images, ipam: ipam, link: cfg.APILink,
+		beat: make(chan struct{}, 1), workers: map[types.UID]*podWorker{}}, nil
 }
 
 func (k *Kubelet) podDir(uid types.UID) string {
@@ -173,7 +177,7 @@ func (k *Kubelet) removeOrphans() {
 
 func (k *Kubelet) podChanged(obj any) {
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName != k.cfg.NodeName {
+	if !ok || pod.Spec.NodeName != k.cfg.NodeName || k.link.IsCut() {
 		return
 	}
 	k.mu.Lock()
@@ -196,7 +200,7 @@ func (k *Kubelet) podDeleted(obj any) {
 		obj = t.Obj
 	}
 	pod, ok := obj.(*v1.Pod)
-	if !ok {
+	if !ok || k.link.IsCut() {
 		return
 	}
 	k.mu.Lock()
@@ -212,6 +216,55 @@ func (k *Kubelet) podDeleted(obj any) {
 		delete(k.workers, pod.UID)
 		k.mu.Unlock()
 	}()
+}
+
+// cutFromAPI cuts the node off the API server while its containers run on, as a network
+// partition between node and control plane does: the Pod watch breaks and API requests
+// wait. Meanwhile the kubelet sees no change of its Pods (a deletion does not stop them,
+// a new Pod does not start), writes no status and renews no Lease, so the Node turns
+// NotReady; containers that crash restart under their Pods' restart policy as before. It
+// reports whether the node was connected.
+func (k *Kubelet) cutFromAPI() bool {
+	return k.link.Cut()
+}
+
+// reconnectAPI undoes cutFromAPI: the kubelet renews its Lease and status at once and acts
+// on its Pods as the API has them now (the informer's cache, which catches up as its watch
+// resumes). It reports whether the node was cut off.
+func (k *Kubelet) reconnectAPI() bool {
+	if !k.link.Heal() {
+		return false
+	}
+	select {
+	case k.beat <- struct{}{}:
+	default:
+	}
+	k.resync()
+	return true
+}
+
+// resync hands every Pod of the informer's cache to its worker, and tells the workers
+// whose Pods are no longer there that they are gone: the events dropped while the node was
+// cut off.
+func (k *Kubelet) resync() {
+	if k.pods == nil {
+		return
+	}
+	pods, err := k.pods.List(labels.Everything())
+	if err != nil {
+		log.Printf("resync: %v", err)
+		return
+	}
+	listed := map[types.UID]bool{}
+	for _, p := range pods {
+		listed[p.UID] = true
+		k.podChanged(p)
+	}
+	for _, w := range k.allWorkers() {
+		if !listed[w.uid] {
+			k.podDeleted(w.podCopy())
+		}
+	}
 }
 
 // worker finds a local Pod by namespace and name.
@@ -253,8 +306,8 @@ func (k *Kubelet) isHalted() bool {
 }
 
 func (k *Kubelet) event(pod *v1.Pod, warning bool, reason, format string, args ...any) {
-	if k.recorder == nil || pod == nil {
-		return
+	if k.recorder == nil || pod == nil || k.link.IsCut() {
+		return // cut off from the API server, the event is lost (a kubelet gives up on it too)
 	}
 	typ := v1.EventTypeNormal
 	if warning {

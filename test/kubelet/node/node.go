@@ -68,7 +68,9 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 			return
 		}
 		var err error
-		if lease, err = k.renewLease(ctx, lease); err != nil {
+		if k.link.IsCut() {
+			lease = nil // read it again once back: others may have changed it
+		} else if lease, err = k.renewLease(ctx, lease); err != nil {
 			log.Printf("lease: %v", err)
 		}
 		select {
@@ -76,12 +78,19 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 			return
 		case <-leaseTick.C:
 		case <-statusTick.C:
-			if !k.isHalted() {
-				if err := k.updateNodeStatus(ctx); err != nil {
-					log.Printf("node status: %v", err)
-				}
-			}
+			k.heartbeatStatus(ctx)
+		case <-k.beat: // back from a cut: the status too, to undo the node controller's NotReady
+			k.heartbeatStatus(ctx)
 		}
+	}
+}
+
+func (k *Kubelet) heartbeatStatus(ctx context.Context) {
+	if k.isHalted() || k.link.IsCut() {
+		return
+	}
+	if err := k.updateNodeStatus(ctx); err != nil {
+		log.Printf("node status: %v", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -263,4 +264,85 @@ func isReady(p *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// Cut off from the API server, a node runs its containers on: a Pod deleted meanwhile keeps
+// running, a new one does not start, no status or Lease is written, and a killed container
+// restarts as before. Back, it stops and deletes the deleted Pod and starts the new one.
+func TestNodeCutFromAPIRunsOn(t *testing.T) {
+	n := startNode(t)
+	ctx := context.Background()
+	pods := n.client.CoreV1().Pods("default")
+	n.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "server"}, Spec: v1.PodSpec{
+		RestartPolicy: v1.RestartPolicyAlways,
+		Containers:    []v1.Container{sh("server", "exec sleep 1000")},
+	}})
+	n.wait("server ready", func() bool { return isReady(n.pod("server")) })
+	pid := n.pid("server", "server")
+
+	n.post("/faults/cut-api")
+	n.post("/faults/cut-api") // twice is no error
+	before := len(n.client.Actions())
+	p := n.pod("server")
+	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	p.DeletionGracePeriodSeconds = ptr.To[int64](1)
+	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: v1.PodSpec{
+		RestartPolicy: v1.RestartPolicyAlways,
+		Containers:    []v1.Container{sh("late", "exec sleep 1000")},
+	}})
+	// Longer than a Lease renewal (5 s) and a status check (5 s), and the grace period.
+	time.Sleep(6 * time.Second)
+	if got := n.pid("server", "server"); got != pid {
+		t.Fatalf("the deleted Pod's container is %d, was %d: it must run on while the node is cut off", got, pid)
+	}
+	if n.pid("late", "late") != 0 || n.pod("late").Status.Phase != "" {
+		t.Fatal("a Pod created while the node is cut off started")
+	}
+	n.post("/faults/kill?namespace=default&pod=server&container=server")
+	n.wait("server's container restarted", func() bool {
+		got := n.pid("server", "server")
+		return got != 0 && got != pid
+	})
+	for _, a := range n.client.Actions()[before:] {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" &&
+			!(a.GetVerb() == "update" && a.GetResource().Resource == "pods" && a.GetSubresource() == "") &&
+			!(a.GetVerb() == "create" && a.GetResource().Resource == "pods") {
+			t.Errorf("the node wrote to the API while cut off: %s %s/%s", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+		}
+	}
+	if n.pod("server").Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Error("the restart was reported while cut off")
+	}
+
+	n.post("/faults/heal-api")
+	n.wait("server deleted", func() bool {
+		_, err := pods.Get(ctx, "server", metav1.GetOptions{})
+		return err != nil
+	})
+	n.wait("late ready", func() bool { return isReady(n.pod("late")) })
+	n.post("/faults/heal-api")
+}
+
+// pid is the process of a container of a Pod on the node (its admin server says), 0 when
+// it does not run or the Pod is not there.
+func (n *testNode) pid(pod, container string) int {
+	n.t.Helper()
+	resp, err := http.Get("http://" + n.admin + "/pods")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var infos []podInfo
+	if err := json.NewDecoder(resp.Body).Decode(&infos); err != nil {
+		n.t.Fatal(err)
+	}
+	for _, i := range infos {
+		if i.Name == pod {
+			return i.Containers[container]
+		}
+	}
+	return 0
 }

@@ -354,6 +354,9 @@ func (w *podWorker) finish() {
 	pod := w.pod
 	w.mu.Unlock()
 	if !gone {
+		// A node cut off from the API server (its Pod stopped before the cut) reports the
+		// final status and deletes the Pod once it is back.
+		_, _ = w.k.link.current(context.Background())
 		w.syncStatus()
 	}
 	w.teardown()

@@ -228,8 +228,8 @@ func (w *podWorker) syncStatus() {
 	w.mu.Lock()
 	gone, pod := w.isGone, w.pod
 	w.mu.Unlock()
-	if gone || w.k.isHalted() {
-		return
+	if gone || w.k.isHalted() || w.k.link.IsCut() {
+		return // a cut-off node writes once it is back (statusLoop's tick)
 	}
 	if w.k.pods != nil {
 		if cur, err := w.k.pods.Pods(pod.Namespace).Get(pod.Name); err == nil && cur.UID == w.uid {

@@ -17,10 +17,10 @@ import (
 	"github.com/etcdplan/etcdplan/test/stack"
 )
 
-// The tests named TestExclusive* need the stack to themselves: they stop a node and take the
-// whole stack down. `make test` runs them after `go test ./...`, alone (make
-// stack-selftest-exclusive), with ETCDPLAN_STACK_EXCLUSIVE=1; under a plain `go test ./...`,
-// where other packages share the stack, they skip.
+// The tests named TestExclusive* need the stack to themselves: they stop a node, cut one off
+// the API server and take the whole stack down. `make test` runs them after `go test ./...`,
+// alone (make stack-selftest-exclusive), with ETCDPLAN_STACK_EXCLUSIVE=1; under a plain `go
+// test ./...`, where other packages share the stack, they skip.
 func exclusive(t *testing.T) {
 	t.Helper()
 	if os.Getenv("ETCDPLAN_STACK_EXCLUSIVE") != "1" {
@@ -84,6 +84,75 @@ func TestExclusiveStopNode(t *testing.T) {
 	ip = waitPodReady(ctx, t, c, ns, "etcd").Status.PodIP
 	waitFor(ctx, t, "etcd on the restarted node to answer", func(ctx context.Context) (bool, error) {
 		return true, etcdPut(ctx, ip, "k", "v")
+	})
+}
+
+// A node cut off from the API server runs its containers on: a Pod deleted meanwhile keeps
+// running and stays Terminating, a Pod bound to the node meanwhile does not start, and the
+// Node goes NotReady. Reconnected, the node stops and deletes the one, starts the other and
+// turns Ready.
+func TestExclusiveCutNodeFromAPI(t *testing.T) {
+	exclusive(t)
+	st := startStack(t)
+	c := st.Client()
+	ctx := testContext(t)
+	ns := newNamespace(ctx, t, c, "cutapi")
+	const node = "node-2"
+
+	pod := restrictedPod(ns, "etcd", etcdContainer(singleEtcdArgs("etcd", "127.0.0.1")...))
+	pod.Spec.NodeName = node
+	pod.Spec.Volumes = []corev1.Volume{emptyDir("data")}
+	createPod(ctx, t, c, pod)
+	ip := waitPodReady(ctx, t, c, ns, "etcd").Status.PodIP
+
+	if err := st.CutNodeFromAPI(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	reconnected := false
+	t.Cleanup(func() {
+		if !reconnected { // leave the stack whole for the tests after this one
+			_ = st.ReconnectNodeToAPI(context.Background(), node)
+		}
+	})
+	if err := c.CoreV1().Pods(ns).Delete(ctx, "etcd", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	late := restrictedPod(ns, "late", etcdContainer(singleEtcdArgs("late", "127.0.0.1")...))
+	late.Spec.NodeName = node
+	late.Spec.Volumes = []corev1.Volume{emptyDir("data")}
+	createPod(ctx, t, c, late)
+	waitFor(ctx, t, node+" NotReady", func(ctx context.Context) (bool, error) {
+		ready, err := nodeReady(ctx, st, node)
+		return !ready, err
+	})
+	if err := etcdPut(ctx, ip, "k", "v"); err != nil {
+		t.Fatalf("etcd in the deleted Pod on the cut-off node: %v", err)
+	}
+	for _, name := range []string{"etcd", "late"} {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case name == "etcd" && p.DeletionTimestamp == nil:
+			t.Fatal("the deleted Pod has no deletion timestamp")
+		case name == "late" && (p.Status.Phase != corev1.PodPending || p.Status.PodIP != ""):
+			dumpPods(t, c, ns)
+			t.Fatal("a Pod bound to the cut-off node started")
+		}
+	}
+
+	if err := st.ReconnectNodeToAPI(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	reconnected = true
+	waitPodGone(ctx, t, c, ns, "etcd")
+	// Its address may be the new Pod's by now, with an etcd of its own, without the key.
+	if v, _ := etcdGet(ctx, ip, "k"); v != "" {
+		t.Fatal("etcd of the deleted Pod still answers")
+	}
+	waitPodReady(ctx, t, c, ns, "late")
+	waitFor(ctx, t, node+" Ready again", func(ctx context.Context) (bool, error) {
+		return nodeReady(ctx, st, node)
 	})
 }
 

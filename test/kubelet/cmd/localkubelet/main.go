@@ -71,13 +71,18 @@ func signalContext() context.Context {
 	return ctx
 }
 
-func client(kubeconfig string) (kubernetes.Interface, error) {
+// client is a client for kubeconfig; with link, its requests go through that link (which
+// the node's cut-api fault breaks).
+func client(kubeconfig string, link *node.APILink) (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.UserAgent = "localkubelet"
+	if link != nil {
+		cfg.Wrap(link.WrapTransport)
+	}
 	return kubernetes.NewForConfig(cfg)
 }
 
@@ -98,7 +103,7 @@ func cluster(args []string) error {
 	if err := netsetup.EnsureBridge(*bridge, gw); err != nil {
 		return err
 	}
-	c, err := client(*kubeconfig)
+	c, err := client(*kubeconfig, nil)
 	if err != nil {
 		return err
 	}
@@ -156,7 +161,8 @@ func runNode(args []string) error {
 		}
 		cfg.Capacity[v1.ResourceName(name)] = q
 	}
-	c, err := client(*kubeconfig)
+	cfg.APILink = node.NewAPILink()
+	c, err := client(*kubeconfig, cfg.APILink)
 	if err != nil {
 		return err
 	}
