@@ -25,12 +25,14 @@ generate:
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=kustomize/crd/bases
 
 # The end-to-end tests run many clusters side by side; each waits mostly on etcd and Pods.
-# The stack self-tests that need the stack to themselves (a node stopped, the stack taken
-# down and checked for leftovers) run after all the others: the stack is down at the end.
+# The tests that need the stack to themselves (nodes cut off the API server, a node
+# stopped, the stack taken down and checked for leftovers) run after all the others: the
+# stack is down at the end.
 test: lint build build-plan $(TEST_DEPS)
 	$(GO) test -timeout 60m -parallel 4 ./...
 	cd test/tools/promrules && $(GO) test -count=1 ./...
 	CHAOS_SEEDS=1,2 $(GO) test -count=1 -timeout 30m -parallel 4 -run '^TestChaos$$' ./test/e2e/
+	ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 10m -run '^TestExclusive' ./test/e2e/
 	$(MAKE) --no-print-directory stack-selftest-exclusive
 
 KUBECTL := $(BIN)/kubectl --kubeconfig $(CURDIR)/.stack/kubeconfig
