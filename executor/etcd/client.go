@@ -161,6 +161,42 @@ func ID(id uint64) string { return strconv.FormatUint(id, 16) }
 // ParseID reads a member ID rendered by ID.
 func ParseID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
 
+// leaderCheck bounds the look for a leader before a read through a quorum.
+const leaderCheck = 250 * time.Millisecond
+
+// leaderless: every member that answers at the endpoints within leaderCheck knows no
+// leader, and one at least answered. A read through a quorum cannot succeed then, and the
+// view does not wait for two tries of it to time out: when a majority lost its data, every
+// look would take seconds. The first member that knows a leader ends the check.
+func (c *Client) leaderless(ctx context.Context) bool {
+	c.mu.Lock()
+	eps := urls(c.endpoints)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, leaderCheck)
+	defer cancel()
+	leaders := make(chan int64, len(eps)) // the leader each knows (0: none), -1: no answer
+	for _, ep := range eps {
+		go func() {
+			st, err := c.cli.Status(ctx, ep)
+			if err != nil || st.Header == nil || c.ours(st.Header) != nil {
+				leaders <- -1
+				return
+			}
+			leaders <- int64(min(st.Leader, 1))
+		}()
+	}
+	answered := false
+	for range eps {
+		switch <-leaders {
+		case 1:
+			return false
+		case 0:
+			answered = true
+		}
+	}
+	return answered
+}
+
 // View reads etcd's view: the member list, each member's status, and alarms. The member
 // list is read linearizably (through the leader, with a quorum); when that fails, one
 // member's own serializable view is returned, marked as such, so the planner can still see
@@ -169,13 +205,15 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	// Two short tries: each goes to the next member, and a member that just joined answers
 	// a linearizable read only once it applied the log up to the leader's commit.
 	var list *clientv3.MemberListResponse
-	var err error
-	for try := 0; try < 2; try++ {
-		lctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
-		list, err = c.cli.MemberList(lctx)
-		cancel()
-		if err == nil {
-			break
+	err := errors.New("no member knows a leader")
+	if !c.leaderless(ctx) {
+		for try := 0; try < 2; try++ {
+			lctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
+			list, err = c.cli.MemberList(lctx)
+			cancel()
+			if err == nil {
+				break
+			}
 		}
 	}
 	linearizable := err == nil
