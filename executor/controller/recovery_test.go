@@ -71,6 +71,10 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
 	require.NotContains(t, pvc.Annotations, resources.AnnotationForceNewCluster)
 	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[0].State)
+	l := c.Status.LastRecovery
+	require.Equal(t, "ForceNewCluster demo-0 "+id, l.Action+" "+l.Member+" "+l.Plan)
+	require.NotNil(t, l.FinishedAt, "the survivor answers through a quorum: the recovery is over")
+	require.Equal(t, c.Status.ClusterID, l.ClusterID, "under the cluster's own ID")
 	require.Equal(t, "DeleteMember demo-1", string(c.Status.Plan.Steps[1].Action)+" "+c.Status.Plan.Steps[1].Member)
 	require.Greater(t, c.Status.Plan.Current, int32(1), "the leftovers of the lost members go")
 }
