@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -77,6 +78,9 @@ func writeStatus(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, no
 		ec.Spec.Replicas, ec.Spec.Version, approval, suspended(ec), ec.Generation, s.ObservedGeneration)
 	fmt.Fprintf(w, "  Cluster:  ID %s, cluster version %s, members ready %s\n",
 		orNone(s.ClusterID), orNone(s.ClusterVersion), orNone(s.MemberSummary))
+	if l := s.LastRecovery; l != nil {
+		fmt.Fprintf(w, "  Recovery: %s\n", recovery(l, now))
+	}
 	for _, a := range s.Alarms {
 		fmt.Fprintf(w, "  Alarm:    %s\n", a)
 	}
@@ -248,6 +252,19 @@ func writeHistory(w io.Writer, history []v1alpha1.PlanRecord, now time.Time) err
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Phase, r.Steps, ago(r.FinishedAt.When(), now), orDash(render.OneLine(r.Message)), orDash(r.Actions))
 	}
 	return tw.Flush()
+}
+
+// recovery says what the last recovery from quorum loss did and how it ended.
+func recovery(l *v1alpha1.RecoveryStatus, now time.Time) string {
+	what := fmt.Sprintf("%s restarted alone with --force-new-cluster", l.Member)
+	if l.Action == string(plan.RestoreFromBackup) {
+		what = fmt.Sprintf("restored from EtcdBackup %s on seed %s", l.Backup, l.Member)
+	}
+	if l.FinishedAt == nil {
+		return fmt.Sprintf("%s (plan %s), started %s, not answering through a quorum yet", what, l.Plan, ago(l.StartedAt.When(), now))
+	}
+	return fmt.Sprintf("%s (plan %s), started %s, answered as cluster %s after %s", what, l.Plan, ago(l.StartedAt.When(), now), l.ClusterID,
+		l.FinishedAt.Sub(l.StartedAt.Time).Round(time.Millisecond))
 }
 
 // ago says how long ago t was, as kubectl prints ages: "5m2s ago".

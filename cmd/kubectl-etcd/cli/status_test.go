@@ -179,3 +179,17 @@ func TestFlagsAroundArguments(t *testing.T) {
 	require.Equal(t, ExitOK, r.code)
 	require.Contains(t, r.stdout, "kubectl-etcd status NAME")
 }
+
+// The last recovery from quorum loss is on the status screen: what it did and how it ended.
+func TestStatusShowsTheLastRecovery(t *testing.T) {
+	ec, objs := scalingCluster()
+	ec.Status.LastRecovery = &v1alpha1.RecoveryStatus{Plan: "9ad8d094236e", Action: string(plan.RestoreFromBackup), Member: "demo-3",
+		Backup: "nightly", FromClusterID: "c1", StartedAt: at(2 * time.Minute)}
+	var out strings.Builder
+	require.NoError(t, writeStatus(&out, ec, objs, now))
+	require.Contains(t, out.String(), "  Recovery: restored from EtcdBackup nightly on seed demo-3 (plan 9ad8d094236e), started 2m ago, not answering through a quorum yet\n")
+	ec.Status.LastRecovery.FinishedAt, ec.Status.LastRecovery.ClusterID = at(2*time.Minute-3500*time.Millisecond), "c2"
+	out.Reset()
+	require.NoError(t, writeStatus(&out, ec, objs, now))
+	require.Contains(t, out.String(), "  Recovery: restored from EtcdBackup nightly on seed demo-3 (plan 9ad8d094236e), started 2m ago, answered as cluster c2 after 3.5s\n")
+}
