@@ -57,3 +57,149 @@ const (
 func (a Action) Recovers() bool {
 	return a == ForceNewCluster || a == RestoreFromBackup || a == SnapshotSurvivor
 }
+
+// Actions lists every action. Tests run each switch over actions with all of them, so a
+// new action that a switch misses fails there, not in a cluster.
+var Actions = []Action{
+	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
+	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
+	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor,
+}
+
+// TakesDown reports whether the action stops or removes its member while the cluster runs:
+// the leader moves away first, and the step must leave a quorum of voters up. StopMember is
+// not one: it stops members only to park the cluster or to clear the way for a recovery.
+func (a Action) TakesDown() bool {
+	switch a {
+	case RemoveMember, UpgradeMember, RestartMember, Defragment:
+		return true
+	}
+	return false
+}
+
+// Disrupts reports whether the action's member stops serving while the step runs.
+func (a Action) Disrupts() bool { return a.TakesDown() || a == StopMember }
+
+// ChangesMembership reports whether the action changes etcd's member list by a call that
+// commits through a quorum. The recoveries make a membership anew without one and are not
+// counted. Two callers need a wider set, each its own:
+//   - NeedsLinearizable, to decide a step: adds the deletion of a member's volume and the
+//     steps that take a member down, whose safety rests on who the members are (DESIGN 2a).
+//   - ShowsInMembership, to count a step done: adds TransferLeadership, whose effect is read,
+//     like a membership change, from etcd's view, which a lagging member shows stale. A
+//     deletion shows in Kubernetes instead.
+func (a Action) ChangesMembership() bool {
+	switch a {
+	case AddLearner, PromoteLearner, RemoveMember:
+		return true
+	}
+	return false
+}
+
+// NeedsLinearizable reports whether the step is decided only on a member list read through
+// a quorum: one member's own view may be stale, and says nothing of the members it does not
+// list.
+func (a Action) NeedsLinearizable() bool {
+	return a.ChangesMembership() || a.TakesDown() || a.Deletes() == DataMemberVolume
+}
+
+// ShowsInMembership reports whether only a member list read through a quorum shows the
+// step done: its effect is in etcd's membership or leader.
+func (a Action) ShowsInMembership() bool { return a.ChangesMembership() || a == TransferLeadership }
+
+// ChangesVoters reports whether the action adds or drops voters of a formed cluster once
+// done: a review weighs the cluster after it as well as while it runs.
+func (a Action) ChangesVoters() bool {
+	switch a {
+	case PromoteLearner, RemoveMember, ForceNewCluster, RestoreFromBackup:
+		return true
+	}
+	return false
+}
+
+// Showing is how soon a look shows an applied action's effect; the executor looks again
+// at once for those that show within moments, and goes on with the next step.
+type Showing int
+
+const (
+	// ShowsLater: the effect takes seconds or more (a Pod starts, a snapshot is stored).
+	ShowsLater Showing = iota
+	// ShowsAtOnce: etcd's answer to the call says the effect is in place.
+	ShowsAtOnce
+	// ShowsInCache: a deletion or a grown claim, shown once the cache has the watch event,
+	// a few ms later.
+	ShowsInCache
+)
+
+// Shows says how soon a look shows the action's effect.
+func (a Action) Shows() Showing {
+	switch a {
+	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm:
+		return ShowsAtOnce
+	case DeleteMember, ExpandVolume:
+		return ShowsInCache
+	}
+	return ShowsLater
+}
+
+// Data is the data an action can delete.
+type Data int
+
+const (
+	// DataNone: the action deletes no data.
+	DataNone Data = iota
+	// DataMemberVolume: the volume of a member out of etcd's membership; the members that
+	// stay hold the data.
+	DataMemberVolume
+	// DataHistory: the revisions before the current one; every key keeps its value.
+	DataHistory
+	// DataWrites: the writes a recovery's source lacks (those the surviving member did not
+	// receive, or those after the backup).
+	DataWrites
+)
+
+// Deletes says what data the action can delete, for the people who approve a plan.
+func (a Action) Deletes() Data {
+	switch a {
+	case DeleteMember:
+		return DataMemberVolume
+	case Compact:
+		return DataHistory
+	case ForceNewCluster, RestoreFromBackup:
+		return DataWrites
+	}
+	return DataNone
+}
+
+// Group is how a plan's summary names what an action does to its member.
+type Group string
+
+const (
+	// GroupNone: the summary does not name the action's member.
+	GroupNone          Group = ""
+	GroupJoining       Group = "Joining"
+	GroupLeaving       Group = "Leaving"
+	GroupRestarting    Group = "Restarting"
+	GroupStopping      Group = "Stopping"
+	GroupDefragmenting Group = "Defragmenting"
+)
+
+// Groups lists the groups in the order a summary names them.
+var Groups = []Group{GroupJoining, GroupLeaving, GroupRestarting, GroupStopping, GroupDefragmenting}
+
+// Group says under which group a plan's summary names the action's member.
+func (a Action) Group() Group {
+	switch a {
+	case CreateSeed, RestoreFromBackup, AddLearner:
+		return GroupJoining
+	case RemoveMember:
+		return GroupLeaving
+	case RestartMember, UpgradeMember:
+		return GroupRestarting
+	case StopMember:
+		return GroupStopping
+	case Defragment:
+		return GroupDefragmenting
+	}
+	return GroupNone
+}

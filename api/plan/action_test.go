@@ -1,0 +1,85 @@
+package plan
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// facts is every fact of every action, decided once here: a new action fails
+// TestActionFacts until it has its row.
+var facts = map[Action]struct {
+	takesDown, disrupts, membership, linearizable, shown, voters bool
+	shows                                                        Showing
+	deletes                                                      Data
+	group                                                        Group
+}{
+	CreateSeed:         {group: GroupJoining},
+	AddLearner:         {membership: true, linearizable: true, shown: true, shows: ShowsAtOnce, group: GroupJoining},
+	StartMember:        {},
+	PromoteLearner:     {membership: true, linearizable: true, shown: true, voters: true, shows: ShowsAtOnce},
+	TransferLeadership: {shown: true, shows: ShowsAtOnce},
+	RemoveMember: {takesDown: true, disrupts: true, membership: true, linearizable: true, shown: true, voters: true,
+		shows: ShowsAtOnce, group: GroupLeaving},
+	DeleteMember:      {linearizable: true, shows: ShowsInCache, deletes: DataMemberVolume},
+	StopMember:        {disrupts: true, group: GroupStopping},
+	RestartMember:     {takesDown: true, disrupts: true, linearizable: true, group: GroupRestarting},
+	UpgradeMember:     {takesDown: true, disrupts: true, linearizable: true, group: GroupRestarting},
+	Compact:           {shows: ShowsAtOnce, deletes: DataHistory},
+	Defragment:        {takesDown: true, disrupts: true, linearizable: true, shows: ShowsAtOnce, group: GroupDefragmenting},
+	DisarmAlarm:       {shows: ShowsAtOnce},
+	ExpandVolume:      {shows: ShowsInCache},
+	ForceNewCluster:   {voters: true, deletes: DataWrites},
+	RestoreFromBackup: {voters: true, deletes: DataWrites, group: GroupJoining},
+	SnapshotSurvivor:  {},
+}
+
+func TestActionFacts(t *testing.T) {
+	for _, a := range Actions {
+		f, ok := facts[a]
+		if !ok {
+			t.Errorf("%s has no row in facts: decide each of its facts there", a)
+			continue
+		}
+		got := []any{a.TakesDown(), a.Disrupts(), a.ChangesMembership(), a.NeedsLinearizable(), a.ShowsInMembership(),
+			a.ChangesVoters(), a.Shows(), a.Deletes(), a.Group()}
+		want := []any{f.takesDown, f.disrupts, f.membership, f.linearizable, f.shown, f.voters, f.shows, f.deletes, f.group}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: facts %v, want %v", a, got, want)
+		}
+		if a.Group() != GroupNone && !slices.Contains(Groups, a.Group()) {
+			t.Errorf("%s: group %q is not in Groups, so no summary names it", a, a.Group())
+		}
+	}
+	if len(facts) != len(Actions) {
+		t.Errorf("facts has %d rows for %d actions", len(facts), len(Actions))
+	}
+}
+
+// TestActionsListsEveryAction: every constant of type Action is in Actions, once.
+func TestActionsListsEveryAction(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "action.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var declared []Action
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			v := s.(*ast.ValueSpec)
+			if id, ok := v.Type.(*ast.Ident); ok && id.Name == "Action" {
+				name, _ := strconv.Unquote(v.Values[0].(*ast.BasicLit).Value)
+				declared = append(declared, Action(name))
+			}
+		}
+	}
+	if !slices.Equal(declared, Actions) {
+		t.Errorf("Actions is %v, the constants are %v", Actions, declared)
+	}
+}
