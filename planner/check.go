@@ -17,7 +17,7 @@ func Check(d Desired, s plan.Step, o Observed) (bool, string) {
 	if m.blocked != nil {
 		return false, m.blocked.Message
 	}
-	if needsLinearizable(s.Action) && !m.linearizable {
+	if s.Action.NeedsLinearizable() && !m.linearizable {
 		return false, "waiting for a linearizable member list: a quorum of members must answer before a member is added, removed, " +
 			"restarted or deleted (one member's own view may be stale, and says nothing of the members it does not list)"
 	}
@@ -32,7 +32,7 @@ func Check(d Desired, s plan.Step, o Observed) (bool, string) {
 	if t := m.get(s.Target); s.TargetID != "" && (t == nil || t.id != s.TargetID) {
 		return false, fmt.Sprintf("member %s is no longer etcd member %s", s.Target, s.TargetID)
 	}
-	if takesDown(s.Action) && target != nil {
+	if s.Action.TakesDown() && target != nil {
 		if m.leader == s.Member && m.countVoters() > 1 {
 			return false, fmt.Sprintf("%s leads the cluster; leadership must move first", s.Member)
 		}
@@ -138,25 +138,3 @@ func learnerCaughtUp(m *model, name string) (bool, string) {
 	}
 	return true, ""
 }
-
-// takesDown reports whether the action stops or removes its member while the cluster runs.
-func takesDown(a plan.Action) bool {
-	switch a {
-	case plan.RemoveMember, plan.UpgradeMember, plan.RestartMember, plan.Defragment:
-		return true
-	}
-	return false
-}
-
-// changesMembership reports whether the action changes etcd's membership or deletes a
-// member's data: those act only on a linearizable member list.
-func changesMembership(a plan.Action) bool {
-	switch a {
-	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.DeleteMember:
-		return true
-	}
-	return false
-}
-
-// needsLinearizable: the action is decided only on a linearizable member list.
-func needsLinearizable(a plan.Action) bool { return changesMembership(a) || takesDown(a) }

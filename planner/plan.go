@@ -69,7 +69,7 @@ func Plan(d Desired, observed Observed) plan.Plan {
 			// On a stale view the membership is a guess: the plan stops before the first
 			// step Check would refuse for want of a linearizable member list, unless a
 			// recovery made the membership anew (one member, or a new seed).
-			if !ok || stale && needsLinearizable(s.Action) {
+			if !ok || stale && s.Action.NeedsLinearizable() {
 				break
 			}
 			stale = stale && !s.Action.Recovers()

@@ -45,7 +45,7 @@ func ReviewPlan(d Desired, o Observed, p plan.Plan) Review {
 		}
 		m.satisfy(s.Precondition)
 		m.apply(s, d)
-		if a, u, _ := m.voters(); changesVoters(s.Action) && u-quorum(a) < risk.Spare() {
+		if a, u, _ := m.voters(); s.Action.ChangesVoters() && u-quorum(a) < risk.Spare() {
 			risk.Voters, risk.Up = a, u
 		}
 		risk.Budget = all > 0 && risk.Spare() <= 0 && risk.Spare() < up-quorum(all)
@@ -60,7 +60,7 @@ func ReviewPlan(d Desired, o Observed, p plan.Plan) Review {
 func (m *model) during(s plan.Step, o Observed, all, up int) Risk {
 	r := Risk{Voters: all, Up: up, Loses: loses(s, o)}
 	mm := m.get(s.Member)
-	if mm == nil || !takesDown(s.Action) && s.Action != plan.StopMember {
+	if mm == nil || !s.Action.Disrupts() {
 		return r
 	}
 	r.Disrupts = mm.up || mm.silent
@@ -90,15 +90,6 @@ func (m *model) retains(d Desired, s plan.Step, mm *member, loses string) string
 		loses = fmt.Sprintf("deletes the Pod of %s, which left etcd's membership in a recovery; its volume claim is kept (retained)", s.Member)
 	}
 	return loses
-}
-
-// changesVoters: the step adds or drops voters.
-func changesVoters(a plan.Action) bool {
-	switch a {
-	case plan.PromoteLearner, plan.RemoveMember, plan.ForceNewCluster, plan.RestoreFromBackup:
-		return true
-	}
-	return false
 }
 
 // loses says what data a step deletes or may lose.
