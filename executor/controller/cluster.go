@@ -173,14 +173,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 }
 
 // settleLooks is how many looks an applied step's effect gets to show in before the
-// reconcile ends: etcd answers with a membership change or a moved leader as soon as its
-// call returns; a deletion or a grown claim shows once the cache has the watch event, a few
-// ms later.
+// reconcile ends: one when etcd's answer says it is in place; a few, settleGap apart, for
+// the cache to have the watch event; none for effects that take seconds.
 func settleLooks(a plan.Action) int {
-	switch a {
-	case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership, plan.Compact, plan.Defragment, plan.DisarmAlarm:
+	switch a.Shows() {
+	case plan.ShowsAtOnce:
 		return 1
-	case plan.DeleteMember, plan.ExpandVolume:
+	case plan.ShowsInCache:
 		return 4
 	}
 	return 0
@@ -311,19 +310,13 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	return r.runStep(ctx, c, o, rec, now)
 }
 
-// staleMembership: steps change etcd's membership, and this look at the cluster has no
-// member list read through a quorum to show them done.
+// staleMembership: steps show in etcd's membership or leader, and this look at the cluster
+// has no member list read through a quorum to show them done.
 func staleMembership(o *observation, steps []plan.Step) bool {
 	if o.Etcd != nil && o.Etcd.Linearizable {
 		return false
 	}
-	return slices.ContainsFunc(steps, func(s plan.Step) bool {
-		switch s.Action {
-		case plan.AddLearner, plan.PromoteLearner, plan.RemoveMember, plan.TransferLeadership:
-			return true
-		}
-		return false
-	})
+	return slices.ContainsFunc(steps, func(s plan.Step) bool { return s.Action.ShowsInMembership() })
 }
 
 // stalled marks the cluster Stalled; the Warning event goes out only when it becomes so.
