@@ -71,25 +71,15 @@ func summaryLine(p plan.Plan, r planner.Review) string {
 		voters = fmt.Sprintf("%d -> %d voters", r.VotersBefore, r.VotersAfter)
 	}
 	line := fmt.Sprintf("**Plan `%s`: %s, %s.**", p.ID, Steps(len(p.Steps)), voters)
-	groups := []struct {
-		what    string
-		actions []plan.Action
-	}{
-		{"Joining", []plan.Action{plan.CreateSeed, plan.RestoreFromBackup, plan.AddLearner}},
-		{"Leaving", []plan.Action{plan.RemoveMember}},
-		{"Restarting", []plan.Action{plan.RestartMember, plan.UpgradeMember}},
-		{"Stopping", []plan.Action{plan.StopMember}},
-		{"Defragmenting", []plan.Action{plan.Defragment}},
-	}
-	for _, g := range groups {
+	for _, g := range plan.Groups {
 		var names []string
 		for _, s := range p.Steps {
-			if slices.Contains(g.actions, s.Action) && !slices.Contains(names, s.Member) {
+			if s.Action.Group() == g && !slices.Contains(names, s.Member) {
 				names = append(names, s.Member)
 			}
 		}
 		if len(names) > 0 {
-			line += fmt.Sprintf(" %s: %s.", g.what, cell(strings.Join(names, ", ")))
+			line += fmt.Sprintf(" %s: %s.", g, cell(strings.Join(names, ", ")))
 		}
 	}
 	return line
@@ -117,11 +107,11 @@ func risks(b *strings.Builder, p plan.Plan, r planner.Review) {
 func disruption(s plan.Step, k planner.Risk) string {
 	var out string
 	if k.Disrupts {
-		out = map[plan.Action]string{
-			plan.RemoveMember: "%s stops serving as it leaves",
-			plan.Defragment:   "%s serves nothing while it is defragmented",
-			plan.StopMember:   "%s stops",
-		}[s.Action]
+		out = map[plan.Group]string{
+			plan.GroupLeaving:       "%s stops serving as it leaves",
+			plan.GroupDefragmenting: "%s serves nothing while it is defragmented",
+			plan.GroupStopping:      "%s stops",
+		}[s.Action.Group()]
 		if out == "" {
 			out = "%s restarts (its clients reconnect to other members)"
 		}
