@@ -194,6 +194,11 @@ func hint(s plan.Step, reason string) string {
 		return "Check that a quorum of members is healthy: membership changes and deletions need one"
 	case plan.Compact, plan.Defragment, plan.DisarmAlarm:
 		return "Check that every voter is healthy and the members' disks: a defragmentation rewrites the whole database (docs/operations.md, out of space)"
+	case plan.StopMember, plan.ForceNewCluster, plan.RestoreFromBackup, plan.SnapshotSurvivor:
+		return checkOperator
 	}
-	return "Check the operator's logs and the cluster's events"
+	return checkOperator // an action of another operator version, in a recorded plan
 }
+
+// checkOperator is the hint of steps with nothing more particular to look at.
+const checkOperator = "Check the operator's logs and the cluster's events"
