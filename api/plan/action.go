@@ -51,19 +51,20 @@ const (
 	SnapshotSurvivor Action = "SnapshotSurvivor"
 )
 
+// Actions lists every action. A new action is decided wherever actions differ, and tests
+// fail until it is: its facts below (a row in action_test.go) and a case in each switch
+// that switch_test.go holds to every action.
+var Actions = []Action{
+	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
+	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
+	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor,
+}
+
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
 // waits for approval unless spec.recovery lets it run alone.
 // A snapshot of a survivor in memory is the first step of such a recovery, approved with it.
 func (a Action) Recovers() bool {
 	return a == ForceNewCluster || a == RestoreFromBackup || a == SnapshotSurvivor
-}
-
-// Actions lists every action. Tests run each switch over actions with all of them, so a
-// new action that a switch misses fails there, not in a cluster.
-var Actions = []Action{
-	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
-	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
-	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor,
 }
 
 // TakesDown reports whether the action stops or removes its member while the cluster runs:
