@@ -53,18 +53,23 @@ func (f *floor) images() resources.Images {
 
 // start creates a member's claim and Pod: a seed alone, or a member joining those listed.
 func (f *floor) start(name, version string, seed, expectData bool) {
-	ctx, cancel := f.ctx()
-	defer cancel()
-	pvc := resources.MemberPVC(f.c, name)
-	if err := env.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(f.t, err)
-	}
 	ms := resources.MemberSpec{Name: name, Version: version, Seed: seed, ExpectData: expectData}
 	ms.InitialCluster = []string{name + "=" + resources.PeerURL(f.c, name)}
 	for m := range f.members {
 		if m != name {
 			ms.InitialCluster = append(ms.InitialCluster, m+"="+resources.PeerURL(f.c, m))
 		}
+	}
+	f.create(ms)
+}
+
+// create creates a member's claim, unless it exists, and its Pod rendered from ms.
+func (f *floor) create(ms resources.MemberSpec) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	pvc := resources.MemberPVC(f.c, ms.Name)
+	if err := env.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(f.t, err)
 	}
 	require.NoError(f.t, env.client.Create(ctx, resources.MemberPod(f.c, f.images(), ms)))
 }
