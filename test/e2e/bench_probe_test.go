@@ -260,7 +260,8 @@ func (st stepTiming) Noticed() (time.Duration, bool) {
 }
 
 // timings lines up the operator's step records with the sampler's looks, plan by plan in
-// the order they were made.
+// the order they were made. The steps of a plan superseded before it reached them are left
+// out: the operator never started them.
 func (s *sampler) timings() []stepTiming {
 	var recs []*v1alpha1.PlanStatus
 	for _, p := range s.plans {
@@ -269,7 +270,11 @@ func (s *sampler) timings() []stepTiming {
 	slices.SortFunc(recs, func(a, b *v1alpha1.PlanStatus) int { return a.CreatedAt.When().Compare(b.CreatedAt.When()) })
 	var out []stepTiming
 	for _, rec := range recs {
-		out = append(out, s.planTimings(rec)...)
+		for _, st := range s.planTimings(rec) {
+			if !st.Started.IsZero() || !st.Applied.IsZero() || !st.Finished.IsZero() {
+				out = append(out, st)
+			}
+		}
 	}
 	return out
 }
@@ -293,7 +298,8 @@ func (s *sampler) planTimings(rec *v1alpha1.PlanStatus) []stepTiming {
 	// record in history has it.
 	if s.last != nil {
 		for _, h := range s.last.Status.History {
-			if h.ID == rec.ID && len(steps) > 0 && steps[len(steps)-1].Finished.IsZero() {
+			// A plan superseded or blocked finished without its last step.
+			if h.ID == rec.ID && h.Phase == v1alpha1.PlanSucceeded && len(steps) > 0 && steps[len(steps)-1].Finished.IsZero() {
 				steps[len(steps)-1].Finished = h.FinishedAt.When()
 			}
 		}
