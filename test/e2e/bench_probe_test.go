@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,6 +135,15 @@ type sampler struct {
 	plans  map[string]*v1alpha1.PlanStatus // the last copy of each plan status showed
 	last   *v1alpha1.EtcdCluster
 	kube   client.Reader
+	// notes are what the cluster's status said, each time it said something new: the
+	// current step and its message, or the Ready condition's reason once no plan runs.
+	notes []timedNote
+}
+
+// timedNote is something seen at a moment.
+type timedNote struct {
+	At   time.Time
+	Note string
 }
 
 type sample struct {
@@ -189,6 +199,7 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 		return sample{}, false
 	}
 	s.last = c
+	s.note(c)
 	for _, p := range []*v1alpha1.PlanStatus{c.Status.Plan} {
 		if p != nil && p.Blocked == nil {
 			s.plans[p.ID] = p
@@ -216,6 +227,24 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 		smp.Observed.Etcd = v
 	}
 	return smp, true
+}
+
+// note records what the cluster's status says, if it says something new.
+func (s *sampler) note(c *v1alpha1.EtcdCluster) {
+	var n string
+	if p := c.Status.Plan; p != nil && int(p.Current) < len(p.Steps) {
+		st := p.Steps[p.Current]
+		n = fmt.Sprintf("plan %s %s, step %d/%d %s %s", p.ID, p.Phase, p.Current+1, len(p.Steps), st.Action, st.Member)
+		if int(p.Current) < len(p.Progress) {
+			pr := p.Progress[p.Current]
+			n += fmt.Sprintf(" %s: %s", pr.State, pr.Message)
+		}
+	} else if r := apimeta.FindStatusCondition(c.Status.Conditions, "Ready"); r != nil {
+		n = fmt.Sprintf("no plan; Ready=%s %s: %s", r.Status, r.Reason, r.Message)
+	}
+	if len(s.notes) == 0 || s.notes[len(s.notes)-1].Note != n {
+		s.notes = append(s.notes, timedNote{At: time.Now(), Note: n})
+	}
 }
 
 func (s *sampler) stop() {
