@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
@@ -90,8 +92,16 @@ func (f *floor) endpoint(name string) string {
 	return ep
 }
 
+// client connects to a member. It reconnects as the operator's client does (every 50 ms at
+// first, and gives up a connection attempt after 2 s): with gRPC's defaults (a second, then
+// longer, up to two minutes; 20 s per attempt) a member that starts while the floor waits
+// for it would be seen late.
 func (f *floor) client(name string) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})}})
 	require.NoError(f.t, err)
 	return cli
 }
