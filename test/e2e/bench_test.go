@@ -567,7 +567,14 @@ func report(t *testing.T, results []benchResult, sr scaleResult, rollouts []roll
 	figures := table(results) + scaleReport(sr) + rolloutReport(rollouts)
 	fmt.Println(figures)
 	root := env.root
-	dir := filepath.Join(root, "docs", "benchmarks")
+	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), figures, plots(t, results))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "benchmarks.md"), []byte(doc), 0o644))
+}
+
+// plots writes the plot of each scenario's first run to docs/benchmarks/ and returns the
+// docs' section on each: its plot and its steps.
+func plots(t *testing.T, results []benchResult) string {
+	dir := filepath.Join(env.root, "docs", "benchmarks")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	var steps strings.Builder
 	for _, r := range results {
@@ -576,15 +583,33 @@ func report(t *testing.T, results []benchResult, sr scaleResult, rollouts []roll
 		}
 		file := strings.NewReplacer(" ", "-", ">", "", ",", "", ".", "").Replace(strings.ToLower(r.Name)) + ".svg"
 		require.NoError(t, plotScenario(filepath.Join(dir, file), r))
-		fmt.Fprintf(&steps, "\n### %s\n\n![%s](benchmarks/%s)\n\n", r.Name, r.Name, file)
-		fmt.Fprintf(&steps, "| step | precondition | waited for it | reaction | effect after | noticed |\n|---|---|---|---|---|---|\n")
-		for _, st := range r.Steps {
-			fmt.Fprintf(&steps, "| %s %s | %s | %s | %s | %s | %s |\n", st.Action, st.Member, st.Precondition,
-				span(st.Started, st.Applied), opt(st.Reaction()), span(st.Applied, st.Finished), opt(st.Noticed()))
+		fmt.Fprintf(&steps, "\n### %s\n\n![%s](benchmarks/%s)\n\n%s", r.Name, r.Name, file, stepTable(r))
+	}
+	return steps.String()
+}
+
+// stepTable is a scenario's steps: how long each waited for its precondition, how long
+// the operator took to apply it once it could, how long its effect took to show, and how
+// long the operator took to see it.
+func stepTable(r benchResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| step | precondition | waited for it | reaction | effect after | noticed |\n|---|---|---|---|---|---|\n")
+	for _, st := range r.Steps {
+		fmt.Fprintf(&b, "| %s %s | %s | %s | %s | %s | %s |\n", st.Action, st.Member, st.Precondition,
+			span(st.Started, st.Applied), opt(st.Reaction()), span(st.Applied, st.Finished), opt(st.Noticed()))
+	}
+	return b.String()
+}
+
+// laterSteps is the step table of each run after a scenario's first, titled.
+func laterSteps(results []benchResult) string {
+	var b strings.Builder
+	for _, r := range results {
+		if r.Run > 1 {
+			fmt.Fprintf(&b, "\n### %s\n\n%s", r.title(), stepTable(r))
 		}
 	}
-	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), figures, steps.String())
-	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "benchmarks.md"), []byte(doc), 0o644))
+	return b.String()
 }
 
 // table is the scenarios' figures, their medians and the naive rollouts beside them.
