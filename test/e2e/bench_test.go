@@ -710,7 +710,8 @@ func waits(steps []stepTiming) (pods, etcdWait time.Duration) {
 			etcdWait += pre
 		}
 		switch plan.Action(st.Action) {
-		case plan.CreateSeed, plan.StartMember, plan.StopMember, plan.DeleteMember, plan.UpgradeMember, plan.RestartMember:
+		case plan.CreateSeed, plan.StartMember, plan.StopMember, plan.DeleteMember, plan.UpgradeMember, plan.RestartMember,
+			plan.ForceNewCluster, plan.RestoreFromBackup: // a member's Pod replaced, or a seed's made (and restored)
 			pods += eff
 		default:
 			etcdWait += eff
