@@ -46,6 +46,12 @@ type benchResult struct {
 	// to publish themselves (see publishWaits).
 	Publishes, FloorPublishes int
 	Naive                     *naiveRun // the same rollout done naively, if measured
+	// Marks are the moments of a recovery from quorum loss, in both runs; Ready is when
+	// the operator's status first said Ready after its start (-1: not seen).
+	Marks []benchMark
+	Ready time.Duration
+	// Notes are what the operator's status said during its run, each time it changed.
+	Notes []timedNote
 }
 
 // TestBench runs each scenario twice on the local stack, once by the operator and once by
@@ -86,11 +92,23 @@ func TestBench(t *testing.T) {
 	if os.Getenv("BENCH_ONLY") == "" {
 		results = append(results, b.freshBootstrap())
 	}
-	startOperator(t, opNS)
+	// BENCH_OPERATOR_ARGS adds flags to the operator's (--zap-log-level=5 logs each
+	// reconcile's start and end).
+	startOperator(t, opNS, strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))...)
 	// BENCH_ONLY=day2 measures only the upgrade and the defragmentation, each against a
 	// naive rollout, and writes no docs.
 	if os.Getenv("BENCH_ONLY") == "day2" {
 		fmt.Println(naiveReport([]benchResult{b.upgrade(), b.defrag()}))
+		return
+	}
+	// BENCH_ONLY=quorumloss measures only the recoveries from quorum loss (two members'
+	// volumes wiped, then all three), writes their plots and prints their sections of the
+	// docs (the table's rows, each run's steps), without writing docs/benchmarks.md.
+	if os.Getenv("BENCH_ONLY") == "quorumloss" {
+		results := b.quorumLosses(runs)
+		fmt.Println(table(results))
+		fmt.Println(plots(t, results))
+		fmt.Println(laterSteps(results))
 		return
 	}
 	var fl *floor // the floor's three members, for the scenarios that follow
@@ -127,6 +145,7 @@ func TestBench(t *testing.T) {
 		require.NoError(t, client.IgnoreNotFound(env.client.Delete(context.Background(), resources.MemberPVC(fl.c, "demo-1"))))
 		fl.join("demo-0", "demo-5", "3.6.16")
 	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
+	results = append(results, b.quorumLosses(runs)...)
 
 	results = append(results, b.upgrade(), b.defrag(), b.restart(10))
 	b.clear(opNS, floorNS, b.restartNS) // the other scenarios' clusters go first
@@ -375,7 +394,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	waitReady(t, b.opNS, cluster)
 	time.Sleep(time.Second) // the sampler reads the last status
 	s.stop()
-	r.Steps = s.timings()
+	r.Steps, r.Notes = s.timings(), s.notes
 	for _, st := range r.Steps {
 		t.Logf("bench: %s: %s %s: ready %s, started %s, applied %s, visible %s, finished %s", name, st.Action, st.Member,
 			span(r.Start, st.Ready), span(r.Start, st.Started), span(r.Start, st.Applied), span(r.Start, st.Visible), span(r.Start, st.Finished))
@@ -631,6 +650,7 @@ func table(results []benchResult) string {
 			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
 	}
 	b.WriteString(medians(results))
+	b.WriteString(quorumReport(results))
 	b.WriteString(naiveReport(results))
 	return b.String()
 }
