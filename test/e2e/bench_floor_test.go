@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
@@ -53,18 +55,23 @@ func (f *floor) images() resources.Images {
 
 // start creates a member's claim and Pod: a seed alone, or a member joining those listed.
 func (f *floor) start(name, version string, seed, expectData bool) {
-	ctx, cancel := f.ctx()
-	defer cancel()
-	pvc := resources.MemberPVC(f.c, name)
-	if err := env.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(f.t, err)
-	}
 	ms := resources.MemberSpec{Name: name, Version: version, Seed: seed, ExpectData: expectData}
 	ms.InitialCluster = []string{name + "=" + resources.PeerURL(f.c, name)}
 	for m := range f.members {
 		if m != name {
 			ms.InitialCluster = append(ms.InitialCluster, m+"="+resources.PeerURL(f.c, m))
 		}
+	}
+	f.create(ms)
+}
+
+// create creates a member's claim, unless it exists, and its Pod rendered from ms.
+func (f *floor) create(ms resources.MemberSpec) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	pvc := resources.MemberPVC(f.c, ms.Name)
+	if err := env.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(f.t, err)
 	}
 	require.NoError(f.t, env.client.Create(ctx, resources.MemberPod(f.c, f.images(), ms)))
 }
@@ -85,8 +92,16 @@ func (f *floor) endpoint(name string) string {
 	return ep
 }
 
+// client connects to a member. It reconnects as the operator's client does (every 50 ms at
+// first, and gives up a connection attempt after 2 s): with gRPC's defaults (a second, then
+// longer, up to two minutes; 20 s per attempt) a member that starts while the floor waits
+// for it would be seen late.
 func (f *floor) client(name string) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})}})
 	require.NoError(f.t, err)
 	return cli
 }

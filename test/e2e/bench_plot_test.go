@@ -160,6 +160,34 @@ figures of both swing by up to twice between runs; compare the ratios within one
   old operator stops (releasing its lease) and one member Pod of each cluster is deleted;
   the time runs from the new operator's start until every cluster is whole; the floor
   re-creates the same Pods itself.
+- **Quorum loss** (a cluster of 3 whose ` + "`spec.recovery`" + ` lets a recovery run without approval;
+  each scenario runs ` + "`BENCH_REPEAT`" + ` times): the volumes of two members (**2 of 3 wiped**) or of
+  all three (**all 3 wiped**, after a backup to a volume claim) are wiped and their Pods
+  deleted, and the run ends when the cluster has three voters again, none of the wiped
+  members. The operator must first show that the data is gone: it starts each wiped member
+  again, one step at a time, and the Pod's preflight check finds no data (a survivor's old
+  Pod must be gone before the new one starts); then it restarts the survivor alone with
+  ` + "`--force-new-cluster`" + ` (or restores the backup on a new seed), removes the wiped members'
+  Pods and claims, and two members join. The floor knows what it wiped: it deletes the wiped
+  claims, replaces the survivor's Pod with one rendered with ` + "`--force-new-cluster`" + ` (or creates
+  a new seed whose Pod restores, with the same init containers and etcdutl, a snapshot of the
+  floor's own cluster taken as the backup was) and joins two members. The table of recoveries
+  gives the moments of both runs in seconds after the fault (the operator's from its step
+  records), and when the operator's status first said Ready. Writes fail while no quorum
+  answers (each after its 2 s timeout), in both runs.
+- **Where a recovery's time goes**: while no quorum answers, each of the operator's looks at
+  the cluster takes about 2 s (its member list is read through a quorum first, twice with a
+  1 s timeout, before it falls back on one member's view), and every step waits for a look
+  to show the one before: showing two lost members' data gone, one after the other, and
+  planning the recovery on a look that shows both, costs several looks. The floor spends
+  nothing there. Once the survivor or seed answers, looks are fast again, except while a
+  member does not answer its status (a new member starting, or waiting etcd's 7 s to
+  publish itself): then each look waits its 1 s timeout. A cluster with no plan that is not
+  Ready is looked at again every 2 s, so Ready may come up to that long after the last
+  member answers. An old Pod's etcd takes from half a second to 7 s to stop (a leader that
+  still sees a peer tries for up to 7 s to hand its leadership over first): the operator
+  waits for it, to start each member again on its volume; the floor, which knows, does not,
+  except for the survivor's own Pod.
 - **Against a naive rollout**: the upgrade and the defragmentation (each member's database
   holding 64 MiB of keys and 32 MiB free) run a third time on the floor's side, the way a
   tool that knows nothing of etcd's leader does them: a StatefulSet's rolling update (Pods

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,6 +135,15 @@ type sampler struct {
 	plans  map[string]*v1alpha1.PlanStatus // the last copy of each plan status showed
 	last   *v1alpha1.EtcdCluster
 	kube   client.Reader
+	// notes are what the cluster's status said, each time it said something new: the
+	// current step and its message, or the Ready condition's reason once no plan runs.
+	notes []timedNote
+}
+
+// timedNote is something seen at a moment.
+type timedNote struct {
+	At   time.Time
+	Note string
 }
 
 type sample struct {
@@ -189,6 +199,7 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 		return sample{}, false
 	}
 	s.last = c
+	s.note(c)
 	for _, p := range []*v1alpha1.PlanStatus{c.Status.Plan} {
 		if p != nil && p.Blocked == nil {
 			s.plans[p.ID] = p
@@ -216,6 +227,24 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 		smp.Observed.Etcd = v
 	}
 	return smp, true
+}
+
+// note records what the cluster's status says, if it says something new.
+func (s *sampler) note(c *v1alpha1.EtcdCluster) {
+	var n string
+	if p := c.Status.Plan; p != nil && int(p.Current) < len(p.Steps) {
+		st := p.Steps[p.Current]
+		n = fmt.Sprintf("plan %s %s, step %d/%d %s %s", p.ID, p.Phase, p.Current+1, len(p.Steps), st.Action, st.Member)
+		if int(p.Current) < len(p.Progress) {
+			pr := p.Progress[p.Current]
+			n += fmt.Sprintf(" %s: %s", pr.State, pr.Message)
+		}
+	} else if r := apimeta.FindStatusCondition(c.Status.Conditions, "Ready"); r != nil {
+		n = fmt.Sprintf("no plan; Ready=%s %s: %s", r.Status, r.Reason, r.Message)
+	}
+	if len(s.notes) == 0 || s.notes[len(s.notes)-1].Note != n {
+		s.notes = append(s.notes, timedNote{At: time.Now(), Note: n})
+	}
 }
 
 func (s *sampler) stop() {
@@ -260,7 +289,8 @@ func (st stepTiming) Noticed() (time.Duration, bool) {
 }
 
 // timings lines up the operator's step records with the sampler's looks, plan by plan in
-// the order they were made.
+// the order they were made. The steps of a plan superseded before it reached them are left
+// out: the operator never started them.
 func (s *sampler) timings() []stepTiming {
 	var recs []*v1alpha1.PlanStatus
 	for _, p := range s.plans {
@@ -269,7 +299,11 @@ func (s *sampler) timings() []stepTiming {
 	slices.SortFunc(recs, func(a, b *v1alpha1.PlanStatus) int { return a.CreatedAt.When().Compare(b.CreatedAt.When()) })
 	var out []stepTiming
 	for _, rec := range recs {
-		out = append(out, s.planTimings(rec)...)
+		for _, st := range s.planTimings(rec) {
+			if !st.Started.IsZero() || !st.Applied.IsZero() || !st.Finished.IsZero() {
+				out = append(out, st)
+			}
+		}
 	}
 	return out
 }
@@ -293,7 +327,8 @@ func (s *sampler) planTimings(rec *v1alpha1.PlanStatus) []stepTiming {
 	// record in history has it.
 	if s.last != nil {
 		for _, h := range s.last.Status.History {
-			if h.ID == rec.ID && len(steps) > 0 && steps[len(steps)-1].Finished.IsZero() {
+			// A plan superseded or blocked finished without its last step.
+			if h.ID == rec.ID && h.Phase == v1alpha1.PlanSucceeded && len(steps) > 0 && steps[len(steps)-1].Finished.IsZero() {
 				steps[len(steps)-1].Finished = h.FinishedAt.When()
 			}
 		}

@@ -46,6 +46,12 @@ type benchResult struct {
 	// to publish themselves (see publishWaits).
 	Publishes, FloorPublishes int
 	Naive                     *naiveRun // the same rollout done naively, if measured
+	// Marks are the moments of a recovery from quorum loss, in both runs; Ready is when
+	// the operator's status first said Ready after its start (-1: not seen).
+	Marks []benchMark
+	Ready time.Duration
+	// Notes are what the operator's status said during its run, each time it changed.
+	Notes []timedNote
 }
 
 // TestBench runs each scenario twice on the local stack, once by the operator and once by
@@ -86,11 +92,23 @@ func TestBench(t *testing.T) {
 	if os.Getenv("BENCH_ONLY") == "" {
 		results = append(results, b.freshBootstrap())
 	}
-	startOperator(t, opNS)
+	// BENCH_OPERATOR_ARGS adds flags to the operator's (--zap-log-level=5 logs each
+	// reconcile's start and end).
+	startOperator(t, opNS, strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))...)
 	// BENCH_ONLY=day2 measures only the upgrade and the defragmentation, each against a
 	// naive rollout, and writes no docs.
 	if os.Getenv("BENCH_ONLY") == "day2" {
 		fmt.Println(naiveReport([]benchResult{b.upgrade(), b.defrag()}))
+		return
+	}
+	// BENCH_ONLY=quorumloss measures only the recoveries from quorum loss (two members'
+	// volumes wiped, then all three), writes their plots and prints their sections of the
+	// docs (the table's rows, each run's steps), without writing docs/benchmarks.md.
+	if os.Getenv("BENCH_ONLY") == "quorumloss" {
+		results := b.quorumLosses(runs)
+		fmt.Println(table(results))
+		fmt.Println(plots(t, results))
+		fmt.Println(laterSteps(results))
 		return
 	}
 	var fl *floor // the floor's three members, for the scenarios that follow
@@ -127,6 +145,7 @@ func TestBench(t *testing.T) {
 		require.NoError(t, client.IgnoreNotFound(env.client.Delete(context.Background(), resources.MemberPVC(fl.c, "demo-1"))))
 		fl.join("demo-0", "demo-5", "3.6.16")
 	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
+	results = append(results, b.quorumLosses(runs)...)
 
 	results = append(results, b.upgrade(), b.defrag(), b.restart(10))
 	b.clear(opNS, floorNS, b.restartNS) // the other scenarios' clusters go first
@@ -375,7 +394,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	waitReady(t, b.opNS, cluster)
 	time.Sleep(time.Second) // the sampler reads the last status
 	s.stop()
-	r.Steps = s.timings()
+	r.Steps, r.Notes = s.timings(), s.notes
 	for _, st := range r.Steps {
 		t.Logf("bench: %s: %s %s: ready %s, started %s, applied %s, visible %s, finished %s", name, st.Action, st.Member,
 			span(r.Start, st.Ready), span(r.Start, st.Started), span(r.Start, st.Applied), span(r.Start, st.Visible), span(r.Start, st.Finished))
@@ -567,7 +586,14 @@ func report(t *testing.T, results []benchResult, sr scaleResult, rollouts []roll
 	figures := table(results) + scaleReport(sr) + rolloutReport(rollouts)
 	fmt.Println(figures)
 	root := env.root
-	dir := filepath.Join(root, "docs", "benchmarks")
+	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), figures, plots(t, results))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "benchmarks.md"), []byte(doc), 0o644))
+}
+
+// plots writes the plot of each scenario's first run to docs/benchmarks/ and returns the
+// docs' section on each: its plot and its steps.
+func plots(t *testing.T, results []benchResult) string {
+	dir := filepath.Join(env.root, "docs", "benchmarks")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	var steps strings.Builder
 	for _, r := range results {
@@ -576,15 +602,33 @@ func report(t *testing.T, results []benchResult, sr scaleResult, rollouts []roll
 		}
 		file := strings.NewReplacer(" ", "-", ">", "", ",", "", ".", "").Replace(strings.ToLower(r.Name)) + ".svg"
 		require.NoError(t, plotScenario(filepath.Join(dir, file), r))
-		fmt.Fprintf(&steps, "\n### %s\n\n![%s](benchmarks/%s)\n\n", r.Name, r.Name, file)
-		fmt.Fprintf(&steps, "| step | precondition | waited for it | reaction | effect after | noticed |\n|---|---|---|---|---|---|\n")
-		for _, st := range r.Steps {
-			fmt.Fprintf(&steps, "| %s %s | %s | %s | %s | %s | %s |\n", st.Action, st.Member, st.Precondition,
-				span(st.Started, st.Applied), opt(st.Reaction()), span(st.Applied, st.Finished), opt(st.Noticed()))
+		fmt.Fprintf(&steps, "\n### %s\n\n![%s](benchmarks/%s)\n\n%s", r.Name, r.Name, file, stepTable(r))
+	}
+	return steps.String()
+}
+
+// stepTable is a scenario's steps: how long each waited for its precondition, how long
+// the operator took to apply it once it could, how long its effect took to show, and how
+// long the operator took to see it.
+func stepTable(r benchResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| step | precondition | waited for it | reaction | effect after | noticed |\n|---|---|---|---|---|---|\n")
+	for _, st := range r.Steps {
+		fmt.Fprintf(&b, "| %s %s | %s | %s | %s | %s | %s |\n", st.Action, st.Member, st.Precondition,
+			span(st.Started, st.Applied), opt(st.Reaction()), span(st.Applied, st.Finished), opt(st.Noticed()))
+	}
+	return b.String()
+}
+
+// laterSteps is the step table of each run after a scenario's first, titled.
+func laterSteps(results []benchResult) string {
+	var b strings.Builder
+	for _, r := range results {
+		if r.Run > 1 {
+			fmt.Fprintf(&b, "\n### %s\n\n%s", r.title(), stepTable(r))
 		}
 	}
-	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), figures, steps.String())
-	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "benchmarks.md"), []byte(doc), 0o644))
+	return b.String()
 }
 
 // table is the scenarios' figures, their medians and the naive rollouts beside them.
@@ -606,6 +650,7 @@ func table(results []benchResult) string {
 			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
 	}
 	b.WriteString(medians(results))
+	b.WriteString(quorumReport(results))
 	b.WriteString(naiveReport(results))
 	return b.String()
 }
@@ -685,7 +730,8 @@ func waits(steps []stepTiming) (pods, etcdWait time.Duration) {
 			etcdWait += pre
 		}
 		switch plan.Action(st.Action) {
-		case plan.CreateSeed, plan.StartMember, plan.StopMember, plan.DeleteMember, plan.UpgradeMember, plan.RestartMember:
+		case plan.CreateSeed, plan.StartMember, plan.StopMember, plan.DeleteMember, plan.UpgradeMember, plan.RestartMember,
+			plan.ForceNewCluster, plan.RestoreFromBackup: // a member's Pod replaced, or a seed's made (and restored)
 			pods += eff
 		default:
 			etcdWait += eff

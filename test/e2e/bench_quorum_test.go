@@ -1,0 +1,400 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/resources"
+)
+
+// benchMark is a moment of a scenario after its start, in the operator's run and in the
+// floor's (negative: not reached, or not a moment of that run).
+type benchMark struct {
+	What            string
+	Operator, Floor time.Duration
+}
+
+// The quorum-loss scenarios' cluster: its own name, so that it comes and goes beside demo.
+const qlCluster = "ql"
+
+// quorumLosses measures both recoveries from quorum loss, runs times each: two members'
+// volumes wiped (the survivor restarts alone with --force-new-cluster and two members
+// join it), then all three (a new seed restores the backup taken before, and two members
+// join it).
+func (b *bench) quorumLosses(runs int) []benchResult {
+	var results []benchResult
+	for _, all := range []bool{false, true} {
+		for i := 1; i <= runs; i++ {
+			r := b.quorumLoss(all, i)
+			r.Run, r.Of = i, runs
+			results = append(results, r)
+		}
+	}
+	return results
+}
+
+// quorumLoss measures one recovery from quorum loss of a cluster of three whose spec lets
+// it run without approval: from the fault (the volumes wiped, their Pods deleted) until the
+// cluster has three voters again, none of those wiped. The floor does the same work with
+// nothing in between: it knows what was lost, so it restarts the survivor alone with
+// --force-new-cluster on its data (or restores its own snapshot, taken as the operator's
+// backup was, on a new seed), then joins two members one at a time.
+func (b *bench) quorumLoss(all bool, run int) benchResult {
+	t, ctx := b.t, context.Background()
+	name, wiped := "quorum loss, 2 of 3 wiped", []string{qlCluster + "-1", qlCluster + "-2"}
+	if all {
+		name, wiped = "quorum loss, all 3 wiped", []string{qlCluster + "-0", qlCluster + "-1", qlCluster + "-2"}
+	}
+	const version = "3.6.16"
+	c := newCluster(b.opNS, qlCluster, 3)
+	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+	require.NoError(t, env.client.Create(ctx, c))
+	fl := newFloor(t, b.floorNS, c)
+	fl.bootstrap(3, version)
+	waitReady(t, b.opNS, qlCluster)
+	var source v1alpha1.SnapshotSource // the floor's snapshot, for a restore
+	if all {
+		for _, ns := range []string{b.opNS, b.floorNS} {
+			ensureClaim(t, ns, "backups")
+		}
+		backup := fmt.Sprintf("%s-before-%d", qlCluster, run)
+		createBackup(t, b.opNS, backup, claimDest("backups"), func(bk *v1alpha1.EtcdBackup) { bk.Spec.ClusterRef.Name = qlCluster })
+		waitBackup(t, b.opNS, backup, v1alpha1.BackupSucceeded)
+		source = fl.snapshot(qlCluster+"-0", "backups", fmt.Sprintf("floor/%s-%d.db", qlCluster, run))
+	}
+
+	var floorStart time.Time
+	floorAt := map[string]time.Duration{}
+	mark := func(what string) { floorAt[what] = time.Since(floorStart) }
+	var ready *readyWatch
+	var opPods, floorPods *podTrace
+	var opTrace []timedNote
+	r := b.run(name, qlCluster, 3, version, func() {
+		opPods = tracePods(t, b.opNS)
+		ready = b.watchReady(b.opNS, qlCluster, 3, wiped)
+		b.wipe(b.opNS, wiped...)
+	}, func() {
+		opTrace = opPods.stop()
+		floorPods = tracePods(t, b.floorNS)
+		floorStart = time.Now()
+		b.wipe(b.floorNS, wiped...)
+		for _, m := range wiped {
+			delete(fl.members, m)
+			require.NoError(t, client.IgnoreNotFound(env.client.Delete(ctx, resources.MemberPVC(fl.c, m))))
+		}
+		seed := qlCluster + "-0"
+		if all {
+			seed = qlCluster + "-3"
+			fl.restoreSeed(seed, version, source)
+		} else {
+			fl.deletePod(seed, true)
+			fl.forceNew(seed, version)
+		}
+		mark("recovery applied")
+		fl.healthy(seed)
+		mark("seed answers alone")
+		joins := []string{qlCluster + "-3", qlCluster + "-4"}
+		if all {
+			joins = []string{qlCluster + "-4", qlCluster + "-5"}
+		}
+		for i, m := range joins {
+			fl.join(seed, m, version)
+			mark(fmt.Sprintf("new voter %d", i+1))
+		}
+	}, func(ns string) bool {
+		return !slices.ContainsFunc(wiped, func(m string) bool { return b.podExists(ns, m) })
+	})
+	r.Ready = ready.stop()
+	logNotes(t, name+", operator's status", r.Start, r.Notes)
+	logNotes(t, name+", operator's Pods", r.Start, opTrace)
+	logNotes(t, name+", floor's Pods", floorStart, floorPods.stop())
+	r.Marks = quorumMarks(r, floorAt)
+	for _, m := range r.Marks {
+		t.Logf("bench: %s: %s: operator %s, floor %s", name, m.What, markMS(m.Operator), markMS(m.Floor))
+	}
+	t.Logf("bench: %s: fault -> Ready (the operator's status) %s", name, ms(r.Ready))
+	b.deleteCluster(qlCluster)
+	return r
+}
+
+// quorumMarks are the moments of a recovery: when the operator's plan reached its recovery
+// step (it had shown that the data is lost: the floor knows from the start), when it applied
+// it (the floor: the survivor's or the seed's Pod created), when the survivor or seed
+// answered alone, when each new member was a voter (the operator: when it recorded the
+// promotion; the floor: when the member answered after it), when the run ended.
+func quorumMarks(r benchResult, floorAt map[string]time.Duration) []benchMark {
+	since := func(at time.Time) time.Duration {
+		if at.IsZero() {
+			return -1
+		}
+		return at.Sub(r.Start)
+	}
+	var recovery *stepTiming
+	var promoted []time.Time
+	for i := range r.Steps {
+		st := &r.Steps[i]
+		switch {
+		case recovery == nil && plan.Action(st.Action).Recovers() && !st.Applied.IsZero():
+			recovery = st
+		case recovery != nil && st.Action == string(plan.PromoteLearner) && !st.Applied.IsZero() && !st.Finished.IsZero():
+			promoted = append(promoted, st.Finished)
+		}
+	}
+	slices.SortFunc(promoted, time.Time.Compare)
+	marks := []benchMark{{What: "recovery step started", Operator: -1}, {What: "recovery applied", Operator: -1},
+		{What: "seed answers alone", Operator: -1}}
+	if recovery != nil {
+		marks[0].Operator, marks[1].Operator, marks[2].Operator = since(recovery.Started), since(recovery.Applied), since(recovery.Finished)
+	}
+	for i := range 2 {
+		m := benchMark{What: fmt.Sprintf("new voter %d", i+1), Operator: -1}
+		if i < len(promoted) {
+			m.Operator = since(promoted[i])
+		}
+		marks = append(marks, m)
+	}
+	for i := range marks {
+		marks[i].Floor = -1
+		if d, ok := floorAt[marks[i].What]; ok {
+			marks[i].Floor = d
+		}
+	}
+	marks[0].Floor = 0
+	return append(marks, benchMark{What: "settled", Operator: r.Operator, Floor: r.Floor})
+}
+
+func markMS(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return ms(d)
+}
+
+// wipe deletes the data of members' volumes, as lost disks would, then their Pods: every
+// volume wiped before any Pod goes, so no member is started again on data about to vanish.
+func (b *bench) wipe(ns string, members ...string) {
+	ctx := context.Background()
+	for _, m := range members {
+		require.NoError(b.t, env.stack.WipePVC(ctx, ns, m))
+	}
+	for _, m := range members {
+		require.NoError(b.t, client.IgnoreNotFound(env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, m)})))
+	}
+}
+
+// readyWatch polls a cluster of the operator's until it is Ready with its replicas as
+// members, none of those gone.
+type readyWatch struct {
+	start  time.Time
+	at     time.Duration
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (b *bench) watchReady(ns, cluster string, replicas int, gone []string) *readyWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &readyWatch{start: time.Now(), at: -1, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			at := time.Now()
+			var c v1alpha1.EtcdCluster
+			if env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, &c) == nil && ready(&c) &&
+				len(c.Status.Members) == replicas && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
+				return slices.Contains(gone, m.Name)
+			}) {
+				w.at = at.Sub(w.start)
+				return
+			}
+			time.Sleep(time.Until(at.Add(20 * time.Millisecond)))
+		}
+	}()
+	return w
+}
+
+// stop returns how long after its start the cluster was first seen Ready (-1: not seen).
+func (w *readyWatch) stop() time.Duration {
+	w.cancel()
+	<-w.done
+	return w.at
+}
+
+// ensureClaim creates a volume claim of 1 GiB to back up to, unless it exists.
+func ensureClaim(t require.TestingT, ns, name string) {
+	err := env.client.Create(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: metaName(ns, name),
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+}
+
+// quorumReport is the table of the recoveries' moments, the operator's beside the floor's.
+func quorumReport(results []benchResult) string {
+	var b strings.Builder
+	for _, r := range results {
+		if len(r.Marks) == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n| recovery from quorum loss: seconds after the fault, operator (floor) |")
+			for _, m := range r.Marks {
+				b.WriteString(" " + m.What + " |")
+			}
+			b.WriteString(" Ready (operator's status) |\n|---|" + strings.Repeat("---|", len(r.Marks)+1) + "\n")
+		}
+		fmt.Fprintf(&b, "| %s |", r.title())
+		for _, m := range r.Marks {
+			fmt.Fprintf(&b, " %s (%s) |", secs(m.Operator), secs(m.Floor))
+		}
+		fmt.Fprintf(&b, " %s |\n", secs(r.Ready))
+	}
+	return b.String()
+}
+
+func secs(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", d.Seconds())
+}
+
+// forceNew starts a member alone on its data with --force-new-cluster, in a Pod rendered as
+// the operator's (its old Pod must be gone), and waits until it answers.
+func (f *floor) forceNew(name, version string) {
+	f.create(resources.MemberSpec{Name: name, Version: version, ExpectData: true, Voter: true, ForceNewCluster: memberID(f.members[name]),
+		InitialCluster: []string{name + "=" + resources.PeerURL(f.c, name)}})
+}
+
+// restoreSeed starts a cluster anew on a new seed restored from a snapshot: its Pod, rendered
+// as the operator's, fetches the snapshot and restores it with etcdutl before etcd starts.
+func (f *floor) restoreSeed(name, version string, source v1alpha1.SnapshotSource) {
+	f.create(resources.MemberSpec{Name: name, Version: version, Seed: true, InitialCluster: []string{name + "=" + resources.PeerURL(f.c, name)},
+		Restore: &resources.Restore{From: source.URI(source.Key), Source: source}})
+}
+
+// snapshot stores a snapshot of a member's data on a claim of the floor's namespace, where
+// a backup to claimDest(claim) puts them, and returns where.
+func (f *floor) snapshot(member, claim, key string) v1alpha1.SnapshotSource {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	var dir string
+	require.Eventually(f.t, func() bool {
+		d, err := env.stack.ClaimDir(ctx, f.c.Namespace, claim)
+		dir = d
+		return err == nil
+	}, time.Minute, floorPoll, "claim %s is bound", claim)
+	dest := claimDest(claim)
+	path := filepath.Join(dir, dest.PVC.SubPath, filepath.FromSlash(key))
+	require.NoError(f.t, os.MkdirAll(filepath.Dir(path), 0o755))
+	cli := f.client(member)
+	defer cli.Close()
+	rc, err := cli.Snapshot(ctx)
+	require.NoError(f.t, err)
+	defer rc.Close()
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	require.NoError(f.t, err)
+	_, err = io.Copy(out, rc)
+	require.NoError(f.t, err)
+	require.NoError(f.t, out.Close())
+	return v1alpha1.SnapshotSource{BackupDestination: dest, Key: key}
+}
+
+// podTrace records what the API server's watch shows of a namespace's Pods, each fact once
+// per Pod: created, scheduled, an init container ended, running, ready, ended, deleting,
+// gone. It tells a recovery's waits on Kubernetes from the operator's own.
+type podTrace struct {
+	start  time.Time
+	mu     sync.Mutex
+	notes  []timedNote
+	seen   map[types.UID]map[string]bool
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func tracePods(t *testing.T, ns string) *podTrace {
+	ctx, cancel := context.WithCancel(context.Background())
+	pods := kubernetes.NewForConfigOrDie(env.stack.RESTConfig()).CoreV1().Pods(ns)
+	list, err := pods.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	pt := &podTrace{start: time.Now(), seen: map[types.UID]map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(pt.done)
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			facts := []string{"created"}
+			if p.Spec.NodeName != "" {
+				facts = append(facts, "scheduled on "+p.Spec.NodeName)
+			}
+			for _, cs := range p.Status.InitContainerStatuses {
+				if term := cs.State.Terminated; term != nil {
+					facts = append(facts, fmt.Sprintf("init container %s exited %d", cs.Name, term.ExitCode))
+				}
+			}
+			if p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
+				facts = append(facts, "phase "+string(p.Status.Phase))
+			}
+			if podReady(p) {
+				facts = append(facts, "ready")
+			}
+			if p.DeletionTimestamp != nil {
+				facts = append(facts, "deleting")
+			}
+			if ev.Type == watch.Deleted {
+				facts = append(facts, "gone")
+			}
+			pt.mu.Lock()
+			if pt.seen[p.UID] == nil {
+				pt.seen[p.UID] = map[string]bool{}
+			}
+			for _, f := range facts {
+				if !pt.seen[p.UID][f] {
+					pt.seen[p.UID][f] = true
+					pt.notes = append(pt.notes, timedNote{At: time.Now(), Note: fmt.Sprintf("Pod %s (%s): %s", p.Name, p.UID[:8], f)})
+				}
+			}
+			pt.mu.Unlock()
+		}
+	}()
+	return pt
+}
+
+// stop ends the watch and returns what it saw.
+func (pt *podTrace) stop() []timedNote {
+	pt.cancel()
+	<-pt.done
+	return pt.notes
+}
+
+// logNotes logs notes, each at its time after start.
+func logNotes(t *testing.T, what string, start time.Time, notes []timedNote) {
+	for _, n := range notes {
+		t.Logf("bench: %s: %s %s", what, ms(n.At.Sub(start)), n.Note)
+	}
+}
