@@ -60,9 +60,7 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	require.Contains(t, pod.Spec.InitContainers[0].Command, "--expect-data=true")
 
 	// etcd runs the survivor alone: its claim's mark goes, and the plan goes on.
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.10",
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.running(pod, "10.88.0.10")
 	f.setView(func(v *planner.EtcdView) {
 		v.Linearizable, v.LeaderID, v.Members = true, "1", v.Members[:1]
 		v.Members[0].Leader, v.Members[0].Answering = "1", true
@@ -114,9 +112,7 @@ func TestForcedRecoveryRetainsTheOtherSurvivors(t *testing.T) {
 	// demo-1 runs alone: demo-0 leaves with the others; its Pod goes, its claim stays.
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-1"}, pod))
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.1",
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.running(pod, "10.88.0.1")
 	f.setView(func(v *planner.EtcdView) {
 		v.Linearizable, v.LeaderID, v.Members = true, v.Members[1].ID, v.Members[1:2]
 		v.Members[0].Leader, v.Members[0].Answering = v.Members[0].ID, true
@@ -170,9 +166,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	require.Equal(t, int32(0), c.Status.Plan.Current)
 
 	// The new cluster answers: the mark goes, and the old members' leftovers go.
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.3",
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
 		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
 	c, _ = f.reconcile()
@@ -257,9 +251,7 @@ func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.10",
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.running(pod, "10.88.0.10")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c1", Members: []planner.EtcdMember{{ID: "1", Name: "demo-0",
 		PeerURLs: []string{resources.PeerURL(c, "demo-0")}, Answering: true, Version: "3.6.16", RaftIndex: 100}}})
 	c, _ = f.reconcile()
@@ -408,9 +400,7 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.3",
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
 		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
 	f.now = f.now.Add(2 * time.Second)
@@ -436,9 +426,7 @@ func TestRestoreGoesOnAfterTheSeedAnswered(t *testing.T) {
 	f.reconcile()
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.3",
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
 		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Version: "3.6.16", RaftTerm: 2, RaftIndex: 5}}})
 	c, _ = f.reconcile()
@@ -459,4 +447,12 @@ func TestRestoreGoesOnAfterTheSeedAnswered(t *testing.T) {
 	require.Empty(t, c.Status.ClusterID, "the restored cluster never formed: the seed's next answer counts")
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod), "the seed's Pod again")
 	require.Equal(t, "nightly", pod.Annotations[resources.AnnotationRestoreSeed])
+}
+
+// running sets a member Pod's status to running etcd at ip.
+func (f *fixture) running(pod *corev1.Pod, ip string) {
+	f.t.Helper()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	require.NoError(f.t, f.kube.Status().Update(context.Background(), pod))
 }
