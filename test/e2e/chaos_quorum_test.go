@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,7 +43,7 @@ func runQuorumLoss(t *testing.T, seed uint64, all bool) {
 	before := createReady(t, r.ns, 3, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
 	})
-	w := startRevWriter(t, r.ns, "demo")
+	w := startWriter(t, r.ns, "demo")
 	time.Sleep(time.Duration(1000+r.rng.IntN(2000)) * time.Millisecond)
 	createBackup(t, r.ns, "nightly", claimDest("backups"))
 	backup := waitBackup(t, r.ns, "nightly", v1alpha1.BackupSucceeded)
@@ -124,49 +122,6 @@ func (r *chaosRun) wipeMajority(all bool) []string {
 	return members
 }
 
-// revWriter puts keys until stopped and remembers, for each write etcd acknowledged, the
-// revision it was written at.
-type revWriter struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	acked  map[string]int64
-}
-
-func startRevWriter(t *testing.T, ns, cluster string) *revWriter {
-	t.Helper()
-	id := get(t, ns, cluster).Status.ClusterID
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &revWriter{cancel: cancel, done: make(chan struct{}), acked: map[string]int64{}}
-	go func() {
-		defer close(w.done)
-		defer cli.Close()
-		for i := 0; ctx.Err() == nil; i++ {
-			key := fmt.Sprintf("/chaos/%06d", i)
-			wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := cli.Put(wctx, key, key)
-			wcancel()
-			if err == nil && sameCluster(resp.Header, id) == nil {
-				w.mu.Lock()
-				w.acked[key] = resp.Header.Revision
-				w.mu.Unlock()
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	return w
-}
-
-func (w *revWriter) stop() map[string]int64 {
-	w.cancel()
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.acked
-}
-
 // checkAcked reads the keys the writer wrote from the cluster and returns the highest
 // revision among them, and the acknowledged writes above it (lost): every write
 // acknowledged at or below it must be there (a recovery may lose only a suffix of the
@@ -175,7 +130,7 @@ func checkAcked(t *testing.T, ns string, acked map[string]int64) (int64, map[str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := etcdClient(t, endpoints(t, ns, "demo")).Get(ctx, "/chaos/", clientv3.WithPrefix())
+	resp, err := etcdClient(t, endpoints(t, ns, "demo")).Get(ctx, "/writer/", clientv3.WithPrefix())
 	require.NoError(t, err)
 	have := map[string]int64{}
 	var top int64

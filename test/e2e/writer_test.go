@@ -22,6 +22,7 @@ type writer struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	acked  []string
+	revs   map[string]int64 // the revision each acknowledged write was made at
 	failed int
 	maxLat time.Duration
 }
@@ -32,7 +33,7 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{})}
+	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{}), revs: map[string]int64{}}
 	go func() {
 		defer close(w.done)
 		defer cli.Close()
@@ -53,7 +54,7 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 			lat := time.Since(start)
 			w.mu.Lock()
 			if err == nil {
-				w.acked = append(w.acked, key)
+				w.acked, w.revs[key] = append(w.acked, key), resp.Header.Revision
 				w.maxLat = max(w.maxLat, lat)
 			} else if ctx.Err() == nil {
 				w.failed++
@@ -63,6 +64,15 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 		}
 	}()
 	return w
+}
+
+// stop stops writing and returns the acknowledged writes with their revisions.
+func (w *writer) stop() map[string]int64 {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.revs
 }
 
 // stopAndVerify stops writing and checks every acknowledged write is readable.
