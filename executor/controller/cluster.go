@@ -1,5 +1,6 @@
-// Package controller is the executor's reconciler: observe, plan, record, then apply
-// exactly one step.
+// Package controller is the executor's reconciler: observe, plan, record, then apply a
+// step, and the next ones in the same reconcile while each shows its effect at once
+// (maxChained); every step is recorded before the next starts.
 package controller
 
 import (
@@ -96,7 +97,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Complete(r)
 }
 
-// Reconcile observes a cluster, plans, records the plan in status and applies one step.
+// Reconcile observes a cluster, plans, records the plan in status and applies its steps in
+// order, chaining those whose effect shows at once.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
 	c := &v1alpha1.EtcdCluster{}
 	// Read around the cache: the recorded plan must be the one the last reconcile wrote,
