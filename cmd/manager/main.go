@@ -59,6 +59,7 @@ type options struct {
 	namespaces                 string
 	etcdRepository, selfImage  string
 	workers                    int
+	drillDeadline              time.Duration
 	crashAfterEffectMarkersDir string
 }
 
@@ -83,6 +84,10 @@ func run() error {
 	// A reconcile mostly waits on the API server and etcd, so many run at once: a restarted
 	// operator looks at every cluster within moments instead of a few at a time.
 	flag.IntVar(&o.workers, "workers", 16, "clusters reconciled at once")
+	// A drill's Pod that never serves (no node fits it, an image that does not pull, a store
+	// too slow for the snapshot) ends the drill as not run, and it is tried again later.
+	flag.DurationVar(&o.drillDeadline, "drill-deadline", controller.DefaultDrillDeadline,
+		"how long a restore drill's scratch etcd has to serve, from its Pod's creation, before the drill is taken as not run (DrillDeadlineExceeded) and tried again later")
 	flag.StringVar(&o.crashAfterEffectMarkersDir, "test-crash-after-effect", "", "testing only: exit right after each step's effect, once per step, leaving markers in this directory")
 	// Milliseconds in log times: steps take a few hundred of them.
 	zapOpts := zap.Options{TimeEncoder: zapcore.ISO8601TimeEncoder}
@@ -147,7 +152,7 @@ func run() error {
 		return err
 	}
 	br := &controller.BackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dial: etcd.Dial, Open: store.Open,
-		Images: r.Images, Inspect: etcd.ContentsAt}
+		Images: r.Images, Inspect: etcd.ContentsAt, DrillDeadline: o.drillDeadline}
 	if err := br.SetupWithManager(mgr); err != nil {
 		return err
 	}

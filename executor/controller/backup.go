@@ -49,6 +49,9 @@ type BackupReconciler struct {
 	Images resources.Images
 	// Inspect reads what a drill's scratch etcd holds; etcd.ContentsAt outside tests.
 	Inspect func(ctx context.Context, url string, rev int64) (etcd.Contents, error)
+	// DrillDeadline is how long a restore drill's scratch etcd has to serve, from its Pod's
+	// creation, before the drill is taken as not run; 0 is 15 minutes.
+	DrillDeadline time.Duration
 }
 
 // SetupWithManager registers the reconciler.

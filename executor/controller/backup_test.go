@@ -249,7 +249,7 @@ func TestDrillPastItsDeadlineIsRetriedLater(t *testing.T) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
 			Message: "0/3 nodes are available: 3 Insufficient memory."}}
 		require.NoError(t, f.kube.Status().Update(ctx, p))
-		f.now = f.now.Add(drillDeadline + time.Second)
+		f.now = f.now.Add(DefaultDrillDeadline + time.Second)
 	}
 	f.reconcile()
 	unschedulable()
@@ -284,6 +284,27 @@ func TestDrillPastItsDeadlineIsRetriedLater(t *testing.T) {
 	require.True(t, conditions.IsTrue(b, v1alpha1.VerifiedCondition))
 	require.Zero(t, b.Status.DrillTries)
 	require.Nil(t, b.Status.NextDrillTime)
+}
+
+// The operator's --drill-deadline replaces the 15 minutes: a drill's Pod is given that long
+// to serve, not a moment less.
+func TestDrillDeadlineIsConfigurable(t *testing.T) {
+	f, _, _ := newDrillFixture(t)
+	f.br.DrillDeadline = 20 * time.Second
+	f.reconcile()
+	f.drillPod(nil, false)
+	f.now = f.now.Add(20 * time.Second)
+	b, _ := f.reconcile()
+	require.Equal(t, "Drilling", conditions.GetReason(b, v1alpha1.VerifiedCondition), "within its deadline")
+	require.False(t, f.drillGone())
+	f.now = f.now.Add(time.Second)
+	b, res := f.reconcile()
+	v := conditions.Get(b, v1alpha1.VerifiedCondition)
+	require.Equal(t, metav1.ConditionUnknown, v.Status)
+	require.Equal(t, reasonDrillDeadlineExceeded, v.Reason)
+	require.Contains(t, v.Message, "did not serve within 20s")
+	require.Equal(t, drillRetryFirst, res.RequeueAfter, "the retries keep their own waits")
+	require.True(t, f.drillGone())
 }
 
 // A Pod of the drill's name that is not the backup's blocks the drill: nothing is judged,

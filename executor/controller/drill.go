@@ -20,14 +20,16 @@ import (
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
-// drillDeadline bounds a restore drill, from its Pod's creation; drillPoll is how often a
-// running drill is looked at between its Pod's events. A drill that could not run is tried
-// again drillRetryFirst later, each next try twice as long after, at most drillRetryMax.
+// DefaultDrillDeadline bounds a restore drill, from its Pod's creation, unless the
+// operator's --drill-deadline (BackupReconciler.DrillDeadline) says otherwise; drillPoll is
+// how often a running drill is looked at between its Pod's events. A drill that could not
+// run is tried again drillRetryFirst later, each next try twice as long after, at most
+// drillRetryMax.
 const (
-	drillDeadline   = 15 * time.Minute
-	drillPoll       = 2 * time.Second
-	drillRetryFirst = time.Minute
-	drillRetryMax   = time.Hour
+	DefaultDrillDeadline = 15 * time.Minute
+	drillPoll            = 2 * time.Second
+	drillRetryFirst      = time.Minute
+	drillRetryMax        = time.Hour
 )
 
 // Reasons of a drill that could not run. It says nothing of the data: Verified stays
@@ -65,8 +67,8 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 		r.verdict(b, false, "DrillFailed", fmt.Sprintf("restoring %s failed in %s", b.Status.Artifact.URI, why))
 		return reconcile.Result{}, deletePod(ctx, r, b, "drill")
 	}
-	if now(r.Now).Sub(p.CreationTimestamp.Time) > drillDeadline {
-		msg := fmt.Sprintf("the scratch etcd restored from %s did not serve within %v%s", b.Status.Artifact.URI, drillDeadline, waitingOn(p))
+	if deadline := r.drillDeadline(); now(r.Now).Sub(p.CreationTimestamp.Time) > deadline {
+		msg := fmt.Sprintf("the scratch etcd restored from %s did not serve within %v%s", b.Status.Artifact.URI, deadline, waitingOn(p))
 		return r.notRun(b, reasonDrillDeadlineExceeded, msg), deletePod(ctx, r, b, "drill")
 	}
 	if !observe.PodReady(p) || p.Status.PodIP == "" {
@@ -146,6 +148,15 @@ func (r *BackupReconciler) notRun(b *v1alpha1.EtcdBackup, reason, msg string) re
 	conditions.Delete(b, meta.StalledCondition)
 	conditions.MarkTrue(b, meta.ReadyCondition, reason, "the snapshot is stored and may restore, but its restore drill could not run: %s", msg)
 	return reconcile.Result{RequeueAfter: wait}
+}
+
+// drillDeadline is how long a drill's Pod has to serve: DrillDeadline when set, else
+// DefaultDrillDeadline.
+func (r *BackupReconciler) drillDeadline() time.Duration {
+	if r.DrillDeadline > 0 {
+		return r.DrillDeadline
+	}
+	return DefaultDrillDeadline
 }
 
 // drillWait is what is left of the wait before a drill that could not run is tried again;

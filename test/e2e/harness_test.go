@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,9 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
@@ -380,4 +383,69 @@ func (op *operator) kill() {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	_ = op.cmd.Process.Kill()
+}
+
+// planWatch records every step the plans show while it runs, and whether claims stay.
+type planWatch struct {
+	cancel    context.CancelFunc
+	done      chan struct{}
+	mu        sync.Mutex
+	steps     []plan.Step
+	claimErrs []string
+}
+
+// watchPlans records the steps of every plan the cluster shows (each once), and whether
+// each of claims (name and UID) is ever gone, deleted or another object.
+func watchPlans(t *testing.T, ns, name string, claims map[string]types.UID) *planWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &planWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			var c v1alpha1.EtcdCluster
+			if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &c); err == nil && c.Status.Plan != nil {
+				w.mu.Lock()
+				for _, s := range c.Status.Plan.Steps {
+					s.MemberID, s.TargetID = "", "" // a learner's ID shows once it is added
+					if !slices.Contains(w.steps, s) {
+						w.steps = append(w.steps, s)
+					}
+				}
+				w.mu.Unlock()
+			}
+			for claim, uid := range claims {
+				var pvc corev1.PersistentVolumeClaim
+				err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, &pvc)
+				if ctx.Err() == nil && (err != nil || pvc.UID != uid || pvc.DeletionTimestamp != nil) {
+					w.mu.Lock()
+					w.claimErrs = append(w.claimErrs, fmt.Sprintf("claim %s: %v, uid %s, deleting %v", claim, err, pvc.UID, pvc.DeletionTimestamp))
+					w.mu.Unlock()
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(cancel)
+	return w
+}
+
+// stop ends the watch and returns the steps seen, and what was wrong with a claim when it
+// was not there as it was.
+func (w *planWatch) stop() (steps []plan.Step, claimErrs []string) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.steps, w.claimErrs
+}
+
+// actions are the steps' actions and members, each once.
+func actions(steps []plan.Step) []string {
+	var out []string
+	for _, s := range steps {
+		if a := strings.TrimSpace(fmt.Sprintf("%s %s", s.Action, s.Member)); !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
