@@ -95,14 +95,15 @@ func shorten(s string, n int) string {
 }
 
 // supersededWhy says why a plan was superseded, and names the step it stopped at when that
-// step's effect was applied but had not shown: it may have happened, and the next look
-// finds out (a recovery's outcome is in status.lastRecovery).
+// step's effect was applied but not shown done by the plan: it may have happened, and the
+// next plan starts from what the cluster shows (a recovery's outcome is in
+// status.lastRecovery).
 func supersededWhy(rec *v1alpha1.PlanStatus) string {
 	why := "the cluster or its spec changed"
 	i := int(rec.Current)
 	if i < len(rec.Steps) && i < len(rec.Progress) && rec.Progress[i].AppliedAt != nil {
 		s := rec.Steps[i]
-		why += fmt.Sprintf(" after step %d/%d %s %s was applied, before its effect showed", i+1, len(rec.Steps), s.Action, s.Member)
+		why += fmt.Sprintf(" after step %d/%d %s %s was applied; whether it took effect, the cluster shows", i+1, len(rec.Steps), s.Action, s.Member)
 	}
 	return why
 }

@@ -394,7 +394,7 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 	h := c.Status.History[0]
 	require.Equal(t, v1alpha1.PlanSuperseded, h.Phase)
 	require.Contains(t, h.Message, "after step 1/")
-	require.Contains(t, h.Message, " RestoreFromBackup demo-3 was applied, before its effect showed")
+	require.Contains(t, h.Message, " RestoreFromBackup demo-3 was applied; whether it took effect, the cluster shows")
 	require.Equal(t, id, c.Status.LastRecovery.Plan, "the same recovery, whichever plan goes on with it")
 	require.Nil(t, c.Status.LastRecovery.FinishedAt)
 

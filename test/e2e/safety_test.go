@@ -166,7 +166,7 @@ func stepsApplied(t *testing.T, c *v1alpha1.EtcdCluster) []string {
 		require.NoError(t, err, h.Steps)
 		actions := strings.Split(h.Actions, ", ")
 		if h.Phase == v1alpha1.PlanSuperseded && done < len(actions) && strings.Contains(h.Message, fmt.Sprintf(" after step %d/%d ", done+1, total)) &&
-			strings.Contains(h.Message, " was applied, before its effect showed") {
+			strings.Contains(h.Message, " was applied; whether it took effect, the cluster shows") {
 			done++
 		}
 		applied = append(applied, actions[:done]...)
