@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -448,4 +449,18 @@ func actions(steps []plan.Step) []string {
 		}
 	}
 	return out
+}
+
+// pause freezes the operator (SIGSTOP) between two of its steps, as a stalled process would
+// be; resume lets it go on.
+func (op *operator) pause() {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	_ = op.cmd.Process.Signal(syscall.SIGSTOP)
+}
+
+func (op *operator) resume() {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	_ = op.cmd.Process.Signal(syscall.SIGCONT)
 }

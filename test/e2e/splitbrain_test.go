@@ -246,3 +246,78 @@ func (w *idWatch) verdict(t *testing.T) []string {
 	require.Empty(t, w.split, "more than one etcd cluster answered behind the client Service (%d looks)", w.n)
 	return w.seen
 }
+
+// Every voter's volume wiped while a learner joins: the operator was frozen right after it
+// created the learner's Pod, so the learner runs, caught up, and is never promoted. The
+// automatic restore stops the learner's Pod before its seed starts; at every look behind the
+// client Service at most one cluster answers, and the restored cluster holds the backup's
+// writes.
+func TestRestoreStopsAJoiningLearnerFirst(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	op := startOperator(t, ns)
+	createClaim(t, ns, "backups")
+	before := createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+	})
+	ctx := context.Background()
+	written := map[string]string{}
+	putData(t, etcdClient(t, endpoints(t, ns, "demo")), written, 0, 50)
+	createBackup(t, ns, "nightly", claimDest("backups"))
+	waitBackup(t, ns, "nightly", v1alpha1.BackupSucceeded)
+
+	// The learner's Pod starts its containers well after the object exists: freezing the
+	// operator as soon as it does leaves the learner added and started, never promoted.
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	var learner corev1.Pod
+	require.Eventually(t, func() bool {
+		return env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-3"}, &learner) == nil
+	}, 2*time.Minute, 10*time.Millisecond, "the learner's Pod")
+	op.pause()
+	paused := true
+	defer func() {
+		if paused {
+			op.resume()
+		}
+	}()
+	learnerID := ""
+	require.Eventually(t, func() bool {
+		list, err := etcdClient(t, endpoints(t, ns, "demo")).MemberList(ctx)
+		if err != nil {
+			return false
+		}
+		for _, m := range list.Members {
+			if m.Name == "demo-3" && m.IsLearner {
+				learnerID = memberID(m.ID)
+			}
+		}
+		return learnerID != ""
+	}, time.Minute, 100*time.Millisecond, "demo-3 runs as a learner")
+
+	looks := watchClusterIDs(t, ns, "demo")
+	for _, m := range []string{"demo-0", "demo-1", "demo-2"} {
+		require.NoError(t, env.stack.WipePVC(ctx, ns, m))
+		require.NoError(t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, m)}, client.GracePeriodSeconds(0)))
+	}
+	op.resume()
+	paused = false
+	c := waitFor(t, ns, "demo", 5*time.Minute, "four voters of a new cluster", func(c *v1alpha1.EtcdCluster) bool {
+		return ready(c) && len(c.Status.Members) == 4 && c.Status.ClusterID != "" && c.Status.ClusterID != before.Status.ClusterID
+	})
+	looks.stop()
+	seen := looks.verdict(t)
+	require.Equal(t, before.Status.ClusterID, c.Status.PreviousClusterID)
+	stop := historyIndex(c, "StopMember demo-3", false)
+	restore := historyIndex(c, "RestoreFromBackup", false)
+	require.True(t, stop >= 0 && restore >= 0 && restore <= stop, "the learner stopped, then a seed restored: %+v", c.Status.History)
+	l := c.Status.LastRecovery
+	require.True(t, l != nil && l.Action == "RestoreFromBackup" && l.FinishedAt != nil && l.ClusterID == c.Status.ClusterID, "%+v", l)
+	var now corev1.Pod
+	err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-3"}, &now)
+	require.True(t, err != nil || now.UID != learner.UID, "the learner's Pod is gone")
+	for _, m := range c.Status.Members {
+		require.NotEqual(t, learnerID, m.ID, "the old learner is no member of the restored cluster")
+	}
+	require.Equal(t, written, keys(t, ns, "demo", "/data/"), "the backup's writes")
+	t.Logf("%d looks at the client Service's endpoints; cluster IDs in turn: %v", looks.n, seen)
+}
