@@ -78,7 +78,10 @@ func waitDefragmented(t *testing.T, ns string, n int, what string) (*v1alpha1.Et
 }
 
 // appliedSteps are the steps the plans in history applied, oldest first: every step of a
-// plan that succeeded, the first of a superseded one up to where it stopped. No plan failed.
+// plan that succeeded, the first of a superseded one up to where it stopped, and the step it
+// stopped at when that step was applied (its history message says so): a fresh plan made on
+// a look that showed the effect, but went on otherwise, supersedes the plan at that step.
+// No plan failed.
 func appliedSteps(t *testing.T, c *v1alpha1.EtcdCluster) []string {
 	t.Helper()
 	var applied []string
@@ -87,7 +90,12 @@ func appliedSteps(t *testing.T, c *v1alpha1.EtcdCluster) []string {
 		var done, total int
 		_, err := fmt.Sscanf(h.Steps, "%d/%d", &done, &total)
 		require.NoError(t, err, h.Steps)
-		applied = append(applied, strings.Split(h.Actions, ", ")[:done]...)
+		actions := strings.Split(h.Actions, ", ")
+		if h.Phase == v1alpha1.PlanSuperseded && done < len(actions) && strings.Contains(h.Message, fmt.Sprintf(" after step %d/%d ", done+1, total)) &&
+			strings.Contains(h.Message, " was applied; whether it took effect, the cluster shows") {
+			done++
+		}
+		applied = append(applied, actions[:done]...)
 	}
 	return applied
 }

@@ -116,7 +116,7 @@ func TestNospaceOnTwoVotersDefragmentsBehindAThirdMember(t *testing.T) {
 	steps, _ := plans.stop()
 	w.stopAndVerify()
 
-	applied := stepsApplied(t, c)
+	applied := appliedSteps(t, c)
 	all := strings.Join(applied, ", ")
 	third := fmt.Sprintf("demo-%d", before.Status.NextOrdinal)
 	added := slices.Index(applied, "AddLearner "+third)
@@ -150,28 +150,6 @@ func TestNospaceOnTwoVotersDefragmentsBehindAThirdMember(t *testing.T) {
 	underQuota(t, ns, quota)
 	require.Equal(t, written, keys(t, ns, "demo", "/data/"), "the keys from before the alarm")
 	writable(t, ns)
-}
-
-// stepsApplied are the steps the plans in history applied, oldest first, as appliedSteps
-// has them, and also the step a superseded plan had applied when it was superseded before
-// the step's effect showed (its history message says so): a fresh plan made on a look
-// that showed the effect, but went on otherwise, supersedes the plan at that step.
-func stepsApplied(t *testing.T, c *v1alpha1.EtcdCluster) []string {
-	t.Helper()
-	var applied []string
-	for _, h := range slices.Backward(c.Status.History) {
-		require.Contains(t, []v1alpha1.PlanPhase{v1alpha1.PlanSucceeded, v1alpha1.PlanSuperseded}, h.Phase, "%+v", c.Status.History)
-		var done, total int
-		_, err := fmt.Sscanf(h.Steps, "%d/%d", &done, &total)
-		require.NoError(t, err, h.Steps)
-		actions := strings.Split(h.Actions, ", ")
-		if h.Phase == v1alpha1.PlanSuperseded && done < len(actions) && strings.Contains(h.Message, fmt.Sprintf(" after step %d/%d ", done+1, total)) &&
-			strings.Contains(h.Message, " was applied; whether it took effect, the cluster shows") {
-			done++
-		}
-		applied = append(applied, actions[:done]...)
-	}
-	return applied
 }
 
 // underQuota: every member's database leaves a tenth of the quota free, as the planner
