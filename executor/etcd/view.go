@@ -1,0 +1,250 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// leaderCheck bounds the look for a leader before a read through a quorum.
+const leaderCheck = 250 * time.Millisecond
+
+// leaderless: every member that answers at the endpoints within leaderCheck knows no
+// leader, and one at least answered. A read through a quorum cannot succeed then, and the
+// view does not wait for two tries of it to time out: when a majority lost its data, every
+// look would take seconds. The first member that knows a leader ends the check.
+func (c *Client) leaderless(ctx context.Context) bool {
+	c.mu.Lock()
+	eps := urls(c.endpoints)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, leaderCheck)
+	defer cancel()
+	leaders := make(chan int64, len(eps)) // the leader each knows (0: none), -1: no answer
+	for _, ep := range eps {
+		go func() {
+			st, err := c.cli.Status(ctx, ep)
+			if err != nil || st.Header == nil || c.ours(st.Header) != nil {
+				leaders <- -1
+				return
+			}
+			leaders <- int64(min(st.Leader, 1))
+		}()
+	}
+	answered := false
+	for range eps {
+		switch <-leaders {
+		case 1:
+			return false
+		case 0:
+			answered = true
+		}
+	}
+	return answered
+}
+
+// View reads etcd's view: the member list, each member's status, and alarms. The member
+// list is read linearizably (through the leader, with a quorum); when that fails, one
+// member's own serializable view is returned, marked as such, so the planner can still see
+// who the members are but takes no destructive decision on it.
+func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
+	list, linearizable, err := c.memberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &planner.EtcdView{ClusterID: ID(list.Header.ClusterId), Linearizable: linearizable}
+	for _, m := range list.Members {
+		v.Members = append(v.Members, planner.EtcdMember{ID: ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner})
+	}
+	statuses := c.statuses(ctx, v)
+	v.ClusterVersion = c.clusterVersion(ctx, v)
+	c.alarms(ctx, v, statuses)
+	return v, nil
+}
+
+// memberList reads the member list through a quorum, or else one member's own serializable
+// list (linearizable false). Two short tries: each goes to the next member, and a member
+// that just joined answers a linearizable read only once it applied the log up to the
+// leader's commit.
+func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, bool, error) {
+	var list *clientv3.MemberListResponse
+	err := errors.New("no member knows a leader")
+	if !c.leaderless(ctx) {
+		for try := 0; try < 2; try++ {
+			lctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
+			list, err = c.cli.MemberList(lctx)
+			cancel()
+			if err == nil {
+				break
+			}
+		}
+	}
+	linearizable := err == nil
+	if err != nil {
+		sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		list, err = c.cli.MemberList(sctx, clientv3.WithSerializable())
+		cancel()
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if err := c.ours(list.Header); err != nil {
+		return nil, false, err
+	}
+	return list, linearizable, nil
+}
+
+// statuses asks every started member with an endpoint for its status and records the
+// answers in v; it returns them by member (nil: no answer). Each member on its own clock: one
+// that does not answer must not make the others look down, nor hold up the look at them.
+func (c *Client) statuses(ctx context.Context, v *planner.EtcdView) []*clientv3.StatusResponse {
+	statuses := make([]*clientv3.StatusResponse, len(v.Members))
+	silent := make([]bool, len(v.Members))
+	var wg sync.WaitGroup
+	for i, m := range v.Members {
+		ep, ok := c.endpoint(m.MemberName())
+		if !ok || !m.Started() {
+			continue
+		}
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+			defer cancel()
+			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == m.ID &&
+				ID(st.Header.ClusterId) == v.ClusterID {
+				statuses[i] = st
+			} else {
+				silent[i] = listening(ctx, ep)
+			}
+		})
+	}
+	wg.Wait()
+	for i, st := range statuses {
+		if st != nil {
+			setStatus(&v.Members[i], st, v)
+		}
+		v.Members[i].Silent = silent[i]
+	}
+	return statuses
+}
+
+// clusterVersion is the cluster version the first answering member tells, or "".
+func (c *Client) clusterVersion(ctx context.Context, v *planner.EtcdView) string {
+	for _, m := range v.Members {
+		if ep, ok := c.endpoint(m.MemberName()); ok && m.Answering {
+			if cv := clusterVersionAt(ctx, ep); cv != "" {
+				return cv
+			}
+		}
+	}
+	return ""
+}
+
+// alarms reads the cluster's alarms into v, and whether a NOSPACE cluster's history is
+// compacted. etcd reads alarms through raft: each AlarmList is an entry in the log. Asked at
+// every look, they fill the log until etcd compacts it, and from then on every joining
+// member is sent a snapshot (and often waits 7 s to publish itself). A member's status
+// lists the alarms it applied, so the list is read only when one reports any.
+func (c *Client) alarms(ctx context.Context, v *planner.EtcdView, statuses []*clientv3.StatusResponse) {
+	if !slices.ContainsFunc(statuses, alarmed) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if alarms, err := c.cli.AlarmList(ctx); err == nil {
+		for _, a := range alarms.Alarms {
+			v.Alarms = append(v.Alarms, planner.Alarm{MemberID: ID(a.MemberID), Type: a.Alarm.String()})
+		}
+		slices.SortFunc(v.Alarms, planner.Alarm.Compare)
+	}
+	if slices.ContainsFunc(v.Alarms, func(a planner.Alarm) bool { return a.Type == planner.AlarmNoSpace }) {
+		v.HistoryCompacted = c.historyCompacted(ctx, statuses)
+	}
+}
+
+// historyCompacted: the revision before the current one can no longer be read. Only a
+// read through a quorum says so.
+func (c *Client) historyCompacted(ctx context.Context, statuses []*clientv3.StatusResponse) bool {
+	var rev int64
+	for _, st := range statuses {
+		if st != nil && st.Header.Revision > rev {
+			rev = st.Header.Revision
+		}
+	}
+	if rev <= 1 {
+		return true
+	}
+	_, err := c.cli.Get(ctx, "\x00", clientv3.WithRev(rev-1), clientv3.WithCountOnly())
+	return errors.Is(err, rpctypes.ErrCompacted)
+}
+
+// alarmed: a member's status lists an error other than having no leader, which etcd does
+// for each alarm it has applied.
+func alarmed(st *clientv3.StatusResponse) bool {
+	return st != nil && slices.ContainsFunc(st.Errors, func(e string) bool { return e != rpctypes.ErrNoLeader.Error() })
+}
+
+// listening reports whether something accepts connections at the endpoint: a process that
+// exited or a Pod that is gone refuses them (or cannot be reached).
+func listening(ctx context.Context, endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	d := net.Dialer{Timeout: statusTimeout / 4}
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// setStatus records a member's own answer as facts: it answers, the leader it knows, its
+// version, raft index and term. Errors in the answer (etcd lists every active alarm there) are
+// not a verdict on the member: alarms are read on their own.
+func setStatus(em *planner.EtcdMember, st *clientv3.StatusResponse, v *planner.EtcdView) {
+	em.Answering = true
+	if st.Leader != 0 {
+		em.Leader = ID(st.Leader)
+	}
+	em.Version, em.RaftIndex, em.RaftTerm = st.Version, st.RaftIndex, st.RaftTerm
+	em.DBSize, em.DBInUse, em.Quota = st.DbSize, st.DbSizeInUse, st.DbSizeQuota
+	// The leader's own word wins: a follower may not have heard of a new leader yet.
+	if st.Leader != 0 && (v.LeaderID == "" || st.Header.MemberId == st.Leader) {
+		v.LeaderID = ID(st.Leader)
+	}
+}
+
+// clusterVersionAt asks a member for the version the cluster runs at (the lowest its members
+// support, major.minor.0). The gRPC API does not tell it; the /version endpoint does. It is
+// "" when the member does not answer.
+func clusterVersionAt(ctx context.Context, endpoint string) string {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/version", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Cluster string `json:"etcdcluster"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return ""
+	}
+	return v.Cluster
+}
