@@ -17,9 +17,12 @@ func (spec *EtcdClusterSpec) ConfigHash() string { return shortHash(spec.configI
 // configInput is the JSON of the fields ConfigHash covers. Its form is fixed: a change
 // would give every running Pod another hash, and restart it, on an operator upgrade.
 func (spec *EtcdClusterSpec) configInput() []byte {
+	// Without TLS on either side, the TLS fields (and their defaults) render nothing.
+	// Certificates are renewed without a restart: their validity is no Pod's configuration.
 	tls := TLSSpec{Mode: TLSDisabled}
-	if spec.TLS != nil {
+	if spec.TLS.ClientMode() != TLSDisabled || spec.TLS.PeerMode() != TLSDisabled {
 		tls = *spec.TLS
+		tls.CertificateValidity = nil
 	}
 	b, err := json.Marshal(struct {
 		Image                     string

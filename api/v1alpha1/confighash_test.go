@@ -3,10 +3,12 @@ package v1alpha1
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Each field hashes on its own: a change shows in its own entry only, and in ConfigHash.
@@ -36,4 +38,32 @@ func fields(s string) map[string]string {
 		out[f] = h
 	}
 	return out
+}
+
+// A TLS section that leaves both sides plain, with its defaults filled in, hashes as no TLS
+// section: running Pods keep their hash when the schema grows TLS fields.
+func TestDisabledTLSHashesAsNone(t *testing.T) {
+	none := EtcdClusterSpec{Version: "3.6.16"}
+	disabled := none
+	disabled.TLS = &TLSSpec{Mode: TLSDisabled, CertificateValidity: &metav1.Duration{Duration: 2160 * time.Hour},
+		Client: &TLSSideSpec{Mode: TLSDisabled}}
+	require.Equal(t, none.ConfigHash(), disabled.ConfigHash())
+
+	on := none
+	on.TLS = &TLSSpec{Mode: TLSDisabled, Client: &TLSSideSpec{Mode: TLSAuto}}
+	require.NotEqual(t, none.ConfigHash(), on.ConfigHash())
+	renewed := on
+	renewed.TLS = &TLSSpec{Mode: TLSDisabled, Client: &TLSSideSpec{Mode: TLSAuto}, CertificateValidity: &metav1.Duration{Duration: time.Hour}}
+	require.Equal(t, on.ConfigHash(), renewed.ConfigHash(), "certificates renew without a restart")
+}
+
+func TestSideModes(t *testing.T) {
+	var none *TLSSpec
+	require.Equal(t, TLSDisabled, none.ClientMode())
+	both := &TLSSpec{Mode: TLSAuto}
+	require.Equal(t, TLSAuto, both.ClientMode())
+	require.Equal(t, TLSAuto, both.PeerMode())
+	peerOnly := &TLSSpec{Mode: TLSDisabled, Peer: &TLSSideSpec{Mode: TLSCertManager}}
+	require.Equal(t, TLSDisabled, peerOnly.ClientMode())
+	require.Equal(t, TLSCertManager, peerOnly.PeerMode())
 }

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -8,7 +10,7 @@ import (
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
 // +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && self.replicas == 0 && has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory')",message="replicas 0 parks a cluster on its volumes, which storage.medium Memory cannot keep: use a disk-backed medium or keep at least one replica"
-// +kubebuilder:validation:XValidation:rule="(has(self.tls) ? self.tls.mode : 'Disabled') == (has(oldSelf.tls) ? oldSelf.tls.mode : 'Disabled')",message="tls.mode is immutable: create a new cluster and restore a backup into it to change it"
+// +kubebuilder:validation:XValidation:rule="(has(self.tls) ? [has(self.tls.client) ? self.tls.client.mode : self.tls.mode, has(self.tls.peer) ? self.tls.peer.mode : self.tls.mode] : ['Disabled', 'Disabled']) == (has(oldSelf.tls) ? [has(oldSelf.tls.client) ? oldSelf.tls.client.mode : oldSelf.tls.mode, has(oldSelf.tls.peer) ? oldSelf.tls.peer.mode : oldSelf.tls.mode] : ['Disabled', 'Disabled'])",message="tls.mode is immutable, for clients and peers alike: create a new cluster and restore a backup into it to change it"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. 0 parks the cluster: its Pods go, its
 	// volumes and membership stay, and scaling up again brings the same cluster back.
@@ -193,32 +195,103 @@ type EtcdOptions struct {
 	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
 }
 
-// TLSMode says how members get certificates.
-// +kubebuilder:validation:Enum=Disabled;Auto;Provided
+// TLSMode says where a side's certificates come from, or that it is plain text.
+// +kubebuilder:validation:Enum=Disabled;Auto;Provided;CertManager
 type TLSMode string
 
 const (
+	// TLSDisabled: plain text.
 	TLSDisabled TLSMode = "Disabled"
-	TLSAuto     TLSMode = "Auto"
+	// TLSAuto: a CA the operator makes for the cluster issues every certificate.
+	TLSAuto TLSMode = "Auto"
+	// TLSProvided: Secrets the user makes (serverSecretName, peerSecretName, clientSecretName).
 	TLSProvided TLSMode = "Provided"
+	// TLSCertManager: cert-manager issues a CA for the cluster from issuerRef, and the
+	// certificates from that CA.
+	TLSCertManager TLSMode = "CertManager"
 )
 
-// TLSSpec secures client and peer traffic.
-// +kubebuilder:validation:XValidation:rule="self.mode != 'Provided' || (has(self.serverSecretName) && has(self.peerSecretName) && has(self.clientSecretName))",message="tls.mode Provided needs serverSecretName, peerSecretName and clientSecretName"
+// TLSSpec secures client traffic (applications and the operator to members) and peer
+// traffic (members to one another), each side on its own. Mode sets both sides; client and
+// peer, when set, override it for their side. Secrets carry tls.crt, tls.key and ca.crt.
+// +kubebuilder:validation:XValidation:rule="(has(self.client) ? self.client.mode : self.mode) != 'Provided' || (has(self.serverSecretName) && has(self.clientSecretName))",message="tls.mode Provided for clients needs serverSecretName and clientSecretName"
+// +kubebuilder:validation:XValidation:rule="(has(self.peer) ? self.peer.mode : self.mode) != 'Provided' || has(self.peerSecretName)",message="tls.mode Provided for peers needs peerSecretName"
+// +kubebuilder:validation:XValidation:rule="!((has(self.client) ? self.client.mode : self.mode) == 'CertManager' || (has(self.peer) ? self.peer.mode : self.mode) == 'CertManager') || has(self.issuerRef)",message="tls.mode CertManager needs issuerRef: the cert-manager Issuer or ClusterIssuer that issues the cluster's CA"
 type TLSSpec struct {
-	// Mode: Disabled serves plain HTTP; Auto has the operator issue a CA and certificates
-	// into Secrets it owns; Provided uses the Secrets named below (tls.crt, tls.key, ca.crt).
+	// Mode: Disabled serves plain text; Auto has the operator's own CA for the cluster issue
+	// every certificate; Provided uses the Secrets named below; CertManager has cert-manager
+	// issue the cluster's CA from issuerRef.
 	// +kubebuilder:default=Disabled
 	Mode TLSMode `json:"mode"`
-	// ServerSecretName holds the certificate members serve clients with.
+	// Client overrides mode for client traffic.
+	// +optional
+	Client *TLSSideSpec `json:"client,omitempty"`
+	// Peer overrides mode for peer traffic.
+	// +optional
+	Peer *TLSSideSpec `json:"peer,omitempty"`
+	// ServerSecretName holds the certificate members serve clients with (Provided). It names
+	// every member's DNS name and the client Service's, and has both server and client
+	// usage: etcd's gateway dials the member itself with it.
 	// +optional
 	ServerSecretName string `json:"serverSecretName,omitempty"`
-	// PeerSecretName holds the certificate members talk to each other with.
+	// PeerSecretName holds the certificate members talk to each other with (Provided). etcd
+	// checks a dialing member's certificate against its address: the certificate names every
+	// member's DNS name.
 	// +optional
 	PeerSecretName string `json:"peerSecretName,omitempty"`
-	// ClientSecretName holds the client certificate the operator uses.
+	// ClientSecretName holds the client certificate the operator uses (Provided).
 	// +optional
 	ClientSecretName string `json:"clientSecretName,omitempty"`
+	// IssuerRef is the cert-manager issuer of the cluster's CA (CertManager).
+	// +optional
+	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
+	// CertificateValidity is how long the certificates the operator issues (or asks
+	// cert-manager for) are valid; each is renewed at two thirds of it, without a restart.
+	// +kubebuilder:default="2160h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10m')",message="tls.certificateValidity must be at least 10m, such as 2160h"
+	// +optional
+	CertificateValidity *metav1.Duration `json:"certificateValidity,omitempty"`
+}
+
+// TLSSideSpec is one side's TLS.
+type TLSSideSpec struct {
+	// Mode of this side, as TLSSpec.Mode.
+	Mode TLSMode `json:"mode"`
+}
+
+// IssuerReference names a cert-manager issuer.
+type IssuerReference struct {
+	// Name of the Issuer (in the cluster's namespace) or ClusterIssuer.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Kind is Issuer or ClusterIssuer.
+	// +kubebuilder:default=Issuer
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	// +optional
+	Kind string `json:"kind,omitempty"`
+}
+
+// ClientMode is the TLS mode of client traffic.
+func (t *TLSSpec) ClientMode() TLSMode {
+	if t == nil {
+		return TLSDisabled
+	}
+	return t.side(t.Client)
+}
+
+// PeerMode is the TLS mode of peer traffic.
+func (t *TLSSpec) PeerMode() TLSMode {
+	if t == nil {
+		return TLSDisabled
+	}
+	return t.side(t.Peer)
+}
+
+func (t *TLSSpec) side(s *TLSSideSpec) TLSMode {
+	if s != nil && s.Mode != "" {
+		return s.Mode
+	}
+	return cmp.Or(t.Mode, TLSDisabled)
 }
 
 // AuthSpec enables etcd authentication.
@@ -490,7 +563,7 @@ type DefragStatus struct {
 // The operator and kubectl-etcd both check it.
 func (s *EtcdClusterSpec) Unsupported() string {
 	switch {
-	case s.TLS != nil && s.TLS.Mode != TLSDisabled && s.TLS.Mode != "":
+	case s.TLS.ClientMode() != TLSDisabled || s.TLS.PeerMode() != TLSDisabled:
 		return "spec.tls is not supported yet: remove it or set mode Disabled"
 	case s.Auth != nil && s.Auth.Enabled:
 		return "spec.auth is not supported yet: remove it"

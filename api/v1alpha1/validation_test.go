@@ -82,8 +82,21 @@ func TestAdmission(t *testing.T) {
 			hb, el := int32(100), int32(200)
 			e.Spec.Options.HeartbeatInterval, e.Spec.Options.ElectionTimeout = &hb, &el
 		}},
-		{"provided TLS without secrets", "tls.mode Provided needs", func(e *v1alpha1.EtcdCluster) {
+		{"provided TLS without secrets", "tls.mode Provided for clients needs serverSecretName and clientSecretName", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided}
+		}},
+		{"provided peer TLS without its secret", "tls.mode Provided for peers needs peerSecretName", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided},
+				ServerSecretName: "s", ClientSecretName: "c"}
+		}},
+		{"cert-manager TLS without an issuer", "tls.mode CertManager needs issuerRef", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Client: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSCertManager}}
+		}},
+		{"certificates valid for a minute", "tls.certificateValidity must be at least 10m", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, CertificateValidity: &metav1.Duration{Duration: time.Minute}}
+		}},
+		{"an issuer of another kind", "spec.tls.issuerRef.kind", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: "ca", Kind: "Vault"}}
 		}},
 		{"version older than 3.5", "version must be 3.5.0 or newer", func(e *v1alpha1.EtcdCluster) { e.Spec.Version = "3.4.30" }},
 		{"defrag without schedule or threshold", "maintenance.defrag needs a schedule, a thresholdPercent or both", func(e *v1alpha1.EtcdCluster) {
@@ -145,6 +158,9 @@ func TestAdmission(t *testing.T) {
 		{"storage shrinks", "storage.size cannot shrink", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Size = resource.MustParse("512Mi") }},
 		{"medium changes", "storage.medium is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Medium = v1alpha1.StorageMediumMemory }},
 		{"tls mode changes", "tls.mode is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} }},
+		{"peer tls mode changes", "tls.mode is immutable", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}}
+		}},
 	}
 	for i, tt := range refusedOnUpdate {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +180,21 @@ func TestAdmission(t *testing.T) {
 		require.NoError(t, c.Update(ctx, e))
 		e.Spec.Storage.StorageClassName = "fast"
 		require.NoError(t, c.Update(ctx, e))
+	})
+
+	t.Run("tls takes its defaults and may be spelt per side", func(t *testing.T) {
+		e := valid("tls-sides")
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+		require.NoError(t, c.Create(ctx, e))
+		require.Equal(t, 2160*time.Hour, e.Spec.TLS.CertificateValidity.Duration)
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Client: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto},
+			Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}}
+		require.NoError(t, c.Update(ctx, e), "the same modes per side")
+
+		m := valid("tls-cert-manager")
+		m.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: "ca"}}
+		require.NoError(t, c.Create(ctx, m))
+		require.Equal(t, "Issuer", m.Spec.TLS.IssuerRef.Kind)
 	})
 
 	t.Run("backup needs exactly one destination", func(t *testing.T) {

@@ -25,6 +25,8 @@ var crdDefaults = []struct {
 	{"spec.imagePullSecrets[].name", ""},
 	{"spec.recovery.quorumLoss", "Manual"},
 	{"spec.tls.mode", "Disabled"},
+	{"spec.tls.certificateValidity", "2160h"},
+	{"spec.tls.issuerRef.kind", "Issuer"},
 }
 
 // applyDefaults fills in the CRD's defaults where the object leaves a field out or null,
