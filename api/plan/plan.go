@@ -90,8 +90,6 @@ const (
 	// BlockSurvivorSnapshotFailed: the snapshot of such a member failed; the message says
 	// why and what to do.
 	BlockSurvivorSnapshotFailed BlockReason = "SurvivorSnapshotFailed"
-	BlockUnreachable            BlockReason = "EtcdUnreachable"
-	BlockMemberUnhealed         BlockReason = "MemberCannotBeReplaced"
 	// BlockDuplicateMember: two etcd members claim one member name, or a volume records
 	// another ID than etcd gives the name.
 	BlockDuplicateMember BlockReason = "DuplicateMember"
