@@ -70,6 +70,10 @@ type Step struct {
 	Backup string `json:"backup,omitempty"`
 	// Precondition must hold before the step starts.
 	Precondition Precondition `json:"precondition"`
+	// Why is the reason code: why the step is needed, stable across versions. Plans
+	// recorded by earlier versions have none.
+	// +optional
+	Why Why `json:"why,omitempty"`
 	// Reason says why the step is needed, for humans.
 	Reason string `json:"reason"`
 }
