@@ -370,7 +370,7 @@ func TestPlanIsDeterministicAndSerialisable(t *testing.T) {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	require.Equal(t, string(ja), string(jb))
-	require.Contains(t, string(ja), `"formatVersion":1`)
+	require.Contains(t, string(ja), `"formatVersion":2`)
 	require.Contains(t, string(ja), `"why":"ScaleUp"`)
 	require.Len(t, a.ID, 12)
 
