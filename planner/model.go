@@ -438,43 +438,26 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.CreateSeed:
 		m.seed(s, desired)
 	case plan.RestoreFromBackup:
-		seed := m.seed(s, desired)
-		for _, x := range m.keptBy(desired, seed) {
-			x.retained = true
-		}
-		m.dropOthers(seed)
+		m.restartOn(m.seed(s, desired), desired)
 	case plan.SnapshotSurvivor:
 		m.halt = true
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
-		if !mm.pvc { // a new claim, of the spec's class and size
-			mm.class, mm.bytes = desired.StorageClass, desired.StorageBytes
-		}
-		mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
-		mm.version, mm.configHash, mm.configFields = s.Version, desired.ConfigHash, desired.ConfigFields
+		mm.start(s, desired)
 	case plan.PromoteLearner:
 		mm.learner = false
 	case plan.TransferLeadership:
 		m.leader = s.Target
 	case plan.RemoveMember:
 		mm.inEtcd, mm.learner, mm.up, mm.hasLeader = false, false, false, false
-		if m.leader == mm.name {
-			m.leader = ""
-		}
+		m.unlead(mm)
 	case plan.DeleteMember:
-		for i, x := range m.members {
-			if x == mm {
-				m.members = append(m.members[:i], m.members[i+1:]...)
-				break
-			}
-		}
+		m.members = slices.DeleteFunc(m.members, func(x *member) bool { return x == mm })
 	case plan.StopMember:
 		mm.pod, mm.running, mm.up, mm.silent, mm.hasLeader = false, false, false, false, false
-		if m.leader == mm.name {
-			m.leader = ""
-		}
+		m.unlead(mm)
 	case plan.Compact:
 		m.historyCompacted = true
 	case plan.Defragment:
@@ -485,18 +468,47 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.DisarmAlarm:
 		m.alarms = slices.DeleteFunc(slices.Clone(m.alarms), func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
 	case plan.ForceNewCluster:
-		for _, x := range m.keptBy(desired, mm) {
-			x.retained = true
-		}
-		m.dropOthers(mm)
+		m.restartOn(mm, desired)
 		mm.pod, mm.running, mm.podDeleting, mm.up, mm.hasLeader, mm.forcing = true, true, false, true, true, false
 		m.leader, m.linearizable, m.reachable = mm.name, true, true
 	case plan.UpgradeMember, plan.RestartMember:
-		mm.configFields, mm.quota = desired.ConfigFields, 0 // it runs with the spec's quota
-		mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false
+		mm.restart(s, desired)
 	}
 	m.settle()
 	m.bumpOrdinal()
+}
+
+// start gives the member its Pod, on a claim it has or a new one of the spec's class and
+// size; it runs and answers.
+func (mm *member) start(s plan.Step, desired Desired) {
+	if !mm.pvc {
+		mm.class, mm.bytes = desired.StorageClass, desired.StorageBytes
+	}
+	mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
+	mm.version, mm.configHash, mm.configFields = s.Version, desired.ConfigHash, desired.ConfigFields
+}
+
+// restart re-creates the member's Pod on the step's version and the spec's configuration,
+// with the spec's quota.
+func (mm *member) restart(s plan.Step, desired Desired) {
+	mm.configFields, mm.quota = desired.ConfigFields, 0
+	mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false
+}
+
+// unlead: a member that stops or leaves no longer leads.
+func (m *model) unlead(mm *member) {
+	if m.leader == mm.name {
+		m.leader = ""
+	}
+}
+
+// restartOn makes mm the one member of a cluster that a recovery restarts on it: the other
+// members that held data keep their claims (retained), and all leave the membership.
+func (m *model) restartOn(mm *member, desired Desired) {
+	for _, x := range m.keptBy(desired, mm) {
+		x.retained = true
+	}
+	m.dropOthers(mm)
 }
 
 // seed makes the step's member the one member of a new cluster, which it leads.
