@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -239,6 +240,11 @@ func FuzzPlan(f *testing.F) {
 			}
 			if len(p.Steps) == 0 {
 				break
+			}
+			for _, s := range p.Steps {
+				if !slices.Contains(plan.Whys, s.Why) {
+					t.Fatalf("%s %s carries no known reason code: why %q (reason %q)", s.Action, s.Member, s.Why, s.Reason)
+				}
 			}
 			if i > 80 {
 				t.Fatalf("no convergence after %d steps; plan %s", i, summary(p))

@@ -90,84 +90,121 @@ type model struct {
 	blocked *plan.Blocker
 }
 
+// newModel joins what each source knows of the cluster, in phases: etcd's view names its
+// members and says how they are; Kubernetes' objects add their Pods and volume claims; the
+// record in status fills in what a view that is not linearizable cannot show; finish checks
+// and orders the whole.
 func newModel(d Desired, o Observed) *model {
 	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil, defragDue: map[string]bool{}, backup: o.Backup,
 		snapshotTo: o.SnapshotTo, snapshots: o.Snapshots}
 	for _, id := range o.DefragDue {
 		m.defragDue[id] = true
 	}
-	byName := map[string]*member{}
-	get := func(name string) *member {
-		if mm, ok := byName[name]; ok {
-			return mm
-		}
-		mm := &member{name: name, ordinal: Ordinal(d.Name, name)}
-		byName[name] = mm
-		m.members = append(m.members, mm)
+	m.fromEtcd(d, o)
+	m.fromObjects(o)
+	m.fromRecord(o)
+	m.finish(d, o)
+	return m
+}
+
+// add returns the member of that name, new if the model has none yet.
+func (m *model) add(name string) *member {
+	if mm := m.get(name); mm != nil {
 		return mm
 	}
-	if o.Etcd != nil {
-		m.linearizable, m.clusterVersion = o.Etcd.Linearizable, o.Etcd.ClusterVersion
-		m.alarms, m.historyCompacted = slices.SortedFunc(slices.Values(o.Etcd.Alarms), Alarm.Compare), o.Etcd.HistoryCompacted
-		joined := joinedIDs(o)
-		for _, em := range o.Etcd.Members {
-			name, problem := m.identify(d, em, byName, joined)
-			if problem != nil {
-				m.block(problem)
-				continue
-			}
-			mm := get(name)
-			mm.id, mm.inEtcd, mm.learner, mm.started = em.ID, true, em.Learner, em.Started()
-			mm.up, mm.hasLeader = em.Answering && em.Started(), em.Leader != ""
-			mm.silent = em.Silent && !mm.up && em.Started()
-			mm.version, mm.raftIndex, mm.raftTerm = em.Version, em.RaftIndex, em.RaftTerm
-			mm.dbSize, mm.dbInUse, mm.quota = em.DBSize, em.DBInUse, em.Quota
-			if em.Answering && em.Leader != "" {
-				mm.ran = em.Version
-			}
-			if em.ID == o.Etcd.LeaderID {
-				m.leader = mm.name
-			}
+	mm := &member{name: name, ordinal: Ordinal(m.cluster, name)}
+	m.members = append(m.members, mm)
+	return mm
+}
+
+// fromEtcd takes etcd's view: the membership, each member's health, version, raft position
+// and database, the leader and the alarms. A member the operator must not act on blocks.
+func (m *model) fromEtcd(d Desired, o Observed) {
+	if o.Etcd == nil {
+		return
+	}
+	m.linearizable, m.clusterVersion = o.Etcd.Linearizable, o.Etcd.ClusterVersion
+	m.alarms, m.historyCompacted = slices.SortedFunc(slices.Values(o.Etcd.Alarms), Alarm.Compare), o.Etcd.HistoryCompacted
+	joined := joinedIDs(o)
+	for _, em := range o.Etcd.Members {
+		name, problem := m.identify(d, em, joined)
+		if problem != nil {
+			m.block(problem)
+			continue
+		}
+		mm := m.add(name)
+		mm.id, mm.inEtcd, mm.learner, mm.started = em.ID, true, em.Learner, em.Started()
+		mm.up, mm.hasLeader = em.Answering && em.Started(), em.Leader != ""
+		mm.silent = em.Silent && !mm.up && em.Started()
+		mm.version, mm.raftIndex, mm.raftTerm = em.Version, em.RaftIndex, em.RaftTerm
+		mm.dbSize, mm.dbInUse, mm.quota = em.DBSize, em.DBInUse, em.Quota
+		if em.Answering && em.Leader != "" {
+			mm.ran = em.Version
+		}
+		if em.ID == o.Etcd.LeaderID {
+			m.leader = mm.name
 		}
 	}
+}
+
+// fromObjects takes what Kubernetes shows of each member: its Pod and its volume claim.
+func (m *model) fromObjects(o Observed) {
 	for _, k := range o.Members {
-		mm := get(k.Name)
+		mm := m.add(k.Name)
 		if k.Pod != nil {
-			mm.dataLost, mm.preflightErr, mm.podEnded = k.Pod.DataLost, k.Pod.PreflightError, k.Pod.Failed
-			if !k.Pod.Failed { // an ended Pod is replaced, as if it were gone
-				mm.pod, mm.running, mm.podDeleting, mm.seed = true, k.Pod.Running, k.Pod.Deleting, k.Pod.Seed
-				mm.configHash, mm.configFields, mm.restoring = k.Pod.ConfigHash, k.Pod.ConfigFields, k.Pod.Restoring
-				if k.Pod.Version != "" {
-					mm.version = k.Pod.Version
-				}
-			}
+			mm.fromPod(k.Pod)
 		}
 		if k.PVC != nil {
-			mm.pvc, mm.pvcDeleting, mm.pvcID, mm.forcing = true, k.PVC.Deleting, k.PVC.MemberID, k.PVC.ForceNewCluster
-			mm.restoring, mm.retained = cmp.Or(k.PVC.Restoring, mm.restoring), k.PVC.Retained
-			mm.class, mm.bytes, mm.expandable = k.PVC.StorageClass, k.PVC.Bytes, k.PVC.Expandable
-			if mm.ran == "" {
-				mm.ran = k.PVC.Version
-			}
-			if mm.inEtcd && mm.pvcID != "" && mm.pvcID != mm.id {
-				m.block(&plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
-					"volume claim %s records member ID %s, but etcd lists member %s under that name: the volume holds another member's data; "+
-						"find out which member the volume belongs to, then remove the wrong member (etcdctl member remove) or move the claim away",
-					k.Name, mm.pvcID, mm.id)})
-			}
-			if mm.id == "" {
-				mm.id = mm.pvcID
-			}
+			m.fromClaim(mm, k.PVC)
 		}
 	}
-	// Without a linearizable member list, the members recorded in status that the view does
-	// not show are assumed to be members still: a stale view misses members that joined
-	// after it, and nothing may treat them as leftovers.
+}
+
+// fromPod takes the member's Pod. An ended Pod is replaced, as if it were gone; what its
+// preflight check found is kept.
+func (mm *member) fromPod(p *Pod) {
+	mm.dataLost, mm.preflightErr, mm.podEnded = p.DataLost, p.PreflightError, p.Failed
+	if p.Failed {
+		return
+	}
+	mm.pod, mm.running, mm.podDeleting, mm.seed = true, p.Running, p.Deleting, p.Seed
+	mm.configHash, mm.configFields, mm.restoring = p.ConfigHash, p.ConfigFields, p.Restoring
+	if p.Version != "" {
+		mm.version = p.Version
+	}
+}
+
+// fromClaim takes the member's volume claim: the member ID it records once the member
+// joined, a recovery's marks, its class and size. A claim that records another ID than etcd
+// gives the name holds another member's data, and blocks.
+func (m *model) fromClaim(mm *member, c *PVC) {
+	mm.pvc, mm.pvcDeleting, mm.pvcID, mm.forcing = true, c.Deleting, c.MemberID, c.ForceNewCluster
+	mm.restoring, mm.retained = cmp.Or(c.Restoring, mm.restoring), c.Retained
+	mm.class, mm.bytes, mm.expandable = c.StorageClass, c.Bytes, c.Expandable
+	if mm.ran == "" {
+		mm.ran = c.Version
+	}
+	if mm.inEtcd && mm.pvcID != "" && mm.pvcID != mm.id {
+		m.block(&plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
+			"volume claim %s records member ID %s, but etcd lists member %s under that name: the volume holds another member's data; "+
+				"find out which member the volume belongs to, then remove the wrong member (etcdctl member remove) or move the claim away",
+			mm.name, mm.pvcID, mm.id)})
+	}
+	if mm.id == "" {
+		mm.id = mm.pvcID
+	}
+}
+
+// fromRecord takes what status recorded: learners whose promotion passed its deadline and,
+// without a linearizable member list, the membership. A stale view misses members that
+// joined after it, so the members recorded in status that it does not show are assumed to
+// be members still, and nothing may treat them as leftovers.
+func (m *model) fromRecord(o Observed) {
 	recorded := map[string]bool{}
 	stale := !m.linearizable && !m.restoredAnswers()
 	if stale {
 		for _, r := range o.Recorded {
-			mm := get(r.Name)
+			mm := m.add(r.Name)
 			if mm.inEtcd {
 				continue
 			}
@@ -182,15 +219,26 @@ func newModel(d Desired, o Observed) *model {
 			mm.stalled = mm.stalled || (mm.learner && mm.id == id)
 		}
 	}
-	// A recorded membership outlives the cluster ID while a recovery starts the cluster
-	// anew from a backup.
-	m.bootstrapped = o.ClusterID != "" || len(o.Recorded) > 0 || (o.Etcd != nil && len(o.Etcd.Members) > 0)
-	for _, mm := range m.members { // volumes of an earlier life, or of a cluster starting anew from a backup
-		m.bootstrapped = m.bootstrapped || (mm.id != "" && mm.pvc) || mm.restoring != nil
-	}
+	m.bootstrapped = m.formed(o)
 	if stale {
 		m.assumeMembership(recorded, len(o.Recorded) > 0, o.Etcd == nil)
 	}
+}
+
+// formed: the cluster has formed once, by what any source shows. A recorded membership
+// outlives the cluster ID while a recovery starts the cluster anew from a backup; volumes
+// recording member IDs are of an earlier life, or of a cluster starting anew from a backup.
+func (m *model) formed(o Observed) bool {
+	if o.ClusterID != "" || len(o.Recorded) > 0 || (o.Etcd != nil && len(o.Etcd.Members) > 0) {
+		return true
+	}
+	return slices.ContainsFunc(m.members, func(mm *member) bool { return (mm.id != "" && mm.pvc) || mm.restoring != nil })
+}
+
+// finish blocks a restore over volumes of an earlier cluster, orders the members by
+// ordinal, and takes the next ordinal past every name in use or once used: a name is never
+// used again.
+func (m *model) finish(d Desired, o Observed) {
 	if b := restoreOverRetained(d, o); b != nil {
 		m.block(b)
 	}
@@ -202,12 +250,11 @@ func newModel(d Desired, o Observed) *model {
 		return a.name < b.name
 	})
 	m.bumpOrdinal()
-	for _, r := range o.Recorded { // a name once used is never used again
+	for _, r := range o.Recorded {
 		if n := Ordinal(d.Name, r.Name); n >= m.nextOrdinal {
 			m.nextOrdinal = n + 1
 		}
 	}
-	return m
 }
 
 // joinedIDs are the member IDs, by ID, of the members the operator knows joined: recorded in
@@ -231,19 +278,20 @@ func joinedIDs(o Observed) map[string]string {
 // that never started (the operator adds members as learners only). A learner the operator
 // added and promoted can be a voter before it publishes its name (a restored cluster's log
 // is short, so a learner is in sync at once): its ID, joined under its name, makes it ours.
-func (m *model) identify(d Desired, em EtcdMember, seen map[string]*member, joined map[string]string) (string, *plan.Blocker) {
+func (m *model) identify(d Desired, em EtcdMember, joined map[string]string) (string, *plan.Blocker) {
 	name := ManagedName(d.Name, d.Namespace, em.PeerURLs)
 	what := fmt.Sprintf("etcd member %s (name %q, peer URLs %s)", em.ID, em.Name, strings.Join(em.PeerURLs, ","))
+	seen := m.get(name)
 	switch {
 	case name == "" || (em.Name != "" && em.Name != name):
 		return "", &plan.Blocker{Reason: plan.BlockForeignMember, Message: fmt.Sprintf(
 			"%s is not a member of this cluster's form (<scheme>://%s.%s.%s.svc:%d named after its host): the operator does not act on members it does not manage; "+
 				"remove it with `etcdctl member remove %s` if it does not belong, or move it to the cluster it belongs to",
 			what, MemberName(d.Name, 0), d.Name, orAny(d.Namespace), PeerPort, em.ID)}
-	case seen[name] != nil && seen[name].inEtcd:
+	case seen != nil && seen.inEtcd:
 		return "", &plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
 			"%s and etcd member %s both claim the name %s: the operator acts on one member per name; remove the one that does not belong with `etcdctl member remove ID`",
-			what, seen[name].id, name)}
+			what, seen.id, name)}
 	case !em.Learner && !em.Started() && joined[em.ID] != name:
 		return "", &plan.Blocker{Reason: plan.BlockForeignMember, Message: fmt.Sprintf(
 			"%s was added as a voter and never started; the operator adds members as learners only: "+
@@ -390,43 +438,26 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.CreateSeed:
 		m.seed(s, desired)
 	case plan.RestoreFromBackup:
-		seed := m.seed(s, desired)
-		for _, x := range m.keptBy(desired, seed) {
-			x.retained = true
-		}
-		m.dropOthers(seed)
+		m.restartOn(m.seed(s, desired), desired)
 	case plan.SnapshotSurvivor:
 		m.halt = true
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
-		if !mm.pvc { // a new claim, of the spec's class and size
-			mm.class, mm.bytes = desired.StorageClass, desired.StorageBytes
-		}
-		mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
-		mm.version, mm.configHash, mm.configFields = s.Version, desired.ConfigHash, desired.ConfigFields
+		mm.start(s, desired)
 	case plan.PromoteLearner:
 		mm.learner = false
 	case plan.TransferLeadership:
 		m.leader = s.Target
 	case plan.RemoveMember:
 		mm.inEtcd, mm.learner, mm.up, mm.hasLeader = false, false, false, false
-		if m.leader == mm.name {
-			m.leader = ""
-		}
+		m.unlead(mm)
 	case plan.DeleteMember:
-		for i, x := range m.members {
-			if x == mm {
-				m.members = append(m.members[:i], m.members[i+1:]...)
-				break
-			}
-		}
+		m.members = slices.DeleteFunc(m.members, func(x *member) bool { return x == mm })
 	case plan.StopMember:
 		mm.pod, mm.running, mm.up, mm.silent, mm.hasLeader = false, false, false, false, false
-		if m.leader == mm.name {
-			m.leader = ""
-		}
+		m.unlead(mm)
 	case plan.Compact:
 		m.historyCompacted = true
 	case plan.Defragment:
@@ -437,18 +468,47 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.DisarmAlarm:
 		m.alarms = slices.DeleteFunc(slices.Clone(m.alarms), func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
 	case plan.ForceNewCluster:
-		for _, x := range m.keptBy(desired, mm) {
-			x.retained = true
-		}
-		m.dropOthers(mm)
+		m.restartOn(mm, desired)
 		mm.pod, mm.running, mm.podDeleting, mm.up, mm.hasLeader, mm.forcing = true, true, false, true, true, false
 		m.leader, m.linearizable, m.reachable = mm.name, true, true
 	case plan.UpgradeMember, plan.RestartMember:
-		mm.configFields, mm.quota = desired.ConfigFields, 0 // it runs with the spec's quota
-		mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false
+		mm.restart(s, desired)
 	}
 	m.settle()
 	m.bumpOrdinal()
+}
+
+// start gives the member its Pod, on a claim it has or a new one of the spec's class and
+// size; it runs and answers.
+func (mm *member) start(s plan.Step, desired Desired) {
+	if !mm.pvc {
+		mm.class, mm.bytes = desired.StorageClass, desired.StorageBytes
+	}
+	mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
+	mm.version, mm.configHash, mm.configFields = s.Version, desired.ConfigHash, desired.ConfigFields
+}
+
+// restart re-creates the member's Pod on the step's version and the spec's configuration,
+// with the spec's quota.
+func (mm *member) restart(s plan.Step, desired Desired) {
+	mm.configFields, mm.quota = desired.ConfigFields, 0
+	mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false
+}
+
+// unlead: a member that stops or leaves no longer leads.
+func (m *model) unlead(mm *member) {
+	if m.leader == mm.name {
+		m.leader = ""
+	}
+}
+
+// restartOn makes mm the one member of a cluster that a recovery restarts on it: the other
+// members that held data keep their claims (retained), and all leave the membership.
+func (m *model) restartOn(mm *member, desired Desired) {
+	for _, x := range m.keptBy(desired, mm) {
+		x.retained = true
+	}
+	m.dropOthers(mm)
 }
 
 // seed makes the step's member the one member of a new cluster, which it leads.

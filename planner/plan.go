@@ -86,26 +86,34 @@ func Plan(d Desired, observed Observed) plan.Plan {
 }
 
 // PlanID hashes what identifies a plan: the generation it was made for, the state it was
-// made from, and its steps (without their progress).
+// made from, and what its steps do and why (without their progress), or why it is blocked.
+// Reasons are hashed by their codes, never their words, so rewording one keeps plan IDs and
+// the approvals given to them. The words' parameters come from the spec and the observed
+// state, which the generation and the fingerprint cover; so do the warnings, which change
+// no step and are left out.
 func PlanID(p plan.Plan) string {
 	type step struct {
 		Action              plan.Action
 		Member, Target, Ver string
 		Precondition        plan.Precondition
-		Reason              string
+		Why                 plan.Why
 		MemberID, TargetID  string
+		Backup              string
 	}
 	steps := make([]step, len(p.Steps))
 	for i, s := range p.Steps {
-		steps[i] = step{s.Action, s.Member, s.Target, s.Version, s.Precondition, s.Reason, s.MemberID, s.TargetID}
+		steps[i] = step{s.Action, s.Member, s.Target, s.Version, s.Precondition, s.Why, s.MemberID, s.TargetID, s.Backup}
+	}
+	var blocked plan.BlockReason
+	if p.Blocked != nil {
+		blocked = p.Blocked.Reason
 	}
 	return hashJSON(struct {
 		Generation  int64
 		Fingerprint string
 		Steps       []step
-		Blocked     *plan.Blocker
-		Warnings    []string
-	}{p.Generation, p.Fingerprint, steps, p.Blocked, p.Warnings})[:12]
+		Blocked     plan.BlockReason
+	}{p.Generation, p.Fingerprint, steps, blocked})[:12]
 }
 
 // refuse returns why no plan can be made, or nil.
@@ -318,12 +326,17 @@ func next(m *model, d Desired) (plan.Step, bool) {
 }
 
 // SameStep reports whether a recorded step is the fresh plan's step: every field equal,
-// except member IDs the recorded step could not know yet (a learner's, before it was added).
-// The executor supersedes a recorded plan whose current step is not the fresh plan's.
+// except member IDs the recorded step could not know yet (a learner's, before it was added),
+// and the reason code of a step recorded before steps had one (formatVersion 1), whose words
+// must then be the same. The executor supersedes a recorded plan whose current step is not
+// the fresh plan's.
 func SameStep(recorded, fresh plan.Step) bool {
 	r := recorded
 	if r.MemberID == "" {
 		r.MemberID = fresh.MemberID
+	}
+	if r.Why == "" {
+		r.Why = fresh.Why
 	}
 	if r.TargetID == "" {
 		r.TargetID = fresh.TargetID

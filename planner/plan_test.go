@@ -370,7 +370,8 @@ func TestPlanIsDeterministicAndSerialisable(t *testing.T) {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	require.Equal(t, string(ja), string(jb))
-	require.Contains(t, string(ja), `"formatVersion":1`)
+	require.Contains(t, string(ja), `"formatVersion":2`)
+	require.Contains(t, string(ja), `"why":"ScaleUp"`)
 	require.Len(t, a.ID, 12)
 
 	var back plan.Plan
@@ -727,7 +728,7 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 		require.Equal(t, []string{"ForceNewCluster demo-0", "DeleteMember demo-1", "AddLearner demo-3", "StartMember demo-3", "PromoteLearner demo-3",
 			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4"}, summary(p))
 		require.Equal(t, plan.Step{Action: plan.ForceNewCluster, Member: "demo-0", MemberID: "1", Version: "3.6.16",
-			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-0"},
+			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-0"}, Why: plan.WhySurvivorRestartsAlone,
 			Reason: "2 of 3 voters lost their data, so the rest can never form a quorum: demo-0, the surviving voter with the highest raft term and index, " +
 				"restarts alone with --force-new-cluster on its data (writes it had not received are lost), and new members join it"}, p.Steps[0])
 		converge(t, c, w)
@@ -836,7 +837,7 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		require.Equal(t, []string{"RestoreFromBackup demo-3", "DeleteMember demo-0", "DeleteMember demo-1", "DeleteMember demo-2",
 			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4", "AddLearner demo-5", "StartMember demo-5", "PromoteLearner demo-5"}, summary(p))
 		require.Equal(t, plan.Step{Action: plan.RestoreFromBackup, Member: "demo-3", Backup: "nightly", Version: "3.6.16",
-			Precondition: plan.Precondition{Kind: plan.PreAllDataLost, Member: "demo-3"},
+			Precondition: plan.Precondition{Kind: plan.PreAllDataLost, Member: "demo-3"}, Why: plan.WhyNoSurvivor,
 			Reason: "no voter can bring the cluster back (a majority lost its data, and none kept data it can restart on): the cluster starts anew " +
 				"from EtcdBackup nightly (revision 42, taken 2026-11-23T03:00:00Z) as seed demo-3, under a new cluster ID; writes after that backup are lost, " +
 				"and the old members' Pods and volumes go once it answers"}, p.Steps[0])

@@ -126,7 +126,7 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 		return recoverFromBackup(m, d)
 	}
 	lost, all := m.lostVoters(d)
-	s := step(plan.ForceNewCluster, target, plan.PreQuorumLost,
+	s := step(plan.ForceNewCluster, target, plan.PreQuorumLost, plan.WhySurvivorRestartsAlone,
 		"%d of %d voters lost their data, so the rest can never form a quorum: %s, the surviving voter with the highest raft term and index, "+
 			"restarts alone with --force-new-cluster on its data (writes it had not received are lost), and new members join it",
 		lost, all, target.name)
@@ -155,7 +155,9 @@ func recoverFromBackup(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	if old := m.oldPod(); old != nil {
-		return step(plan.StopMember, old, plan.PreNone, "%s", oldPodReason(old)), true
+		return step(plan.StopMember, old, plan.PreNone, plan.WhyOldClusterPod,
+			"the Pod of %s, of the cluster that lost its quorum, stops and goes before the cluster starts anew from a backup: "+
+				"one cluster alone serves behind the client Service", old.name), true
 	}
 	return restoreStep(&member{name: MemberName(m.cluster, m.nextOrdinal)}, b, why, d), true
 }
@@ -168,7 +170,7 @@ func snapshotStep(m *model, sv *member, d Desired) plan.Step {
 	if m.backup != nil {
 		then = "whichever of that snapshot and " + m.backup.String() + " holds the higher revision"
 	}
-	s := step(plan.SnapshotSurvivor, sv, plan.PreSurvivorInMemory,
+	s := step(plan.SnapshotSurvivor, sv, plan.PreSurvivorInMemory, plan.WhySurvivorInMemory,
 		"%d of %d voters lost their data, so the rest can never form a quorum, and %s still runs alone with its data in memory, "+
 			"which may hold writes no backup has: its snapshot is stored first, as EtcdBackup %s at %s (a snapshot needs no quorum); "+
 			"then the cluster starts anew from %s",
@@ -235,11 +237,6 @@ func (m *model) oldPod() *member {
 	return nil
 }
 
-func oldPodReason(mm *member) string {
-	return fmt.Sprintf("the Pod of %s, of the cluster that lost its quorum, stops and goes before the cluster starts anew from a backup: "+
-		"one cluster alone serves behind the client Service", mm.name)
-}
-
 // survivorInMemory is a voter that keeps its data in memory and still runs after a
 // majority lost theirs, and whose snapshot has not succeeded: its data may be newer than
 // any backup, and stopping it for a restore would lose it. The operator snapshots it
@@ -275,7 +272,7 @@ func restoreStep(seed *member, b *Backup, why string, d Desired) plan.Step {
 	if why != "" {
 		why = "; " + why
 	}
-	s := step(plan.RestoreFromBackup, seed, plan.PreAllDataLost,
+	s := step(plan.RestoreFromBackup, seed, plan.PreAllDataLost, plan.WhyNoSurvivor,
 		"no voter can bring the cluster back (a majority lost its data, and none kept data it can restart on): the cluster starts anew "+
 			"from %s as seed %s, under a new cluster ID; writes after that backup are lost, and the old members' Pods and volumes go once it answers%s",
 		b, seed.name, why)

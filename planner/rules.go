@@ -12,9 +12,10 @@ import (
 
 // Each rule looks at the model and returns the first step its concern needs, if any.
 
-// step makes a step on member mm, carrying its etcd member ID when it has one.
-func step(a plan.Action, mm *member, pre plan.PreconditionKind, reason string, args ...any) plan.Step {
-	s := plan.Step{Action: a, Member: mm.name, MemberID: mm.id, Reason: fmt.Sprintf(reason, args...),
+// step makes a step on member mm, carrying its etcd member ID when it has one, and its
+// reason: the code why and the words for people.
+func step(a plan.Action, mm *member, pre plan.PreconditionKind, why plan.Why, reason string, args ...any) plan.Step {
+	s := plan.Step{Action: a, Member: mm.name, MemberID: mm.id, Why: why, Reason: fmt.Sprintf(reason, args...),
 		Precondition: plan.Precondition{Kind: pre}}
 	if pre != plan.PreNone && pre != plan.PreClusterHealthy {
 		s.Precondition.Member = mm.name
@@ -40,9 +41,9 @@ func bootstrap(m *model, d Desired) (plan.Step, bool) {
 	if seed == nil {
 		seed = &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
 	}
-	s := step(plan.CreateSeed, seed, plan.PreNone, "bootstrap: the cluster starts from one seed member")
+	s := step(plan.CreateSeed, seed, plan.PreNone, plan.WhyBootstrap, "bootstrap: the cluster starts from one seed member")
 	if d.Restore != "" {
-		s.Reason = "bootstrap: the cluster starts from one seed member restored from " + d.Restore
+		s.Why, s.Reason = plan.WhyBootstrapRestore, "bootstrap: the cluster starts from one seed member restored from "+d.Restore
 	}
 	s.Version = d.Version
 	return s, true
@@ -70,11 +71,11 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 		if !proving && !(needsPod(mm) && !(d.Memory && mm.podDeleting)) {
 			continue
 		}
-		why := fmt.Sprintf("member %s needs a new Pod%s", mm.name, preflightFailed(mm))
+		s := step(plan.StartMember, mm, plan.PreNone, plan.WhyPodGone, "member %s needs a new Pod%s", mm.name, preflightFailed(mm))
 		if proving && mm.preflightErr == "" { // one reason while its Pod is made and while it starts: the same step
-			why = fmt.Sprintf("a majority of voters lost their data: %s runs, to show whether it kept its own before a recovery compares the survivors", mm.name)
+			s = step(plan.StartMember, mm, plan.PreNone, plan.WhyShowData,
+				"a majority of voters lost their data: %s runs, to show whether it kept its own before a recovery compares the survivors", mm.name)
 		}
-		s := step(plan.StartMember, mm, plan.PreNone, "%s", why)
 		s.Version = cmp.Or(mm.version, d.Version)
 		return s, true
 	}
@@ -104,20 +105,21 @@ func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 		voters := m.countVoters()
 		switch {
 		case m.lost(mm, d):
-			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s lost its data; it is removed and added anew", mm.name), true
+			return step(plan.RemoveMember, mm, plan.PreNone, plan.WhyLearnerLost, "learner %s lost its data; it is removed and added anew", mm.name), true
 		case mm.stalled:
-			return step(plan.RemoveMember, mm, plan.PreNone,
+			return step(plan.RemoveMember, mm, plan.PreNone, plan.WhyLearnerStalled,
 				"learner %s did not catch up within the progress deadline; it is removed, and a new member joins in its place", mm.name), true
 		case voters >= d.Replicas+temporaryVoters(m, d):
-			return step(plan.RemoveMember, mm, plan.PreNone, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
+			return step(plan.RemoveMember, mm, plan.PreNone, plan.WhyLearnerNotNeeded, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
 		case d.Memory && mm.podDeleting && mm.started:
 			continue // its data goes with its Pod: once that is gone it is lost, and removed
 		case needsPod(mm):
-			s := step(plan.StartMember, mm, plan.PreNone, "learner %s needs its Pod (spec.replicas %d, %d voters)%s", mm.name, d.Replicas, voters, preflightFailed(mm))
+			s := step(plan.StartMember, mm, plan.PreNone, plan.WhyLearnerPodGone,
+				"learner %s needs its Pod (spec.replicas %d, %d voters)%s", mm.name, d.Replicas, voters, preflightFailed(mm))
 			s.Version = d.Version
 			return s, true
 		default:
-			return step(plan.PromoteLearner, mm, plan.PreLearnerCaughtUp, "learner %s becomes a voter (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters), true
+			return step(plan.PromoteLearner, mm, plan.PreLearnerCaughtUp, plan.WhyLearnerToVoter, "learner %s becomes a voter (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters), true
 		}
 	}
 	return plan.Step{}, false
@@ -132,7 +134,7 @@ func replaceLostMember(m *model, d Desired) (plan.Step, bool) {
 	}
 	for _, mm := range m.members {
 		if mm.voter() && m.lost(mm, d) {
-			return step(plan.RemoveMember, mm, plan.PreQuorumWithout,
+			return step(plan.RemoveMember, mm, plan.PreQuorumWithout, plan.WhyMemberLost,
 				"member %s lost its data; it is removed so a new member can replace it", mm.name), true
 		}
 	}
@@ -150,9 +152,10 @@ func deleteLeftovers(m *model, d Desired) (plan.Step, bool) {
 	}
 	for _, mm := range m.members {
 		if !mm.inEtcd && ((mm.pod && !mm.podDeleting) || (mm.retained && mm.podEnded) || (mm.pvc && !mm.pvcDeleting && !mm.retained)) {
-			s := step(plan.DeleteMember, mm, plan.PreMemberGone, "member %s is not in etcd's membership", mm.name)
+			s := step(plan.DeleteMember, mm, plan.PreMemberGone, plan.WhyNotAMember, "member %s is not in etcd's membership", mm.name)
 			if mm.retained {
-				s.Reason = fmt.Sprintf("member %s left etcd's membership in a recovery: its Pod goes, its volume claim is kept (retained)", mm.name)
+				s = step(plan.DeleteMember, mm, plan.PreMemberGone, plan.WhyLeftInRecovery,
+					"member %s left etcd's membership in a recovery: its Pod goes, its volume claim is kept (retained)", mm.name)
 			}
 			s.MemberID = mm.pvcID
 			return s, true
@@ -169,7 +172,7 @@ func stopMembers(m *model, d Desired) (plan.Step, bool) {
 	}
 	for _, mm := range leaderLast(m) {
 		if mm.pod && !mm.podDeleting {
-			return step(plan.StopMember, mm, plan.PreNone, "spec.replicas is 0: the cluster is parked on its volumes"), true
+			return step(plan.StopMember, mm, plan.PreNone, plan.WhyParked, "spec.replicas is 0: the cluster is parked on its volumes"), true
 		}
 	}
 	return plan.Step{}, false
@@ -204,14 +207,15 @@ func scaleDown(m *model, d Desired) (plan.Step, bool) {
 	case old != nil:
 		victim = old
 	}
-	why := fmt.Sprintf("member %s leaves (spec.replicas %d, %d voters)", victim.name, d.Replicas, voters)
-	if victim == old {
-		why = fmt.Sprintf("member %s leaves, replaced by a new member: %s", old.name, replacement(old, d))
-	}
-	if s, ok := transferFrom(m, victim, "scale down removes the leader %s", victim.name); ok {
+	if s, ok := transferFrom(m, victim, plan.WhyLeaderLeaves, "scale down removes the leader %s", victim.name); ok {
 		return s, true
 	}
-	return step(plan.RemoveMember, victim, plan.PreQuorumWithout, "%s", why), true
+	if victim == old {
+		return step(plan.RemoveMember, victim, plan.PreQuorumWithout, plan.WhyReplaced,
+			"member %s leaves, replaced by a new member: %s", old.name, replacement(old, d)), true
+	}
+	return step(plan.RemoveMember, victim, plan.PreQuorumWithout, plan.WhyScaleDown,
+		"member %s leaves (spec.replicas %d, %d voters)", victim.name, d.Replicas, voters), true
 }
 
 // scaleUp adds a learner; finishMembershipChange starts and promotes it. Two voters cannot
@@ -227,16 +231,17 @@ func scaleUp(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	mm := &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
-	why := fmt.Sprintf("member %s joins as a learner (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters)
 	switch {
 	case voters < d.Replicas:
+		return step(plan.AddLearner, mm, plan.PreClusterHealthy, plan.WhyScaleUp,
+			"member %s joins as a learner (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters), true
 	case old != nil:
-		why = fmt.Sprintf("member %s joins to replace %s: %s", mm.name, old.name, replacement(old, d))
-	default:
-		why = fmt.Sprintf("member %s joins as a temporary third member, so two voters keep quorum while each restarts or is defragmented (spec.replicas %d, %d voters)",
-			mm.name, d.Replicas, voters)
+		return step(plan.AddLearner, mm, plan.PreClusterHealthy, plan.WhyReplacement,
+			"member %s joins to replace %s: %s", mm.name, old.name, replacement(old, d)), true
 	}
-	return step(plan.AddLearner, mm, plan.PreClusterHealthy, "%s", why), true
+	return step(plan.AddLearner, mm, plan.PreClusterHealthy, plan.WhyTemporaryMember,
+		"member %s joins as a temporary third member, so two voters keep quorum while each restarts or is defragmented (spec.replicas %d, %d voters)",
+		mm.name, d.Replicas, voters), true
 }
 
 // temporaryVoters is 1 while a voter is to be replaced (its replacement joins before it
@@ -266,8 +271,8 @@ func rollNeeded(m *model, d Desired) bool {
 // upgrade moves one member at a time to spec.version: followers first, the leader last
 // after leadership has moved to an upgraded member.
 func upgrade(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, d, "restarted", func(mm *member) bool { return mm.version != d.Version }, func(mm *member, pre plan.PreconditionKind) plan.Step {
-		s := step(plan.UpgradeMember, mm, pre, "spec.version %s -> %s", mm.version, d.Version)
+	return rollOne(m, d, plan.WhyLeaderRestartsLast, func(mm *member) bool { return mm.version != d.Version }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		s := step(plan.UpgradeMember, mm, pre, plan.WhyVersionChanged, "spec.version %s -> %s", mm.version, d.Version)
 		s.Version = d.Version
 		return s
 	})
@@ -275,8 +280,8 @@ func upgrade(m *model, d Desired) (plan.Step, bool) {
 
 // reconfigure re-creates, one at a time, the Pods whose configuration differs from the spec.
 func reconfigure(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, d, "restarted", func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member, pre plan.PreconditionKind) plan.Step {
-		s := step(plan.RestartMember, mm, pre, "%s", configReason(mm, d))
+	return rollOne(m, d, plan.WhyLeaderRestartsLast, func(mm *member) bool { return mm.configHash != d.ConfigHash }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		s := step(plan.RestartMember, mm, pre, plan.WhyConfigChanged, "%s", configReason(mm, d))
 		s.Version = mm.version
 		return s
 	})
@@ -295,20 +300,20 @@ func rollDown(m *model, d Desired) (plan.Step, bool) {
 			if !mm.voter() || !mm.pod || mm.podDeleting || mm.up || mm.silent != silent || m.lost(mm, d) {
 				continue
 			}
-			why := "%s is down, so restarting it costs nothing"
+			code, why := plan.WhyMemberDown, "%s is down, so restarting it costs nothing"
 			if silent {
 				if ok, _ := withinBudget(m, mm, plan.RestartMember); !ok || m.leader == "" || m.leader == mm.name {
 					continue
 				}
-				why = "%s does not answer, and the others keep quorum without it"
+				code, why = plan.WhyMemberSilent, "%s does not answer, and the others keep quorum without it"
 			}
 			if mm.version != d.Version {
-				s := step(plan.UpgradeMember, mm, plan.PreNone, "spec.version %s -> %s; "+why, mm.version, d.Version, mm.name)
+				s := step(plan.UpgradeMember, mm, plan.PreNone, code, "spec.version %s -> %s; "+why, mm.version, d.Version, mm.name)
 				s.Version = d.Version
 				return s, true
 			}
 			if mm.configHash != d.ConfigHash {
-				s := step(plan.RestartMember, mm, plan.PreNone, "%s; "+why, configReason(mm, d), mm.name)
+				s := step(plan.RestartMember, mm, plan.PreNone, code, "%s; "+why, configReason(mm, d), mm.name)
 				s.Version = mm.version
 				return s, true
 			}
@@ -345,9 +350,9 @@ func fieldHashes(s string) map[string]string {
 }
 
 // rollOne returns the step for the first voter that is up and needs it, while the whole
-// cluster is healthy, the leader last, after leadership moved. Two voters never restart or
-// defragment one of theirs: scaleUp adds a third first.
-func rollOne(m *model, d Desired, last string, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
+// cluster is healthy, the leader last, after leadership moved (the transfer's reason is
+// last). Two voters never restart or defragment one of theirs: scaleUp adds a third first.
+func rollOne(m *model, d Desired, last plan.Why, needs func(*member) bool, do func(*member, plan.PreconditionKind) plan.Step) (plan.Step, bool) {
 	if voters := m.countVoters(); voters == 2 {
 		return plan.Step{}, false
 	}
@@ -355,7 +360,7 @@ func rollOne(m *model, d Desired, last string, needs func(*member) bool, do func
 		if !mm.voter() || !mm.pod || mm.podDeleting || !needs(mm) || replacement(mm, d) != "" {
 			continue
 		}
-		if s, ok := transferFrom(m, mm, "%s leads and is %s last", mm.name, last); ok {
+		if s, ok := transferFrom(m, mm, last, "%s leads and is %s last", mm.name, lastWords[last]); ok {
 			return s, true
 		}
 		return do(mm, plan.PreClusterHealthy), true
@@ -363,8 +368,11 @@ func rollOne(m *model, d Desired, last string, needs func(*member) bool, do func
 	return plan.Step{}, false
 }
 
+// lastWords says what a roll does to the leader last, by the transfer's reason.
+var lastWords = map[plan.Why]string{plan.WhyLeaderRestartsLast: "restarted", plan.WhyLeaderDefragmentedLast: "defragmented"}
+
 // transferFrom moves leadership away from mm when it leads and another voter can take it.
-func transferFrom(m *model, mm *member, reason string, args ...any) (plan.Step, bool) {
+func transferFrom(m *model, mm *member, why plan.Why, reason string, args ...any) (plan.Step, bool) {
 	if m.leader != mm.name {
 		return plan.Step{}, false
 	}
@@ -381,7 +389,7 @@ func transferFrom(m *model, mm *member, reason string, args ...any) (plan.Step, 
 	if target == nil {
 		return plan.Step{}, false // a single voter has nobody to hand over to
 	}
-	s := step(plan.TransferLeadership, mm, plan.PreMemberHealthy, reason, args...)
+	s := step(plan.TransferLeadership, mm, plan.PreMemberHealthy, why, reason, args...)
 	s.Target, s.TargetID, s.Precondition.Member = target.name, target.id, target.name
 	return s, true
 }

@@ -363,6 +363,9 @@ func (w *world) takeDown(s plan.Step, m *wmember, all, up int, hadQuorum bool) e
 // the safety rules and applies the step. It returns an error when a rule is broken, and
 // stuck when the step cannot start (or the plan was superseded and must be made anew).
 func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
+	if !slices.Contains(plan.Whys, s.Why) {
+		return false, fmt.Errorf("%s %s carries no known reason code: why %q (reason %q)", s.Action, s.Member, s.Why, s.Reason)
+	}
 	w.satisfy(s.Precondition)
 	o := w.observe()
 	if fresh := Plan(d, o); len(fresh.Steps) == 0 || !SameStep(s, fresh.Steps[0]) {

@@ -66,18 +66,18 @@ func recoverSpace(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	if !m.historyCompacted {
-		return plan.Step{Action: plan.Compact, Precondition: plan.Precondition{Kind: plan.PreClusterHealthy},
+		return plan.Step{Action: plan.Compact, Precondition: plan.Precondition{Kind: plan.PreClusterHealthy}, Why: plan.WhyNoSpaceCompact,
 			Reason: "NOSPACE alarm: compact the history so that its space can be reclaimed"}, true
 	}
-	if s, ok := rollOne(m, d, "defragmented", m.noSpaceDefrag, func(mm *member, pre plan.PreconditionKind) plan.Step {
-		return step(plan.Defragment, mm, pre, "NOSPACE alarm: the database of %s holds free space to give back", mm.name)
+	if s, ok := rollOne(m, d, plan.WhyLeaderDefragmentedLast, m.noSpaceDefrag, func(mm *member, pre plan.PreconditionKind) plan.Step {
+		return step(plan.Defragment, mm, pre, plan.WhyNoSpaceDefragment, "NOSPACE alarm: the database of %s holds free space to give back", mm.name)
 	}); ok {
 		return s, true
 	}
 	if overQuota(m, d) != nil {
 		return plan.Step{}, false // noSpaceLeft says what to do
 	}
-	s := plan.Step{Action: plan.DisarmAlarm, MemberID: ids[0], Precondition: plan.Precondition{Kind: plan.PreClusterHealthy},
+	s := plan.Step{Action: plan.DisarmAlarm, MemberID: ids[0], Precondition: plan.Precondition{Kind: plan.PreClusterHealthy}, Why: plan.WhyNoSpaceDisarm,
 		Reason: "NOSPACE alarm: every member's database is under its quota again"}
 	for _, mm := range m.members {
 		if mm.id == ids[0] {
@@ -147,11 +147,11 @@ func noSpaceLeft(m *model, d Desired) *plan.Blocker {
 // free space reached spec.maintenance.defrag's threshold, and those its schedule is due
 // for.
 func defragFragmented(m *model, d Desired) (plan.Step, bool) {
-	return rollOne(m, d, "defragmented", func(mm *member) bool { return m.defragWanted(mm, d) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
+	return rollOne(m, d, plan.WhyLeaderDefragmentedLast, func(mm *member) bool { return m.defragWanted(mm, d) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
 		if m.defragDue[mm.id] && fragmented(mm, 1) {
-			return step(plan.Defragment, mm, pre, "spec.maintenance.defrag.schedule came while the database of %s held %s free", mm.name, mib(mm.dbSize-mm.dbInUse))
+			return step(plan.Defragment, mm, pre, plan.WhyDefragScheduled, "spec.maintenance.defrag.schedule came while the database of %s held %s free", mm.name, mib(mm.dbSize-mm.dbInUse))
 		}
-		return step(plan.Defragment, mm, pre, "free space in the database of %s reached spec.maintenance.defrag.thresholdPercent %d",
+		return step(plan.Defragment, mm, pre, plan.WhyDefragThreshold, "free space in the database of %s reached spec.maintenance.defrag.thresholdPercent %d",
 			mm.name, d.DefragPercent)
 	})
 }

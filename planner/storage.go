@@ -61,7 +61,7 @@ func expandVolumes(m *model, d Desired) (plan.Step, bool) {
 	for _, mm := range m.members {
 		if mm.pvc && !mm.pvcDeleting && !mm.retained && mm.bytes > 0 && mm.bytes < d.StorageBytes && mm.expandable != nil && *mm.expandable &&
 			replacement(mm, d) == "" {
-			return step(plan.ExpandVolume, mm, plan.PreNone, "spec.storage.size %s -> %s", size(mm.bytes), size(d.StorageBytes)), true
+			return step(plan.ExpandVolume, mm, plan.PreNone, plan.WhySizeChanged, "spec.storage.size %s -> %s", size(mm.bytes), size(d.StorageBytes)), true
 		}
 	}
 	return plan.Step{}, false

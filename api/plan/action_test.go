@@ -61,11 +61,25 @@ func TestActionFacts(t *testing.T) {
 
 // TestActionsListsEveryAction: every constant of type Action is in Actions, once.
 func TestActionsListsEveryAction(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "action.go", nil, 0)
+	var declared []Action
+	for _, c := range constants(t, "action.go", "Action") {
+		declared = append(declared, Action(c.value))
+	}
+	if !slices.Equal(declared, Actions) {
+		t.Errorf("Actions is %v, the constants are %v", Actions, declared)
+	}
+}
+
+// constant is a declared constant's name and value.
+type constant struct{ name, value string }
+
+// constants returns the constants of the named type declared in file, in their order.
+func constants(t *testing.T, file, typ string) []constant {
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var declared []Action
+	var out []constant
 	for _, d := range f.Decls {
 		g, ok := d.(*ast.GenDecl)
 		if !ok || g.Tok != token.CONST {
@@ -73,13 +87,11 @@ func TestActionsListsEveryAction(t *testing.T) {
 		}
 		for _, s := range g.Specs {
 			v := s.(*ast.ValueSpec)
-			if id, ok := v.Type.(*ast.Ident); ok && id.Name == "Action" {
-				name, _ := strconv.Unquote(v.Values[0].(*ast.BasicLit).Value)
-				declared = append(declared, Action(name))
+			if id, ok := v.Type.(*ast.Ident); ok && id.Name == typ {
+				value, _ := strconv.Unquote(v.Values[0].(*ast.BasicLit).Value)
+				out = append(out, constant{v.Names[0].Name, value})
 			}
 		}
 	}
-	if !slices.Equal(declared, Actions) {
-		t.Errorf("Actions is %v, the constants are %v", Actions, declared)
-	}
+	return out
 }

@@ -6,7 +6,9 @@ package plan
 
 // FormatVersion is the version of the plan's JSON form; it changes when a field's
 // meaning does, so tools reading saved plans can refuse what they don't understand.
-const FormatVersion = 1
+// Version 2 gave steps their reason code (why) and hashes it into the plan ID in place of
+// the reason's words; version 1 steps have no code.
+const FormatVersion = 2
 
 // PreconditionKind names what must hold before a step starts.
 type PreconditionKind string
@@ -70,6 +72,10 @@ type Step struct {
 	Backup string `json:"backup,omitempty"`
 	// Precondition must hold before the step starts.
 	Precondition Precondition `json:"precondition"`
+	// Why is the reason code: why the step is needed, stable across versions. Plans
+	// recorded before formatVersion 2 have none.
+	// +optional
+	Why Why `json:"why,omitempty"`
 	// Reason says why the step is needed, for humans.
 	Reason string `json:"reason"`
 }
@@ -90,8 +96,6 @@ const (
 	// BlockSurvivorSnapshotFailed: the snapshot of such a member failed; the message says
 	// why and what to do.
 	BlockSurvivorSnapshotFailed BlockReason = "SurvivorSnapshotFailed"
-	BlockUnreachable            BlockReason = "EtcdUnreachable"
-	BlockMemberUnhealed         BlockReason = "MemberCannotBeReplaced"
 	// BlockDuplicateMember: two etcd members claim one member name, or a volume records
 	// another ID than etcd gives the name.
 	BlockDuplicateMember BlockReason = "DuplicateMember"
@@ -117,7 +121,8 @@ type Blocker struct {
 // Plan is an ordered list of steps from the observed state to the desired one.
 type Plan struct {
 	FormatVersion int `json:"formatVersion"`
-	// ID identifies the plan: a hash of the generation, the observed fingerprint and the steps.
+	// ID identifies the plan: a hash of the generation, the observed fingerprint, the steps
+	// (their reason codes, not their words) and the blocker's reason.
 	ID string `json:"id"`
 	// Generation of the EtcdCluster spec the plan was made for.
 	Generation int64 `json:"generation"`

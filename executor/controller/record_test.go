@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -55,6 +56,23 @@ func TestDoneUpToFollowsTheRecordedPlan(t *testing.T) {
 	rec.Current = 2
 	_, ok = doneUpTo(rec, plan.Plan{Steps: steps("StartMember", "PromoteLearner")})
 	require.False(t, ok, "a step that took effect cannot come back")
+}
+
+// A plan recorded by a version whose steps had no reason code (formatVersion 1) is read and
+// followed: its steps take the fresh plan's codes as they are found done, and it keeps its
+// ID, so an approval given to it stands.
+func TestRecordOfFormatVersion1IsFollowed(t *testing.T) {
+	var rec v1alpha1.PlanStatus
+	require.NoError(t, json.Unmarshal([]byte(`{"formatVersion":1,"id":"0ld1d0ld1d00","generation":2,"phase":"Running",
+		"steps":[{"action":"AddLearner","member":"m","precondition":{"kind":"None"},"reason":"r AddLearner"},
+		{"action":"StartMember","member":"m","precondition":{"kind":"None"},"reason":"r StartMember"}]}`), &rec))
+	fresh := plan.Plan{Steps: steps("StartMember")}
+	fresh.Steps[0].Why, fresh.Steps[0].Precondition = plan.WhyLearnerPodGone, plan.Precondition{Kind: plan.PreNone}
+	k, ok := doneUpTo(&rec, fresh)
+	require.True(t, ok)
+	require.Equal(t, 1, k)
+	require.Equal(t, plan.WhyLearnerPodGone, rec.Steps[1].Why)
+	require.Equal(t, "0ld1d0ld1d00", rec.ID)
 }
 
 func TestFinishKeepsTheLastPlans(t *testing.T) {

@@ -27,15 +27,15 @@ func pre(k plan.PreconditionKind, member string) plan.Precondition {
 func fixtures() []Cluster {
 	scale := plan.Plan{FormatVersion: plan.FormatVersion, ID: "3f0c9a1b2d4e", Generation: 2, Fingerprint: "0123456789abcdef",
 		Steps: []plan.Step{
-			{Action: plan.AddLearner, Member: "demo-3", Precondition: pre(plan.PreClusterHealthy, ""), Reason: "spec.replicas 3 -> 4: member demo-3 joins as a learner"},
-			{Action: plan.StartMember, Member: "demo-3", Version: "3.6.16", Precondition: pre(plan.PreNone, ""), Reason: "learner demo-3 needs its Pod (spec.replicas 5, 3 voters)"},
-			{Action: plan.PromoteLearner, Member: "demo-3", Precondition: pre(plan.PreLearnerCaughtUp, "demo-3"), Reason: "learner demo-3 becomes a voter (spec.replicas 5, 3 voters)"},
+			{Action: plan.AddLearner, Member: "demo-3", Precondition: pre(plan.PreClusterHealthy, ""), Why: plan.WhyScaleUp, Reason: "spec.replicas 3 -> 4: member demo-3 joins as a learner"},
+			{Action: plan.StartMember, Member: "demo-3", Version: "3.6.16", Precondition: pre(plan.PreNone, ""), Why: plan.WhyLearnerPodGone, Reason: "learner demo-3 needs its Pod (spec.replicas 5, 3 voters)"},
+			{Action: plan.PromoteLearner, Member: "demo-3", Precondition: pre(plan.PreLearnerCaughtUp, "demo-3"), Why: plan.WhyLearnerToVoter, Reason: "learner demo-3 becomes a voter (spec.replicas 5, 3 voters)"},
 		}}
 	upgrade := plan.Plan{FormatVersion: plan.FormatVersion, ID: "a1b2c3d4e5f6", Generation: 7, Fingerprint: "fedcba9876543210",
 		Steps: []plan.Step{
-			{Action: plan.UpgradeMember, Member: "prod-1", Version: "3.6.16", Precondition: pre(plan.PreClusterHealthy, ""), Reason: "spec.version 3.5.35 -> 3.6.16"},
-			{Action: plan.TransferLeadership, Member: "prod-0", Target: "prod-1", Precondition: pre(plan.PreMemberHealthy, "prod-1"), Reason: "prod-0 leads and is restarted last"},
-			{Action: plan.RemoveMember, Member: "prod-2", Precondition: pre(plan.PreQuorumWithout, "prod-2"), Reason: "a | pipe, a <tag>\nand a line break"},
+			{Action: plan.UpgradeMember, Member: "prod-1", Version: "3.6.16", Precondition: pre(plan.PreClusterHealthy, ""), Why: plan.WhyVersionChanged, Reason: "spec.version 3.5.35 -> 3.6.16"},
+			{Action: plan.TransferLeadership, Member: "prod-0", Target: "prod-1", Precondition: pre(plan.PreMemberHealthy, "prod-1"), Why: plan.WhyLeaderRestartsLast, Reason: "prod-0 leads and is restarted last"},
+			{Action: plan.RemoveMember, Member: "prod-2", Precondition: pre(plan.PreQuorumWithout, "prod-2"), Why: plan.WhyScaleDown, Reason: "a | pipe, a <tag>\nand a line break"},
 		}}
 	blocked := plan.Plan{FormatVersion: plan.FormatVersion, ID: "0badc0ffee00", Generation: 1, Fingerprint: "1111111111111111",
 		Blocked: &plan.Blocker{Reason: plan.BlockQuorumLost, Message: "2 of 3 voting members lost their data, so the rest cannot form a quorum: restore the cluster from a backup"}}

@@ -1,0 +1,132 @@
+package plan
+
+// Why is a step's reason code: why the planner chose the step, stable across versions. The
+// step's Reason words it for people, with its parameters, and may be reworded; the plan ID
+// hashes the code, so rewording a reason leaves plan IDs, and the approvals given to them,
+// as they are. A code names one reason; the step's action and member say what it acts on.
+type Why string
+
+// Bootstrap.
+const (
+	// WhyBootstrap: the cluster never formed; one seed member starts it.
+	WhyBootstrap Why = "Bootstrap"
+	// WhyBootstrapRestore: the cluster never formed; its seed is restored from
+	// spec.bootstrap.restore.
+	WhyBootstrapRestore Why = "BootstrapRestore"
+)
+
+// Repairs: members that are down or whose data is gone.
+const (
+	// WhyPodGone: a voter holding its data has no Pod (or its Pod ended or is going).
+	WhyPodGone Why = "PodGone"
+	// WhyShowData: a majority of voters lost their data; a voter runs to show whether it
+	// kept its own before a recovery compares the survivors.
+	WhyShowData Why = "ShowData"
+	// WhyMemberDown: a voter that does not run is restarted on the new spec first:
+	// restarting it costs nothing.
+	WhyMemberDown Why = "MemberDown"
+	// WhyMemberSilent: a voter that does not answer is restarted on the new spec while the
+	// others keep quorum without it.
+	WhyMemberSilent Why = "MemberSilent"
+	// WhyMemberLost: a voter lost its data; it is removed so a new member can replace it.
+	WhyMemberLost Why = "MemberLost"
+)
+
+// Membership changes.
+const (
+	// WhyLearnerLost: a learner lost its data; it is removed and added anew.
+	WhyLearnerLost Why = "LearnerLost"
+	// WhyLearnerStalled: a learner did not catch up within the progress deadline.
+	WhyLearnerStalled Why = "LearnerStalled"
+	// WhyLearnerNotNeeded: the voters reach spec.replicas without the learner.
+	WhyLearnerNotNeeded Why = "LearnerNotNeeded"
+	// WhyLearnerPodGone: a learner the spec needs has no Pod.
+	WhyLearnerPodGone Why = "LearnerPodGone"
+	// WhyLearnerToVoter: a learner the spec needs becomes a voter.
+	WhyLearnerToVoter Why = "LearnerToVoter"
+	// WhyScaleUp: fewer voters than spec.replicas; a member joins.
+	WhyScaleUp Why = "ScaleUp"
+	// WhyScaleDown: more voters than spec.replicas; a member leaves.
+	WhyScaleDown Why = "ScaleDown"
+	// WhyReplacement: a member joins to replace one that cannot be changed in place (its
+	// volume's class or size, or its data in memory).
+	WhyReplacement Why = "Replacement"
+	// WhyReplaced: a member leaves once its replacement joined.
+	WhyReplaced Why = "Replaced"
+	// WhyTemporaryMember: a two-member cluster takes a third member while each of its
+	// two restarts or is defragmented.
+	WhyTemporaryMember Why = "TemporaryMember"
+	// WhyNotAMember: etcd's membership no longer lists the member; its Pod and volume go.
+	WhyNotAMember Why = "NotAMember"
+	// WhyLeftInRecovery: the member left etcd's membership in a recovery; its Pod goes, its
+	// volume claim is kept.
+	WhyLeftInRecovery Why = "LeftInRecovery"
+	// WhyParked: spec.replicas is 0; Pods stop, volumes and membership stay.
+	WhyParked Why = "Parked"
+)
+
+// Leadership: it moves away before the leader is disrupted.
+const (
+	// WhyLeaderLeaves: the leader is the member a scale-down removes.
+	WhyLeaderLeaves Why = "LeaderLeaves"
+	// WhyLeaderRestartsLast: the leader is restarted last in a rolling change.
+	WhyLeaderRestartsLast Why = "LeaderRestartsLast"
+	// WhyLeaderDefragmentedLast: the leader is defragmented last.
+	WhyLeaderDefragmentedLast Why = "LeaderDefragmentedLast"
+)
+
+// Spec changes rolled onto members.
+const (
+	// WhyVersionChanged: spec.version differs from the version the member runs.
+	WhyVersionChanged Why = "VersionChanged"
+	// WhyConfigChanged: spec fields the member's Pod is rendered from changed.
+	WhyConfigChanged Why = "ConfigChanged"
+	// WhySizeChanged: spec.storage.size is larger than the member's volume, and its class
+	// grows volumes in place.
+	WhySizeChanged Why = "SizeChanged"
+)
+
+// Recovery from quorum loss.
+const (
+	// WhySurvivorRestartsAlone: a majority of voters lost their data; the most recent
+	// survivor restarts alone with --force-new-cluster.
+	WhySurvivorRestartsAlone Why = "SurvivorRestartsAlone"
+	// WhySurvivorInMemory: a survivor still runs with its data in memory; its snapshot is
+	// stored before the cluster starts anew.
+	WhySurvivorInMemory Why = "SurvivorInMemory"
+	// WhyOldClusterPod: a Pod of the cluster that lost its quorum stops before the cluster
+	// starts anew from a backup.
+	WhyOldClusterPod Why = "OldClusterPod"
+	// WhyNoSurvivor: no voter can bring the cluster back; it starts anew from a backup.
+	WhyNoSurvivor Why = "NoSurvivor"
+)
+
+// Space.
+const (
+	// WhyNoSpaceCompact: a NOSPACE alarm; the history is compacted so its space can be
+	// reclaimed.
+	WhyNoSpaceCompact Why = "NoSpaceCompact"
+	// WhyNoSpaceDefragment: a NOSPACE alarm; the member's database holds free space to
+	// give back.
+	WhyNoSpaceDefragment Why = "NoSpaceDefragment"
+	// WhyNoSpaceDisarm: every member's database is under its quota again.
+	WhyNoSpaceDisarm Why = "NoSpaceDisarm"
+	// WhyDefragScheduled: spec.maintenance.defrag.schedule came while the member's
+	// database held free space.
+	WhyDefragScheduled Why = "DefragScheduled"
+	// WhyDefragThreshold: the member's free space reached
+	// spec.maintenance.defrag.thresholdPercent.
+	WhyDefragThreshold Why = "DefragThreshold"
+)
+
+// Whys lists every reason code a step can carry.
+var Whys = []Why{
+	WhyBootstrap, WhyBootstrapRestore,
+	WhyPodGone, WhyShowData, WhyMemberDown, WhyMemberSilent, WhyMemberLost,
+	WhyLearnerLost, WhyLearnerStalled, WhyLearnerNotNeeded, WhyLearnerPodGone, WhyLearnerToVoter,
+	WhyScaleUp, WhyScaleDown, WhyReplacement, WhyReplaced, WhyTemporaryMember, WhyNotAMember, WhyLeftInRecovery, WhyParked,
+	WhyLeaderLeaves, WhyLeaderRestartsLast, WhyLeaderDefragmentedLast,
+	WhyVersionChanged, WhyConfigChanged, WhySizeChanged,
+	WhySurvivorRestartsAlone, WhySurvivorInMemory, WhyOldClusterPod, WhyNoSurvivor,
+	WhyNoSpaceCompact, WhyNoSpaceDefragment, WhyNoSpaceDisarm, WhyDefragScheduled, WhyDefragThreshold,
+}
