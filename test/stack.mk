@@ -83,6 +83,34 @@ $(eval $(call FLUX_RULES,kustomize-controller,$(FLUX_KUSTOMIZE_VERSION),test/too
 FLUX_BINS := $(BIN)/flux-source-controller-$(FLUX_SOURCE_VERSION)/source-controller \
 	$(BIN)/flux-kustomize-controller-$(FLUX_KUSTOMIZE_VERSION)/kustomize-controller
 
+# --- The real node (node-4, ETCDPLAN_REAL_NODE=1): the kubelet, containerd, CNI plugins -----
+# containerd and its shim are built without cgo (no btrfs, devmapper or zfs snapshotters: the
+# node uses overlayfs); runc needs cgo and libseccomp, so it is Debian's (real-node-deps).
+CONTAINERD_VERSION := v2.2.9
+CNI_PLUGINS_VERSION := v1.9.1
+CONTAINERD_BIN := $(BIN)/containerd-$(CONTAINERD_VERSION)
+CONTAINERD_CMDS := containerd containerd-shim-runc-v2 ctr
+CNI_BIN := $(BIN)/cni-plugins-$(CNI_PLUGINS_VERSION)
+CNI_PLUGINS := main/bridge ipam/host-local main/loopback
+$(CONTAINERD_BIN)/%: test/tools/containerd/go.mod test/tools/containerd/go.sum
+	$(BUILD_STEP) "$* $(CONTAINERD_VERSION) (the real node)" test/tools/containerd env CGO_ENABLED=0 $(STACK_GOBUILD) \
+		-tags "no_btrfs no_devmapper no_zfs" -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" \
+		-o $@ github.com/containerd/containerd/v2/cmd/$*
+define CNI_RULE
+$(CNI_BIN)/$(notdir $(1)): test/tools/cni/go.mod test/tools/cni/go.sum
+	$(BUILD_STEP) "CNI $(notdir $(1)) $(CNI_PLUGINS_VERSION) (the real node)" test/tools/cni env CGO_ENABLED=0 $(STACK_GOBUILD) \
+		-ldflags "-s -w" -o $$@ github.com/containernetworking/plugins/plugins/$(1)
+endef
+$(foreach p,$(CNI_PLUGINS),$(eval $(call CNI_RULE,$(p))))
+REAL_NODE_BINS := $(KUBE_BIN)/kubelet $(addprefix $(CONTAINERD_BIN)/,$(CONTAINERD_CMDS)) \
+	$(addprefix $(CNI_BIN)/,$(notdir $(CNI_PLUGINS)))
+
+.PHONY: real-node-bins real-node-deps
+real-node-bins: $(REAL_NODE_BINS)
+# runc from Debian's package, installed as root like any other dependency of the real node.
+real-node-deps:
+	@command -v runc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
+
 # build-plan (make test) and stack-build-plan (the stack alone) say, before the slow builds,
 # which binaries a first run builds and roughly how long each takes, or that all are built.
 STACK_SLOW_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS)
