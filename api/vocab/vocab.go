@@ -1,0 +1,68 @@
+// Package vocab is the operator's vocabulary: the labels and annotations it keeps for
+// itself on the objects it owns, the ports and paths of its Pods, and how members are named
+// and addressed (member.go). Labels and annotations users select on or write are in
+// api/v1alpha1 (labels.go). These values are stored on objects that a later operator
+// version reads back, so they never change. Standard library only: every floor imports it.
+package vocab
+
+// Labels and annotations the operator puts on the objects it owns.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	// ManagerName is the value of LabelManagedBy.
+	ManagerName = "etcdplan"
+	// LabelBackup on a Pod that works for a backup (its snapshot or pruning on a pvc
+	// destination, its restore drill) names the EtcdBackup.
+	LabelBackup = "etcdplan.io/backup"
+
+	AnnotationConfigHash = "etcdplan.io/config-hash"
+	// AnnotationConfigFields on a member Pod hashes each field of its configuration on its
+	// own (EtcdClusterSpec.ConfigFields): what a restart is for.
+	AnnotationConfigFields = "etcdplan.io/config-fields"
+	// AnnotationVersion is the etcd version of a member Pod, or of the member a snapshot Pod
+	// reads.
+	AnnotationVersion = "etcdplan.io/version"
+	AnnotationSeed    = "etcdplan.io/seed"
+	// AnnotationRestore on a seed Pod names the snapshot it is restored from, as the spec does.
+	AnnotationRestore = "etcdplan.io/restore"
+	// AnnotationMemberID on a volume claim records the etcd member ID once the member
+	// has joined: a later Pod on an empty volume then knows its data was lost.
+	AnnotationMemberID = "etcdplan.io/member-id"
+	// AnnotationRanVersion on a volume claim records the etcd version the member last
+	// answered with: the version its data was last served by.
+	AnnotationRanVersion = "etcdplan.io/ran-version"
+	// AnnotationApplied, on a Service or PodDisruptionBudget, is the hash of its rendering
+	// as the operator last applied it: a restarted operator skips what is already so.
+	AnnotationApplied = "etcdplan.io/applied"
+	// AnnotationForceNewCluster, on a member's volume claim and on the Pod that runs it alone
+	// with --force-new-cluster, carries the member ID a recovery from quorum loss restarts
+	// alone. The claim's goes once a quorum answers again.
+	AnnotationForceNewCluster = "etcdplan.io/force-new-cluster"
+	// AnnotationRestoreSeed, on the new seed's volume claim and Pod, names the EtcdBackup a
+	// recovery from the loss of every voter's data starts the cluster anew from. The
+	// claim's goes once the new cluster answers through a quorum.
+	AnnotationRestoreSeed = "etcdplan.io/restore-seed"
+
+	// On a snapshot Pod: what its artifact says besides what the Pod reports.
+	AnnotationMember    = "etcdplan.io/member"
+	AnnotationClusterID = "etcdplan.io/cluster-id"
+	AnnotationTakenAt   = "etcdplan.io/taken-at"
+)
+
+// Ports of a member's etcd.
+const (
+	ClientPort  = 2379
+	PeerPort    = 2380
+	MetricsPort = 2381
+)
+
+// Paths inside the Pods the operator renders.
+const (
+	DataMount = "/var/lib/etcd"
+	DataDir   = DataMount + "/data"
+	// RestoreDir is where a seed's snapshot is fetched and restored before it becomes DataDir.
+	RestoreDir = DataMount + "/restore"
+	// BackupMount is where a Pod that reads or writes a pvc destination mounts its claim.
+	BackupMount = "/backup"
+)
