@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 var fuzzVersions = []string{"3.4.30", "3.5.0", "3.5.35", "3.6.0", "3.6.16", "3.7.1"}
@@ -51,7 +52,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	inFlight := false
 	for i := 0; i < n; i++ {
 		ord := i + r.n(2)*i
-		m := &wmember{name: MemberName(name, ord), version: fuzzVersions[base+r.n(2)], hash: "cfg-1"}
+		m := &wmember{name: vocab.MemberName(name, ord), version: fuzzVersions[base+r.n(2)], hash: "cfg-1"}
 		if r.flag(4) {
 			m.hash = c.ConfigHash
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // member joins what Kubernetes and etcd know of one member. Health is kept as facts: the
@@ -112,7 +113,7 @@ func (m *model) add(name string) *member {
 	if mm := m.get(name); mm != nil {
 		return mm
 	}
-	mm := &member{name: name, ordinal: Ordinal(m.cluster, name)}
+	mm := &member{name: name, ordinal: vocab.Ordinal(m.cluster, name)}
 	m.members = append(m.members, mm)
 	return mm
 }
@@ -251,7 +252,7 @@ func (m *model) finish(d Desired, o Observed) {
 	})
 	m.bumpOrdinal()
 	for _, r := range o.Recorded {
-		if n := Ordinal(d.Name, r.Name); n >= m.nextOrdinal {
+		if n := vocab.Ordinal(d.Name, r.Name); n >= m.nextOrdinal {
 			m.nextOrdinal = n + 1
 		}
 	}
@@ -279,7 +280,7 @@ func joinedIDs(o Observed) map[string]string {
 // added and promoted can be a voter before it publishes its name (a restored cluster's log
 // is short, so a learner is in sync at once): its ID, joined under its name, makes it ours.
 func (m *model) identify(d Desired, em EtcdMember, joined map[string]string) (string, *plan.Blocker) {
-	name := ManagedName(d.Name, d.Namespace, em.PeerURLs)
+	name := vocab.ManagedName(d.Name, d.Namespace, em.PeerURLs)
 	what := fmt.Sprintf("etcd member %s (name %q, peer URLs %s)", em.ID, em.Name, strings.Join(em.PeerURLs, ","))
 	seen := m.get(name)
 	switch {
@@ -287,7 +288,7 @@ func (m *model) identify(d Desired, em EtcdMember, joined map[string]string) (st
 		return "", &plan.Blocker{Reason: plan.BlockForeignMember, Message: fmt.Sprintf(
 			"%s is not a member of this cluster's form (<scheme>://%s.%s.%s.svc:%d named after its host): the operator does not act on members it does not manage; "+
 				"remove it with `etcdctl member remove %s` if it does not belong, or move it to the cluster it belongs to",
-			what, MemberName(d.Name, 0), d.Name, orAny(d.Namespace), PeerPort, em.ID)}
+			what, vocab.MemberName(d.Name, 0), d.Name, orAny(d.Namespace), vocab.PeerPort, em.ID)}
 	case seen != nil && seen.inEtcd:
 		return "", &plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
 			"%s and etcd member %s both claim the name %s: the operator acts on one member per name; remove the one that does not belong with `etcdctl member remove ID`",
@@ -442,7 +443,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.SnapshotSurvivor:
 		m.halt = true
 	case plan.AddLearner:
-		m.members = append(m.members, &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
+		m.members = append(m.members, &member{name: s.Member, ordinal: vocab.Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
 		mm.start(s, desired)
@@ -515,7 +516,7 @@ func (m *model) restartOn(mm *member, desired Desired) {
 func (m *model) seed(s plan.Step, desired Desired) *member {
 	mm := m.get(s.Member)
 	if mm == nil {
-		mm = &member{name: s.Member, ordinal: Ordinal(m.cluster, s.Member)}
+		mm = &member{name: s.Member, ordinal: vocab.Ordinal(m.cluster, s.Member)}
 		m.members = append(m.members, mm)
 	}
 	class, bytes, expandable := desired.StorageClass, desired.StorageBytes, (*bool)(nil)

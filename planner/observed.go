@@ -6,10 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // ObservedFormatVersion is the version of Observed's JSON form. Version 2 split a member's
@@ -266,41 +265,6 @@ func (a Alarm) Compare(b Alarm) int {
 	return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.MemberID, b.MemberID))
 }
 
-// PeerPort is the port members talk to each other on.
-const PeerPort = 2380
-
-// PeerHost is a member's stable DNS name through the cluster's headless Service (named after
-// the cluster): the host of its peer URL.
-func PeerHost(cluster, namespace, member string) string {
-	return member + "." + cluster + "." + namespace + ".svc"
-}
-
-// ManagedName returns the name of the member a peer URL list belongs to when it is of this
-// cluster's form, <scheme>://<cluster>-<ordinal>.<cluster>.<namespace>.svc:2380, and "" when
-// it is not: such a member is not this cluster's to manage. An empty namespace accepts any.
-func ManagedName(cluster, namespace string, peerURLs []string) string {
-	if len(peerURLs) != 1 {
-		return ""
-	}
-	u, err := url.Parse(peerURLs[0])
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() != strconv.Itoa(PeerPort) || u.Path != "" {
-		return ""
-	}
-	member, rest, _ := strings.Cut(u.Hostname(), ".")
-	if Ordinal(cluster, member) < 0 {
-		return ""
-	}
-	ns, ok := strings.CutPrefix(rest, cluster+".")
-	if !ok || !strings.HasSuffix(ns, ".svc") {
-		return ""
-	}
-	ns = strings.TrimSuffix(ns, ".svc")
-	if ns == "" || strings.Contains(ns, ".") || (namespace != "" && ns != namespace) {
-		return ""
-	}
-	return member
-}
-
 // MemberName returns the member's name, falling back to the first label of its peer URL's
 // host: a member added but not yet started has no name, only its peer URL.
 func (m EtcdMember) MemberName() string {
@@ -308,14 +272,7 @@ func (m EtcdMember) MemberName() string {
 		return m.Name
 	}
 	for _, u := range m.PeerURLs {
-		host := u
-		if i := strings.Index(host, "://"); i >= 0 {
-			host = host[i+3:]
-		}
-		if i := strings.IndexAny(host, ".:/"); i >= 0 {
-			host = host[:i]
-		}
-		if host != "" {
+		if host := vocab.HostLabel(u); host != "" {
 			return host
 		}
 	}
@@ -418,22 +375,4 @@ func hashJSON(v any) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16]
-}
-
-// Ordinal returns the ordinal of a member named <cluster>-<ordinal>, or -1.
-func Ordinal(cluster, member string) int {
-	rest, ok := strings.CutPrefix(member, cluster+"-")
-	if !ok {
-		return -1
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 || strconv.Itoa(n) != rest {
-		return -1
-	}
-	return n
-}
-
-// MemberName returns the name of the member with the given ordinal.
-func MemberName(cluster string, ordinal int) string {
-	return cluster + "-" + strconv.Itoa(ordinal)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 const name = "demo"
@@ -25,12 +26,12 @@ func running(c Desired, n int, version string) *world {
 	w := &world{cluster: name, clusterID: "c1", members: map[string]*wmember{}}
 	for i := 0; i < n; i++ {
 		w.nextID++
-		m := &wmember{name: MemberName(name, i), id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
+		m := &wmember{name: vocab.MemberName(name, i), id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
 			pod: true, up: true, pvc: true, version: version, hash: c.ConfigHash}
 		w.members[m.name] = m
 	}
 	if n > 0 {
-		w.leader = MemberName(name, 0)
+		w.leader = vocab.MemberName(name, 0)
 	}
 	return w
 }
@@ -414,9 +415,9 @@ func TestCheckPreconditions(t *testing.T) {
 func TestMemberNameFromPeerURL(t *testing.T) {
 	require.Equal(t, "demo-3", EtcdMember{PeerURLs: []string{"http://demo-3.demo.ns.svc:2380"}}.MemberName())
 	require.Equal(t, "x", EtcdMember{Name: "x", PeerURLs: []string{"http://y:2380"}}.MemberName())
-	require.Equal(t, 12, Ordinal("a-b", "a-b-12"))
-	require.Equal(t, -1, Ordinal("a", "a-01"))
-	require.Equal(t, -1, Ordinal("a", "b-1"))
+	require.Equal(t, 12, vocab.Ordinal("a-b", "a-b-12"))
+	require.Equal(t, -1, vocab.Ordinal("a", "a-01"))
+	require.Equal(t, -1, vocab.Ordinal("a", "b-1"))
 }
 
 // A member that lags (or is cut off) and missed joins serves a stale member list: nothing is

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // lostVoters counts the voters and those whose data is gone.
@@ -159,7 +160,7 @@ func recoverFromBackup(m *model, d Desired) (plan.Step, bool) {
 			"the Pod of %s, of the cluster that lost its quorum, stops and goes before the cluster starts anew from a backup: "+
 				"one cluster alone serves behind the client Service", old.name), true
 	}
-	return restoreStep(&member{name: MemberName(m.cluster, m.nextOrdinal)}, b, why, d), true
+	return restoreStep(&member{name: vocab.MemberName(m.cluster, m.nextOrdinal)}, b, why, d), true
 }
 
 // snapshotStep stores a snapshot of a survivor in memory as a new EtcdBackup of the

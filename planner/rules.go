@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // Each rule looks at the model and returns the first step its concern needs, if any.
@@ -39,7 +40,7 @@ func bootstrap(m *model, d Desired) (plan.Step, bool) {
 		}
 	}
 	if seed == nil {
-		seed = &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
+		seed = &member{name: vocab.MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
 	}
 	s := step(plan.CreateSeed, seed, plan.PreNone, plan.WhyBootstrap, "bootstrap: the cluster starts from one seed member")
 	if d.Restore != "" {
@@ -230,7 +231,7 @@ func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	if voters == 0 || voters >= want || len(m.learners()) > 0 { // no voter yet: bootstrap seeds first
 		return plan.Step{}, false
 	}
-	mm := &member{name: MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
+	mm := &member{name: vocab.MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
 	switch {
 	case voters < d.Replicas:
 		return step(plan.AddLearner, mm, plan.PreClusterHealthy, plan.WhyScaleUp,

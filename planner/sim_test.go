@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // world is a small simulation of an etcd cluster and its Pods, independent of the planner's
@@ -103,7 +104,7 @@ func (w *world) sorted() []*wmember {
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		a, b := Ordinal(w.cluster, out[i].name), Ordinal(w.cluster, out[j].name)
+		a, b := vocab.Ordinal(w.cluster, out[i].name), vocab.Ordinal(w.cluster, out[j].name)
 		if a != b {
 			return a < b
 		}
@@ -144,7 +145,7 @@ func (w *world) hasQuorum() bool {
 // when a quorum answers, else one member's serializable view.
 func (w *world) observe() Observed {
 	for _, m := range w.members {
-		w.nextOrdinal = max(w.nextOrdinal, Ordinal(w.cluster, m.name)+1)
+		w.nextOrdinal = max(w.nextOrdinal, vocab.Ordinal(w.cluster, m.name)+1)
 	}
 	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID, NextOrdinal: w.nextOrdinal}
 	if w.backup != nil && w.backupOf == w.clusterID {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
@@ -22,7 +23,7 @@ var errDataLost = errors.New("no data")
 // and replacing the member would delete it.
 func preflight(args []string) int {
 	flags := flag.NewFlagSet("preflight", flag.ContinueOnError)
-	dataDir := flags.String("data-dir", resources.DataDir, "etcd data directory")
+	dataDir := flags.String("data-dir", vocab.DataDir, "etcd data directory")
 	expectData := flags.Bool("expect-data", false, "the member joined the cluster before, so its data must be there")
 	if err := flags.Parse(args); err != nil {
 		return 2

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/snapshot"
 	"github.com/etcdplan/etcdplan/executor/store"
@@ -25,7 +26,7 @@ func restoreFetch(args []string) int {
 	fs := flag.NewFlagSet("restore-fetch", flag.ContinueOnError)
 	source := fs.String("source", "", "the snapshot's store and key, as JSON (an EtcdCluster's spec.bootstrap.restore.source)")
 	want := fs.String("sha256", "", "the SHA-256 the stored object must have; empty checks etcd's own hash only")
-	out := fs.String("out", resources.RestoreDir+"/snapshot.db", "where to write the snapshot")
+	out := fs.String("out", vocab.RestoreDir+"/snapshot.db", "where to write the snapshot")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -95,8 +96,8 @@ func fetch(ctx context.Context, src v1alpha1.SnapshotSource, want, out string) e
 // already holds a member: a seed that ended after its restore keeps what it has.
 func restorePlace(args []string) int {
 	fs := flag.NewFlagSet("restore-place", flag.ContinueOnError)
-	from := fs.String("from", resources.RestoreDir+"/data", "the data directory etcdutl restored")
-	dataDir := fs.String("data-dir", resources.DataDir, "etcd data directory")
+	from := fs.String("from", vocab.RestoreDir+"/data", "the data directory etcdutl restored")
+	dataDir := fs.String("data-dir", vocab.DataDir, "etcd data directory")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
@@ -178,7 +179,7 @@ func TestDrillRestoresTheBackupIntoAScratchEtcdAndComparesWhatItHolds(t *testing
 
 	p := f.drillPod(nil, false)
 	require.True(t, metav1.IsControlledBy(p, b), "the backup owns its drill")
-	require.Equal(t, map[string]string{resources.LabelBackup: "b1", resources.LabelManagedBy: resources.ManagerName}, p.Labels,
+	require.Equal(t, map[string]string{vocab.LabelBackup: "b1", vocab.LabelManagedBy: vocab.ManagerName}, p.Labels,
 		"no cluster label: no Service or member list selects the scratch etcd")
 	require.Equal(t, []string{"restore-fetch", "restore"}, []string{p.Spec.InitContainers[0].Name, p.Spec.InitContainers[1].Name})
 	require.Contains(t, p.Spec.InitContainers[0].Command, "--sha256="+b.Status.Artifact.SHA256, "the object is checked before use")
@@ -377,7 +378,7 @@ func TestBackupToAClaimRunsInAPodThatMountsIt(t *testing.T) {
 	require.Contains(t, cmd, "--endpoint=http://10.88.0.1:2379")
 	require.Contains(t, cmd, "--cluster-id=c1")
 	require.Equal(t, "backups", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
-	require.Equal(t, resources.BackupMount, p.Spec.Containers[0].VolumeMounts[0].MountPath)
+	require.Equal(t, vocab.BackupMount, p.Spec.Containers[0].VolumeMounts[0].MountPath)
 
 	p.Status.Phase = corev1.PodFailed
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "snapshot", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{

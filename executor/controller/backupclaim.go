@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/backup"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
@@ -22,14 +23,6 @@ import (
 
 // errSnapshotRunning: a Pod is storing the snapshot on the backup's claim.
 var errSnapshotRunning = errors.New("the snapshot Pod runs")
-
-// Annotations on a snapshot Pod: what the artifact says besides what the Pod reports.
-const (
-	annotationMember    = "etcdplan.io/member"
-	annotationVersion   = "etcdplan.io/version"
-	annotationClusterID = "etcdplan.io/cluster-id"
-	annotationTakenAt   = "etcdplan.io/taken-at"
-)
 
 // claimSnapshot looks at the Pod that stores the backup on its claim: done with the
 // artifact once it succeeded, done with a retried failure once it failed (the Pod goes, so
@@ -87,12 +80,12 @@ func claimArtifact(b *v1alpha1.EtcdBackup, p *corev1.Pod) (*v1alpha1.Artifact, e
 	if err := json.Unmarshal([]byte(msg), &t); err != nil || t.Key == "" {
 		return nil, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s ended without saying what it stored: %q", p.Name, msg)}
 	}
-	at, err := time.Parse(time.RFC3339, p.Annotations[annotationTakenAt])
+	at, err := time.Parse(time.RFC3339, p.Annotations[vocab.AnnotationTakenAt])
 	if err != nil {
 		return nil, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s has no time it was taken at", p.Name)}
 	}
-	return artifact(b.Spec.Destination.URI(t.Key), t, p.Annotations[annotationVersion], p.Annotations[annotationMember],
-		p.Annotations[annotationClusterID], at), nil
+	return artifact(b.Spec.Destination.URI(t.Key), t, p.Annotations[vocab.AnnotationVersion], p.Annotations[vocab.AnnotationMember],
+		p.Annotations[vocab.AnnotationClusterID], at), nil
 }
 
 // startClaimSnapshot makes the Pod that streams a snapshot of member m onto the backup's
@@ -102,8 +95,8 @@ func (r *BackupReconciler) startClaimSnapshot(ctx context.Context, b *v1alpha1.E
 	p := resources.SnapshotPod(b, r.Images, []string{"--endpoint=" + endpoint, "--member=" + m.Name, "--member-id=" + m.ID,
 		"--cluster-id=" + clusterID, "--namespace=" + c.Namespace, "--cluster=" + c.Name,
 		"--at=" + at.UTC().Format(time.RFC3339), "--unique=" + unique})
-	p.Annotations = map[string]string{annotationMember: m.Name, annotationVersion: m.Version, annotationClusterID: clusterID,
-		annotationTakenAt: at.UTC().Format(time.RFC3339)}
+	p.Annotations = map[string]string{vocab.AnnotationMember: m.Name, vocab.AnnotationVersion: m.Version, vocab.AnnotationClusterID: clusterID,
+		vocab.AnnotationTakenAt: at.UTC().Format(time.RFC3339)}
 	if err := createPod(ctx, r, b, p); err != nil {
 		return err
 	}

@@ -19,13 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/backup"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/schedule"
 )
-
-// LabelSchedule on an EtcdBackup names the EtcdBackupSchedule that created it.
-const LabelSchedule = "etcdplan.io/backup-schedule"
 
 // ScheduleReconciler creates an EtcdBackup each time a schedule comes, one at a time, and
 // removes the backups its retention no longer keeps, stored object first.
@@ -67,7 +65,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	}
 	conditions.Delete(s, meta.StalledCondition)
 	var list v1alpha1.EtcdBackupList
-	if err := r.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelSchedule: s.Name}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{v1alpha1.LabelSchedule: s.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
 	owned := ownedBy(list.Items, s)
@@ -137,7 +135,7 @@ func (r *ScheduleReconciler) take(ctx context.Context, s *v1alpha1.EtcdBackupSch
 		}
 	}
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: backupName(s.Name, due),
-		Labels: map[string]string{LabelSchedule: s.Name, resources.LabelCluster: s.Spec.ClusterRef.Name}}}
+		Labels: map[string]string{v1alpha1.LabelSchedule: s.Name, v1alpha1.LabelCluster: s.Spec.ClusterRef.Name}}}
 	b.Spec.ClusterRef, b.Spec.Destination = s.Spec.ClusterRef, *s.Spec.Destination.DeepCopy()
 	b.Spec.Verify = drillNext(s)
 	if err := controllerutil.SetControllerReference(s, b, r.Scheme()); err != nil {
@@ -218,7 +216,7 @@ func (r *ScheduleReconciler) inUse(ctx context.Context, namespace string, owned 
 		return nil, err
 	}
 	for _, l := range []client.ObjectList{&pods, &pvcs} {
-		if err := r.List(ctx, l, client.InNamespace(namespace), client.MatchingLabels{resources.LabelManagedBy: resources.ManagerName}); err != nil {
+		if err := r.List(ctx, l, client.InNamespace(namespace), client.MatchingLabels{vocab.LabelManagedBy: vocab.ManagerName}); err != nil {
 			return nil, err
 		}
 	}
@@ -235,10 +233,10 @@ func (r *ScheduleReconciler) inUse(ctx context.Context, namespace string, owned 
 		}
 	}
 	for _, p := range pods.Items {
-		names[p.Annotations[resources.AnnotationRestoreSeed]] = true
+		names[p.Annotations[vocab.AnnotationRestoreSeed]] = true
 	}
 	for _, c := range pvcs.Items {
-		names[c.Annotations[resources.AnnotationRestoreSeed]] = true
+		names[c.Annotations[vocab.AnnotationRestoreSeed]] = true
 	}
 	out := map[string]bool{}
 	for _, b := range owned {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 )
@@ -57,7 +58,7 @@ func (f *scheduleFixture) reconcileSchedule() (*v1alpha1.EtcdBackupSchedule, rec
 func (f *scheduleFixture) backups() map[string]v1alpha1.BackupPhase {
 	f.t.Helper()
 	var l v1alpha1.EtcdBackupList
-	require.NoError(f.t, f.kube.List(context.Background(), &l, client.MatchingLabels{LabelSchedule: "hourly"}))
+	require.NoError(f.t, f.kube.List(context.Background(), &l, client.MatchingLabels{v1alpha1.LabelSchedule: "hourly"}))
 	out := map[string]v1alpha1.BackupPhase{}
 	for _, b := range l.Items {
 		out[b.Name] = b.Status.Phase
@@ -190,7 +191,7 @@ func TestRetentionOnAClaimDeletesThroughAPod(t *testing.T) {
 	s.Spec.Destination = v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: "backups"}}
 	require.NoError(t, f.kube.Update(context.Background(), s))
 	for i, name := range []string{"old", "new"} {
-		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{LabelSchedule: "hourly"}}}
+		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{v1alpha1.LabelSchedule: "hourly"}}}
 		b.Spec.Destination = s.Spec.Destination
 		require.NoError(t, controllerutil.SetControllerReference(s, b, f.kube.Scheme()))
 		require.NoError(t, f.kube.Create(context.Background(), b))
@@ -232,7 +233,7 @@ func (f *scheduleFixture) own(name string, at time.Time, status metav1.Condition
 	ctx := context.Background()
 	s := &v1alpha1.EtcdBackupSchedule{}
 	require.NoError(f.t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "hourly"}, s))
-	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{LabelSchedule: "hourly"}}}
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{v1alpha1.LabelSchedule: "hourly"}}}
 	b.Spec.ClusterRef, b.Spec.Destination, b.Spec.Verify = s.Spec.ClusterRef, s.Spec.Destination, status != ""
 	require.NoError(f.t, controllerutil.SetControllerReference(s, b, f.kube.Scheme()))
 	require.NoError(f.t, f.kube.Create(ctx, b))
@@ -283,10 +284,10 @@ func TestRetentionKeepsTheNewestVerifiedAndWhatARestoreNames(t *testing.T) {
 	require.NoError(t, f.kube.Create(ctx, c))
 	c.Status.RestoredFrom = "s3://backups/restoring.db"
 	require.NoError(t, f.kube.Status().Update(ctx, c))
-	mark := map[string]string{resources.AnnotationRestoreSeed: "claim-seed"}
-	managed := map[string]string{resources.LabelManagedBy: resources.ManagerName}
+	mark := map[string]string{vocab.AnnotationRestoreSeed: "claim-seed"}
+	managed := map[string]string{vocab.LabelManagedBy: vocab.ManagerName}
 	require.NoError(t, f.kube.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-3", Labels: managed, Annotations: mark}}))
-	mark = map[string]string{resources.AnnotationRestoreSeed: "pod-seed"}
+	mark = map[string]string{vocab.AnnotationRestoreSeed: "pod-seed"}
 	require.NoError(t, f.kube.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mem-3", Labels: managed, Annotations: mark}}))
 
 	s, _ := f.reconcileSchedule()

@@ -295,13 +295,13 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		conditions.MarkStalled(c, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
 		conditions.MarkFalse(c, meta.ReadyCondition, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
 		return reconcile.Result{RequeueAfter: pollIdle}, nil
-	case c.Annotations[resources.AnnotationApprove] != rec.ID && recoveryHeld(c, rec):
+	case c.Annotations[v1alpha1.AnnotationApprove] != rec.ID && recoveryHeld(c, rec):
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := recoveryMessage(c, o, rec)
 		r.stalled(c, conditions.IsStalled(c), string(plan.BlockQuorumLost), msg)
 		return reconcile.Result{RequeueAfter: pollIdle}, nil
-	case c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual && c.Annotations[resources.AnnotationApprove] != rec.ID:
+	case c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual && c.Annotations[v1alpha1.AnnotationApprove] != rec.ID:
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := fmt.Sprintf("plan %s (%d steps) awaits approval: kubectl etcd approve %s --plan %s", rec.ID, len(rec.Steps), c.Name, rec.ID)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // A recovery restores the newest backup no drill found wrong: drills blocked or past their
@@ -54,7 +54,7 @@ func TestRecoveryRestoresTheNewestBackupNoDrillFoundWrong(t *testing.T) {
 	f.reconcile()
 	pvc := &corev1.PersistentVolumeClaim{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
-	require.Equal(t, "blocked", pvc.Annotations[resources.AnnotationRestoreSeed])
+	require.Equal(t, "blocked", pvc.Annotations[vocab.AnnotationRestoreSeed])
 	c, _ = f.reconcile()
 	require.Equal(t, id, c.Status.Plan.ID, "the seed starts: the same plan, its reason unchanged")
 }

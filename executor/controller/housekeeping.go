@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -87,7 +88,7 @@ func (r *Reconciler) applyOwned(ctx context.Context, c *v1alpha1.EtcdCluster, ob
 	key, hash := gvk.Kind+"/"+obj.GetNamespace()+"/"+obj.GetName(), hex.EncodeToString(sum[:])
 	live := obj.DeepCopyObject().(client.Object)
 	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil && live.GetDeletionTimestamp() == nil &&
-		(r.applied.same(key, hash) || live.GetAnnotations()[resources.AnnotationApplied] == hash) {
+		(r.applied.same(key, hash) || live.GetAnnotations()[vocab.AnnotationApplied] == hash) {
 		r.applied.m.Store(key, hash)
 		return nil
 	}
@@ -95,10 +96,10 @@ func (r *Reconciler) applyOwned(ctx context.Context, c *v1alpha1.EtcdCluster, ob
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[resources.AnnotationApplied] = hash
+	annotations[vocab.AnnotationApplied] = hash
 	obj.SetAnnotations(annotations)
 	//nolint:staticcheck // server-side apply of typed objects
-	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(resources.ManagerName), client.ForceOwnership); err != nil {
+	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(vocab.ManagerName), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
 	}
 	r.applied.m.Store(key, hash)
@@ -113,7 +114,7 @@ func (r *Reconciler) retainVolumes(ctx context.Context, c *v1alpha1.EtcdCluster,
 		if !owned(c, pvc, true) || pvc.DeletionTimestamp != nil {
 			continue
 		}
-		del := c.Spec.Storage.RetainPolicy == v1alpha1.RetainPolicyDelete && pvc.Labels[resources.LabelRetained] == ""
+		del := c.Spec.Storage.RetainPolicy == v1alpha1.RetainPolicyDelete && pvc.Labels[v1alpha1.LabelRetained] == ""
 		has, err := controllerutil.HasOwnerReference(pvc.OwnerReferences, c, r.Scheme())
 		if err != nil || has == del {
 			continue
@@ -136,7 +137,7 @@ func (r *Reconciler) retainVolumes(ctx context.Context, c *v1alpha1.EtcdCluster,
 
 // recoveryMarks are the annotations a recovery from quorum loss marks a member with. They go
 // once a quorum answers: a later loss must choose afresh.
-var recoveryMarks = []string{resources.AnnotationForceNewCluster, resources.AnnotationRestoreSeed}
+var recoveryMarks = []string{vocab.AnnotationForceNewCluster, vocab.AnnotationRestoreSeed}
 
 // marked: the object carries a recovery's mark, and a quorum answers.
 func marked(o *observation, annotations map[string]string) bool {
@@ -147,11 +148,11 @@ func marked(o *observation, annotations map[string]string) bool {
 // and removes a recovery's mark from it.
 func (r *Reconciler) labelRole(ctx context.Context, o *observation, member string, role v1alpha1.MemberRole) error {
 	p := o.pods[member]
-	if p == nil || p.DeletionTimestamp != nil || (p.Labels[resources.LabelRole] == string(role) && !marked(o, p.Annotations)) {
+	if p == nil || p.DeletionTimestamp != nil || (p.Labels[v1alpha1.LabelRole] == string(role) && !marked(o, p.Annotations)) {
 		return nil
 	}
 	patch := client.MergeFrom(p.DeepCopy())
-	p.Labels[resources.LabelRole] = string(role)
+	p.Labels[v1alpha1.LabelRole] = string(role)
 	if marked(o, p.Annotations) {
 		for _, k := range recoveryMarks {
 			delete(p.Annotations, k)
@@ -167,9 +168,9 @@ func (r *Reconciler) labelRole(ctx context.Context, o *observation, member strin
 // version it last answered with.
 func (r *Reconciler) recordMember(ctx context.Context, o *observation, member string, m planner.EtcdMember) error {
 	pvc := o.pvcs[member]
-	want := map[string]string{resources.AnnotationMemberID: m.ID}
+	want := map[string]string{vocab.AnnotationMemberID: m.ID}
 	if m.Answering && m.Leader != "" && m.Version != "" { // it served at that version
-		want[resources.AnnotationRanVersion] = m.Version
+		want[vocab.AnnotationRanVersion] = m.Version
 	}
 	unmark := pvc != nil && marked(o, pvc.Annotations)
 	if pvc == nil || pvc.DeletionTimestamp != nil || (subset(want, pvc.Annotations) && !unmark) {

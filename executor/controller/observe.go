@@ -13,9 +13,9 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -129,9 +129,9 @@ func firstAnswer(c *v1alpha1.EtcdCluster, seeds []string, view *planner.EtcdView
 	if len(seeds) > 0 {
 		m := view.Members[0]
 		return len(view.Members) == 1 && m.Answering && slices.Contains(seeds, m.Name) &&
-			planner.ManagedName(c.Name, c.Namespace, m.PeerURLs) == m.Name
+			vocab.ManagedName(c.Name, c.Namespace, m.PeerURLs) == m.Name
 	}
-	return slices.ContainsFunc(view.Members, func(m planner.EtcdMember) bool { return planner.ManagedName(c.Name, c.Namespace, m.PeerURLs) != "" })
+	return slices.ContainsFunc(view.Members, func(m planner.EtcdMember) bool { return vocab.ManagedName(c.Name, c.Namespace, m.PeerURLs) != "" })
 }
 
 // restoreSeeds are the members marked as the new seed of a recovery from a backup: on their
@@ -139,13 +139,13 @@ func firstAnswer(c *v1alpha1.EtcdCluster, seeds []string, view *planner.EtcdView
 func restoreSeeds(objs observe.Objects) []string {
 	var out []string
 	for i := range objs.PVCs {
-		if objs.PVCs[i].Annotations[resources.AnnotationRestoreSeed] != "" {
-			out = append(out, objs.PVCs[i].Labels[resources.LabelMember])
+		if objs.PVCs[i].Annotations[vocab.AnnotationRestoreSeed] != "" {
+			out = append(out, objs.PVCs[i].Labels[v1alpha1.LabelMember])
 		}
 	}
 	for i := range objs.Pods {
-		if p := &objs.Pods[i]; p.Annotations[resources.AnnotationRestoreSeed] != "" && !podEnded(p) {
-			out = append(out, p.Labels[resources.LabelMember])
+		if p := &objs.Pods[i]; p.Annotations[vocab.AnnotationRestoreSeed] != "" && !podEnded(p) {
+			out = append(out, p.Labels[v1alpha1.LabelMember])
 		}
 	}
 	return out

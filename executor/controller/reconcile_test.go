@@ -30,6 +30,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/etcd/etcdfake"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -65,9 +66,9 @@ func newFixture(t *testing.T, members int, edit func(c *v1alpha1.EtcdCluster)) *
 	objs := []client.Object{c}
 	view := &planner.EtcdView{ClusterID: "c1", Linearizable: true, LeaderID: "1"}
 	for i := 0; i < members; i++ {
-		name, id := planner.MemberName("demo", i), strconv.Itoa(i+1)
+		name, id := vocab.MemberName("demo", i), strconv.Itoa(i+1)
 		objs = append(objs, memberPod(c, name), memberPVC(c, name, id))
-		view.Members = append(view.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{resources.PeerURL(c, name)},
+		view.Members = append(view.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, name)},
 			Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 100})
 	}
 	f := &fixture{t: t, etcd: etcdfake.New(view), events: record.NewFakeRecorder(100), now: time.Unix(1_800_000_000, 0)}
@@ -118,7 +119,7 @@ func checkedStatusPatch(t *testing.T) func(context.Context, client.Client, strin
 
 func memberPod(c *v1alpha1.EtcdCluster, name string) *corev1.Pod {
 	p := resources.MemberPod(c, resources.Images{EtcdRepository: "etcd", Operator: "op"}, resources.MemberSpec{Name: name, Version: c.Spec.Version})
-	p.Labels[resources.LabelRole] = string(v1alpha1.RoleVoter)
+	p.Labels[v1alpha1.LabelRole] = string(v1alpha1.RoleVoter)
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "EtcdCluster", Name: c.Name, UID: c.UID, Controller: ptr.To(true)}}
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0." + strings.TrimPrefix(name, "demo-"),
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
@@ -127,7 +128,7 @@ func memberPod(c *v1alpha1.EtcdCluster, name string) *corev1.Pod {
 
 func memberPVC(c *v1alpha1.EtcdCluster, name, id string) *corev1.PersistentVolumeClaim {
 	pvc := resources.MemberPVC(c, name)
-	pvc.Annotations = map[string]string{resources.AnnotationMemberID: id}
+	pvc.Annotations = map[string]string{vocab.AnnotationMemberID: id}
 	pvc.Status.Phase = corev1.ClaimBound
 	return pvc
 }
@@ -155,7 +156,7 @@ func (f *fixture) update(edit func(c *v1alpha1.EtcdCluster)) {
 
 // approve sets the approval annotation to the plan ID, as kubectl etcd approve does.
 func (f *fixture) approve(id string) {
-	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: id} })
 }
 
 func (f *fixture) setView(edit func(v *planner.EtcdView)) {
@@ -167,7 +168,7 @@ func (f *fixture) setView(edit func(v *planner.EtcdView)) {
 
 // learnerAdded adds to etcd's view member demo-3 (ID 4), added as a learner and not started.
 func (f *fixture) learnerAdded(v *planner.EtcdView) {
-	v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{resources.PeerURL(f.cluster(), "demo-3")}, Learner: true})
+	v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{vocab.PeerURL(f.cluster().Name, f.cluster().Namespace, "demo-3")}, Learner: true})
 }
 
 func (f *fixture) warnings() []string {
@@ -227,7 +228,7 @@ func TestClaimRecordsTheVersionAMemberAnswered(t *testing.T) {
 	for _, m := range c.Status.Members {
 		var pvc corev1.PersistentVolumeClaim
 		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: m.Name}, &pvc))
-		require.Equal(t, "3.6.16", pvc.Annotations[resources.AnnotationRanVersion])
+		require.Equal(t, "3.6.16", pvc.Annotations[vocab.AnnotationRanVersion])
 	}
 	f.setView(func(v *planner.EtcdView) {
 		v.Members[1].Answering, v.Members[1].Leader, v.Members[1].Version = false, "", ""
@@ -301,7 +302,7 @@ func TestNewPodCarriesItsRole(t *testing.T) {
 		f.reconcile() // creates the Pod; a later reconcile's housekeeping would mend its label
 		p := &corev1.Pod{}
 		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: want.name}, p), "the Pod of %s is created", want.name)
-		require.Equal(t, string(want.role), p.Labels[resources.LabelRole], want.name)
+		require.Equal(t, string(want.role), p.Labels[v1alpha1.LabelRole], want.name)
 		f.now = f.now.Add(time.Second)
 	}
 }
@@ -316,7 +317,7 @@ func TestRestartedOperatorSkipsWhatIsApplied(t *testing.T) {
 	versions := map[string]string{}
 	for _, o := range objs {
 		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKeyFromObject(o), o))
-		require.NotEmpty(t, o.GetAnnotations()[resources.AnnotationApplied])
+		require.NotEmpty(t, o.GetAnnotations()[vocab.AnnotationApplied])
 		versions[o.GetName()] = o.GetResourceVersion()
 	}
 	counted := &applyCounter{Client: f.kube}
@@ -579,7 +580,7 @@ func TestStalledLearnerIsRemovedByID(t *testing.T) {
 	c := f.cluster()
 	require.NoError(t, f.kube.Create(context.Background(), memberPod(c, "demo-3")))
 	f.setView(func(v *planner.EtcdView) {
-		v.Members = append(v.Members, planner.EtcdMember{ID: "4", Name: "demo-3", PeerURLs: []string{resources.PeerURL(c, "demo-3")},
+		v.Members = append(v.Members, planner.EtcdMember{ID: "4", Name: "demo-3", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")},
 			Learner: true, Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 1})
 	})
 	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
@@ -647,7 +648,7 @@ func TestStaleViewFinishesNothing(t *testing.T) {
 	c := f.cluster()
 	require.NoError(t, f.kube.Create(context.Background(), memberPod(c, "demo-3")))
 	f.setView(func(v *planner.EtcdView) {
-		v.Members = append(v.Members, planner.EtcdMember{ID: "4", Name: "demo-3", PeerURLs: []string{resources.PeerURL(c, "demo-3")},
+		v.Members = append(v.Members, planner.EtcdMember{ID: "4", Name: "demo-3", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")},
 			Learner: true, Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 10})
 	})
 	c, _ = f.reconcile()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
@@ -46,16 +47,16 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "restarts demo-0 (raft term 0, index 100, the most recent of the voters that kept their data) alone with --force-new-cluster")
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
-	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster, "nothing happens before approval")
+	require.NotContains(t, pod.Annotations, vocab.AnnotationForceNewCluster, "nothing happens before approval")
 
 	id := c.Status.Plan.ID
 	f.approve(id)
 	f.reconcile()
 	pvc := &corev1.PersistentVolumeClaim{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
-	require.Equal(t, "1", pvc.Annotations[resources.AnnotationForceNewCluster])
+	require.Equal(t, "1", pvc.Annotations[vocab.AnnotationForceNewCluster])
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
-	require.Equal(t, "1", pod.Annotations[resources.AnnotationForceNewCluster])
+	require.Equal(t, "1", pod.Annotations[vocab.AnnotationForceNewCluster])
 	require.Contains(t, pod.Spec.Containers[0].Command, "--force-new-cluster=true")
 	require.Contains(t, pod.Spec.InitContainers[0].Command, "--expect-data=true")
 
@@ -67,7 +68,7 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	})
 	c, _ = f.reconcile()
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
-	require.NotContains(t, pvc.Annotations, resources.AnnotationForceNewCluster)
+	require.NotContains(t, pvc.Annotations, vocab.AnnotationForceNewCluster)
 	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[0].State)
 	l := c.Status.LastRecovery
 	require.Equal(t, "ForceNewCluster demo-0 "+id, l.Action+" "+l.Member+" "+l.Plan)
@@ -105,8 +106,8 @@ func TestForcedRecoveryRetainsTheOtherSurvivors(t *testing.T) {
 	f.reconcile()
 	pvc := &corev1.PersistentVolumeClaim{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
-	require.Equal(t, "true", pvc.Labels[resources.LabelRetained])
-	require.Contains(t, pvc.Annotations[resources.AnnotationRetained], "held data when demo-1")
+	require.Equal(t, "true", pvc.Labels[v1alpha1.LabelRetained])
+	require.Contains(t, pvc.Annotations[v1alpha1.AnnotationRetained], "held data when demo-1")
 	require.Empty(t, pvc.OwnerReferences, "a retained claim outlives the cluster")
 
 	// demo-1 runs alone: demo-0 leaves with the others; its Pod goes, its claim stays.
@@ -153,13 +154,13 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	c, _ = f.reconcile()
 	pvc := &corev1.PersistentVolumeClaim{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
-	require.Equal(t, "nightly", pvc.Annotations[resources.AnnotationRestoreSeed])
+	require.Equal(t, "nightly", pvc.Annotations[vocab.AnnotationRestoreSeed])
 	require.Empty(t, c.Status.ClusterID, "the old cluster's ID is forgotten")
 	require.Equal(t, "c1", c.Status.PreviousClusterID, "and kept as the previous one: its backups are the cluster's")
 	require.Equal(t, "s3://backups/nightly.db", c.Status.RestoredFrom)
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
-	require.Equal(t, "EtcdBackup nightly", pod.Annotations[resources.AnnotationRestore])
+	require.Equal(t, "EtcdBackup nightly", pod.Annotations[vocab.AnnotationRestore])
 	require.Contains(t, strings.Join(pod.Spec.Containers[0].Command, " "), "--initial-cluster-state=new")
 	c, _ = f.reconcile() // the seed starts: the same plan, the same step
 	require.Equal(t, id, c.Status.Plan.ID)
@@ -168,12 +169,12 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	// The new cluster answers: the mark goes, and the old members' leftovers go.
 	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
-		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
+		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
 	c, _ = f.reconcile()
 	require.Equal(t, "c2", c.Status.ClusterID)
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
-	require.NotContains(t, pvc.Annotations, resources.AnnotationRestoreSeed)
-	require.Equal(t, "7", pvc.Annotations[resources.AnnotationMemberID])
+	require.NotContains(t, pvc.Annotations, vocab.AnnotationRestoreSeed)
+	require.Equal(t, "7", pvc.Annotations[vocab.AnnotationMemberID])
 	require.Equal(t, id, c.Status.Plan.ID)
 	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[0].State)
 	require.Equal(t, "DeleteMember demo-0", string(c.Status.Plan.Steps[1].Action)+" "+c.Status.Plan.Steps[1].Member)
@@ -226,7 +227,7 @@ func TestSurvivorWithoutAPodStartsBeforeTheRecoveryIsApproved(t *testing.T) {
 	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[1].Action, "its data would be trusted next")
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod), "started without approval")
-	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster)
+	require.NotContains(t, pod.Annotations, vocab.AnnotationForceNewCluster)
 
 	f.dataLost("demo-0")
 	c, _ = f.reconcile()
@@ -253,13 +254,13 @@ func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
 	f.running(pod, "10.88.0.10")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c1", Members: []planner.EtcdMember{{ID: "1", Name: "demo-0",
-		PeerURLs: []string{resources.PeerURL(c, "demo-0")}, Answering: true, Version: "3.6.16", RaftIndex: 100}}})
+		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0")}, Answering: true, Version: "3.6.16", RaftIndex: 100}}})
 	c, _ = f.reconcile()
 	require.Equal(t, id, c.Status.Plan.ID, "the same plan")
 	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
 	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
-	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster, "nothing more before approval")
+	require.NotContains(t, pod.Annotations, vocab.AnnotationForceNewCluster, "nothing more before approval")
 }
 
 // totalLoss is a cluster of three whose voters all lost their data, and a way to give it
@@ -311,10 +312,10 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	require.NoError(t, f.kube.Create(ctx, learner))
 	require.NoError(t, f.kube.Create(ctx, memberPVC(c, "demo-3", "4")))
 	old := &planner.EtcdView{ClusterID: "c1", LeaderID: "", Members: []planner.EtcdMember{
-		{ID: "1", Name: "demo-0", PeerURLs: []string{resources.PeerURL(c, "demo-0")}},
-		{ID: "2", Name: "demo-1", PeerURLs: []string{resources.PeerURL(c, "demo-1")}},
-		{ID: "3", Name: "demo-2", PeerURLs: []string{resources.PeerURL(c, "demo-2")}},
-		{ID: "4", Name: "demo-3", PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Learner: true, Answering: true, Version: "3.6.16", RaftIndex: 90}}}
+		{ID: "1", Name: "demo-0", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0")}},
+		{ID: "2", Name: "demo-1", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-1")}},
+		{ID: "3", Name: "demo-2", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-2")}},
+		{ID: "4", Name: "demo-3", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")}, Learner: true, Answering: true, Version: "3.6.16", RaftIndex: 90}}}
 	f.etcd.SetView(old)
 	// Status holds the membership a quorum last showed, the learner included: the view
 	// above, read without a quorum, is never recorded.
@@ -350,7 +351,7 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	// of a new cluster answers: neither is taken as the cluster.
 	newView := func(id, name string) *planner.EtcdView {
 		return &planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: id, Members: []planner.EtcdMember{{ID: id, Name: name,
-			PeerURLs: []string{resources.PeerURL(c, name)}, Answering: true, Leader: id, Version: "3.6.16", RaftIndex: 5}}}
+			PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, name)}, Answering: true, Leader: id, Version: "3.6.16", RaftIndex: 5}}}
 	}
 	for _, v := range []*planner.EtcdView{old, newView("9", "demo-0")} {
 		f.etcd.SetView(v)
@@ -402,7 +403,7 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
 	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
-		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
+		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
 	f.now = f.now.Add(2 * time.Second)
 	c, _ = f.reconcile()
 	l = c.Status.LastRecovery
@@ -428,7 +429,7 @@ func TestRestoreGoesOnAfterTheSeedAnswered(t *testing.T) {
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
 	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
-		PeerURLs: []string{resources.PeerURL(c, "demo-3")}, Answering: true, Version: "3.6.16", RaftTerm: 2, RaftIndex: 5}}})
+		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")}, Answering: true, Version: "3.6.16", RaftTerm: 2, RaftIndex: 5}}})
 	c, _ = f.reconcile()
 	require.Equal(t, "c2", c.Status.ClusterID, "the seed's first answer")
 	require.Equal(t, plan.RestoreFromBackup, c.Status.Plan.Steps[c.Status.Plan.Current].Action, "%v", c.Status.Plan.Steps)
@@ -446,7 +447,7 @@ func TestRestoreGoesOnAfterTheSeedAnswered(t *testing.T) {
 	require.Equal(t, "c1", c.Status.PreviousClusterID, "the old cluster stays the previous one")
 	require.Empty(t, c.Status.ClusterID, "the restored cluster never formed: the seed's next answer counts")
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod), "the seed's Pod again")
-	require.Equal(t, "nightly", pod.Annotations[resources.AnnotationRestoreSeed])
+	require.Equal(t, "nightly", pod.Annotations[vocab.AnnotationRestoreSeed])
 }
 
 // running sets a member Pod's status to running etcd at ip.

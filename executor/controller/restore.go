@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
@@ -117,11 +118,11 @@ func restoreError(rs *resources.Restore, err error) error {
 // snapshot its step names now; "" when it was not, or did not fail restoring. That Pod is
 // kept for its logs: another would fail alike, until the source is fixed.
 func restoreFailed(p *corev1.Pod, from string) string {
-	if from == "" || p.Annotations[resources.AnnotationRestore] != from {
+	if from == "" || p.Annotations[vocab.AnnotationRestore] != from {
 		return ""
 	}
 	fix := fmt.Sprintf("fix the snapshot or spec.bootstrap.restore (the Pod %s is kept for its logs and goes once the spec changes)", p.Name)
-	if b := p.Annotations[resources.AnnotationRestoreSeed]; b != "" {
+	if b := p.Annotations[vocab.AnnotationRestoreSeed]; b != "" {
 		fix = fmt.Sprintf("fix the snapshot, or delete EtcdBackup %s and the volume claim %s, and the recovery is planned anew from the newest backup left "+
 			"(the Pod %s is kept for its logs until the new cluster answers)", b, p.Name, p.Name)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
 )
@@ -69,7 +69,7 @@ func TestSeedIsRestoredFromABackup(t *testing.T) {
 	p, err := seedPod()
 	require.NoError(t, err)
 	require.Equal(t, uri, c.Status.RestoredFrom)
-	require.Equal(t, "EtcdBackup nightly", p.Annotations[resources.AnnotationRestore])
+	require.Equal(t, "EtcdBackup nightly", p.Annotations[vocab.AnnotationRestore])
 	var names []string
 	for _, ic := range p.Spec.InitContainers {
 		names = append(names, ic.Name)
@@ -81,7 +81,7 @@ func TestSeedIsRestoredFromABackup(t *testing.T) {
 	require.NotContains(t, strings.Join(fetch.Command, " "), "very-secret", "credentials come from the Secret, not the command line")
 	require.Equal(t, "s3", fetch.Env[0].ValueFrom.SecretKeyRef.Name)
 	require.Equal(t, "etcdutl", p.Spec.InitContainers[2].Command[0])
-	require.Contains(t, p.Spec.InitContainers[2].Command, "--initial-cluster=demo-0="+resources.PeerURL(c, "demo-0"))
+	require.Contains(t, p.Spec.InitContainers[2].Command, "--initial-cluster=demo-0="+vocab.PeerURL(c.Name, c.Namespace, "demo-0"))
 
 	p.Status.Phase = corev1.PodFailed
 	p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "preflight", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}},

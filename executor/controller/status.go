@@ -13,7 +13,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -31,7 +31,7 @@ func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
 		}
 	}
 	for _, name := range names { // a name once used is never used again
-		if n := planner.Ordinal(c.Name, name); n >= int(st.NextOrdinal) {
+		if n := vocab.Ordinal(c.Name, name); n >= int(st.NextOrdinal) {
 			st.NextOrdinal = int32(n + 1)
 		}
 	}
@@ -100,7 +100,7 @@ func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberSta
 		ms := v1alpha1.MemberStatus{Name: name, ID: m.ID, Role: v1alpha1.RoleVoter, Leader: m.ID == o.Etcd.LeaderID,
 			Version: m.Version, Healthy: m.Answering && m.Leader != "", Silent: m.Silent, DBSize: m.DBSize}
 		if pvc := o.pvcs[name]; ms.Version == "" && pvc != nil {
-			ms.Version = pvc.Annotations[resources.AnnotationRanVersion] // the last it answered with
+			ms.Version = pvc.Annotations[vocab.AnnotationRanVersion] // the last it answered with
 		}
 		if m.Learner {
 			ms.Role = v1alpha1.RoleLearner
@@ -114,7 +114,7 @@ func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberSta
 		out = append(out, ms)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		return planner.Ordinal(c.Name, out[i].Name) < planner.Ordinal(c.Name, out[j].Name)
+		return vocab.Ordinal(c.Name, out[i].Name) < vocab.Ordinal(c.Name, out[j].Name)
 	})
 	return out
 }

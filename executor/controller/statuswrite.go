@@ -6,7 +6,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // statusWriter writes an object's status in one merge patch of what changed since the
@@ -42,7 +42,7 @@ func (w *statusWriter) send(ctx context.Context, obj client.Object) (wait func()
 	sent, now := obj.DeepCopyObject().(client.Object), obj.DeepCopyObject().(client.Object)
 	done := make(chan error, 1)
 	go func() {
-		done <- w.client.Status().Patch(ctx, sent, client.RawPatch(patch.Type(), data), client.FieldOwner(resources.ManagerName))
+		done <- w.client.Status().Patch(ctx, sent, client.RawPatch(patch.Type(), data), client.FieldOwner(vocab.ManagerName))
 	}()
 	return func() error {
 		if err := <-done; err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -58,7 +59,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		if o.etcd == nil {
 			return errors.New("no member answers")
 		}
-		_, err := o.etcd.AddLearner(ctx, resources.PeerURL(c, s.Member))
+		_, err := o.etcd.AddLearner(ctx, vocab.PeerURL(c.Name, c.Namespace, s.Member))
 		return err
 	case plan.PromoteLearner:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
@@ -120,7 +121,7 @@ func withIDs(o *observation, f func(ids ...uint64) error, ids ...string) error {
 // retained claim outlives the cluster that made it, and a cluster of the same name re-uses it.
 func owned(c *v1alpha1.EtcdCluster, obj metav1.Object, claim bool) bool {
 	l := obj.GetLabels()
-	if l[resources.LabelCluster] != c.Name || l[resources.LabelManagedBy] != resources.ManagerName {
+	if l[v1alpha1.LabelCluster] != c.Name || l[vocab.LabelManagedBy] != vocab.ManagerName {
 		return false
 	}
 	ref := metav1.GetControllerOf(obj)
@@ -230,7 +231,7 @@ func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, mem
 		return err
 	}
 	for i := range pods {
-		if p := &pods[i]; p.Labels[resources.LabelMember] != member && !podEnded(p) {
+		if p := &pods[i]; p.Labels[v1alpha1.LabelMember] != member && !podEnded(p) {
 			return waiting("waiting for the Pod %s to end before seed %s starts a new cluster: one cluster alone serves behind the client Service", p.Name, member)
 		}
 	}
@@ -289,7 +290,7 @@ func nodeReady(n *corev1.Node) bool {
 // preflight check when the data is gone.
 func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seed bool) resources.MemberSpec {
 	ms := resources.MemberSpec{Name: s.Member, Version: s.Version, Seed: seed && c.Status.ClusterID == ""}
-	if pvc := o.pvcs[s.Member]; pvc != nil && pvc.Annotations[resources.AnnotationMemberID] != "" {
+	if pvc := o.pvcs[s.Member]; pvc != nil && pvc.Annotations[vocab.AnnotationMemberID] != "" {
 		ms.ExpectData = true
 	}
 	for _, rm := range o.Recorded {
@@ -298,17 +299,17 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 		}
 	}
 	if seed || o.Etcd == nil {
-		ms.InitialCluster = []string{s.Member + "=" + resources.PeerURL(c, s.Member)}
+		ms.InitialCluster = []string{s.Member + "=" + vocab.PeerURL(c.Name, c.Namespace, s.Member)}
 		for _, rm := range o.Recorded {
 			if rm.Name != s.Member && !seed {
-				ms.InitialCluster = append(ms.InitialCluster, rm.Name+"="+resources.PeerURL(c, rm.Name))
+				ms.InitialCluster = append(ms.InitialCluster, rm.Name+"="+vocab.PeerURL(c.Name, c.Namespace, rm.Name))
 			}
 		}
 		return ms
 	}
 	for _, m := range o.Etcd.Members {
 		name := m.MemberName()
-		ms.InitialCluster = append(ms.InitialCluster, name+"="+resources.PeerURL(c, name))
+		ms.InitialCluster = append(ms.InitialCluster, name+"="+vocab.PeerURL(c.Name, c.Namespace, name))
 		if name == s.Member {
 			ms.ExpectData = ms.ExpectData || m.Started()
 			ms.Voter = !m.Learner
@@ -408,7 +409,7 @@ func (r *Reconciler) expandPVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 // retained claim is never deleted.
 func (r *Reconciler) deletePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	pvc, err := stepClaim(c, o, s)
-	if pvc == nil || err != nil || pvc.Labels[resources.LabelRetained] != "" {
+	if pvc == nil || err != nil || pvc.Labels[v1alpha1.LabelRetained] != "" {
 		return err
 	}
 	err = r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
@@ -427,8 +428,8 @@ func stepClaim(c *v1alpha1.EtcdCluster, o *observation, s plan.Step) (*corev1.Pe
 		return nil, nil
 	case !owned(c, pvc, true):
 		return nil, nameTaken("PersistentVolumeClaim", s.Member)
-	case pvc.Annotations[resources.AnnotationMemberID] != s.MemberID:
-		return nil, fmt.Errorf("volume claim %s records member %s, not %s: it is kept as it is", s.Member, pvc.Annotations[resources.AnnotationMemberID], s.MemberID)
+	case pvc.Annotations[vocab.AnnotationMemberID] != s.MemberID:
+		return nil, fmt.Errorf("volume claim %s records member %s, not %s: it is kept as it is", s.Member, pvc.Annotations[vocab.AnnotationMemberID], s.MemberID)
 	}
 	return pvc, nil
 }
@@ -443,7 +444,7 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
 		}
-		if p.Annotations[resources.AnnotationVersion] == s.Version && p.Annotations[resources.AnnotationConfigHash] == c.Spec.ConfigHash() {
+		if p.Annotations[vocab.AnnotationVersion] == s.Version && p.Annotations[vocab.AnnotationConfigHash] == c.Spec.ConfigHash() {
 			return nil // already re-created
 		}
 		if err := r.removePod(ctx, c, o, p); err != nil {
@@ -478,10 +479,10 @@ func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 // The new Pod runs etcd once, as every member Pod does.
 func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	pvc := o.pvcs[s.Member]
-	if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[resources.AnnotationMemberID] != s.MemberID {
+	if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[vocab.AnnotationMemberID] != s.MemberID {
 		return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
 	}
-	if err := r.mark(ctx, pvc, resources.AnnotationForceNewCluster, s.MemberID); err != nil {
+	if err := r.mark(ctx, pvc, vocab.AnnotationForceNewCluster, s.MemberID); err != nil {
 		return err
 	}
 	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("%s (ID %s) restarted alone with --force-new-cluster", s.Member, s.MemberID)); err != nil {
@@ -492,7 +493,7 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 			return nameTaken("Pod", s.Member)
 		}
 		ended := podEnded(p)
-		if p.Annotations[resources.AnnotationForceNewCluster] == s.MemberID && !ended && p.DeletionTimestamp == nil {
+		if p.Annotations[vocab.AnnotationForceNewCluster] == s.MemberID && !ended && p.DeletionTimestamp == nil {
 			return nil // it runs alone, or starts to
 		}
 		if err := r.removePod(ctx, c, o, p); err != nil {
@@ -525,17 +526,17 @@ func (r *Reconciler) retainOthers(ctx context.Context, c *v1alpha1.EtcdCluster, 
 // says. It is marked before the recovery, so no later plan can take it for a plain leftover.
 func (r *Reconciler) retain(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member, what string) error {
 	pvc := o.pvcs[member]
-	if pvc == nil || !owned(c, pvc, true) || pvc.Labels[resources.LabelRetained] != "" {
+	if pvc == nil || !owned(c, pvc, true) || pvc.Labels[v1alpha1.LabelRetained] != "" {
 		return nil
 	}
 	patch := client.MergeFrom(pvc.DeepCopy())
-	pvc.Labels[resources.LabelRetained] = "true"
+	pvc.Labels[v1alpha1.LabelRetained] = "true"
 	if pvc.Annotations == nil {
 		pvc.Annotations = map[string]string{}
 	}
-	pvc.Annotations[resources.AnnotationRetained] = fmt.Sprintf("member %s (ID %s) held data when %s "+
+	pvc.Annotations[v1alpha1.AnnotationRetained] = fmt.Sprintf("member %s (ID %s) held data when %s "+
 		"in a recovery from quorum loss: it may hold writes the cluster lacks; the operator never deletes this claim (docs/operations.md, retained volume claims)",
-		member, pvc.Annotations[resources.AnnotationMemberID], what)
+		member, pvc.Annotations[vocab.AnnotationMemberID], what)
 	// A claim kept under retainPolicy Retain has no owner to lose.
 	pvc.OwnerReferences = slices.DeleteFunc(pvc.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == c.UID })
 	if err := r.Patch(ctx, pvc, patch); err != nil {
@@ -595,7 +596,7 @@ func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdClus
 			}
 			o.pvcs[s.Member] = pvc
 		}
-		if err := r.mark(ctx, pvc, resources.AnnotationRestoreSeed, s.Backup); err != nil {
+		if err := r.mark(ctx, pvc, vocab.AnnotationRestoreSeed, s.Backup); err != nil {
 			return err
 		}
 	}

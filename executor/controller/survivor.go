@@ -10,7 +10,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // snapshotSurvivor has the snapshot of a member that still runs alone with its data in
@@ -27,7 +27,7 @@ func (r *Reconciler) snapshotSurvivor(ctx context.Context, c *v1alpha1.EtcdClust
 		return r.createSnapshot(ctx, c, o, s)
 	case err != nil:
 		return err
-	case b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID || b.Labels[resources.LabelManagedBy] != resources.ManagerName:
+	case b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID || b.Labels[vocab.LabelManagedBy] != vocab.ManagerName:
 		return nameTaken("EtcdBackup", s.Backup)
 	}
 	return waiting("waiting for EtcdBackup %s to store the snapshot of %s (phase %q): %s", b.Name, s.Member, b.Status.Phase, readyMessage(b))
@@ -39,7 +39,7 @@ func (r *Reconciler) createSnapshot(ctx context.Context, c *v1alpha1.EtcdCluster
 			"no destination is known to store the snapshot of " + s.Member + " in"}
 	}
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s.Backup,
-		Labels: map[string]string{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}}}
+		Labels: map[string]string{v1alpha1.LabelCluster: c.Name, vocab.LabelManagedBy: vocab.ManagerName}}}
 	b.Spec.ClusterRef, b.Spec.Destination, b.Spec.Member = v1alpha1.ClusterReference{Name: c.Name}, *o.snapshotTo.DeepCopy(), s.MemberID
 	if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating EtcdBackup %s: %w", s.Backup, err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -31,18 +32,18 @@ func Members(objs Objects) []planner.Member {
 	}
 	for i := range pods {
 		p := &pods[i]
-		name := p.Labels[resources.LabelMember]
+		name := p.Labels[v1alpha1.LabelMember]
 		if name == "" {
 			continue
 		}
 		if m := get(name); m.Pod == nil || m.Pod.Failed { // a Pod that runs wins over one that ended
 			m.Pod = pod(p)
-			m.Pod.Restoring = restoring(objs.Backups, p.Annotations[resources.AnnotationRestoreSeed])
+			m.Pod.Restoring = restoring(objs.Backups, p.Annotations[vocab.AnnotationRestoreSeed])
 		}
 	}
 	for i := range pvcs {
 		c := &pvcs[i]
-		name := c.Labels[resources.LabelMember]
+		name := c.Labels[v1alpha1.LabelMember]
 		if name == "" {
 			continue
 		}
@@ -51,14 +52,14 @@ func Members(objs Objects) []planner.Member {
 		get(name).PVC = &planner.PVC{
 			Bound:    c.Status.Phase == corev1.ClaimBound,
 			Deleting: c.DeletionTimestamp != nil,
-			MemberID: c.Annotations[resources.AnnotationMemberID],
-			Version:  c.Annotations[resources.AnnotationRanVersion],
+			MemberID: c.Annotations[vocab.AnnotationMemberID],
+			Version:  c.Annotations[vocab.AnnotationRanVersion],
 			// Only the member ID the claim records counts: a mark of an earlier member
 			// under the name is not this one's.
-			ForceNewCluster: c.Annotations[resources.AnnotationForceNewCluster] != "" &&
-				c.Annotations[resources.AnnotationForceNewCluster] == c.Annotations[resources.AnnotationMemberID],
-			Restoring:    restoring(objs.Backups, c.Annotations[resources.AnnotationRestoreSeed]),
-			Retained:     c.Labels[resources.LabelRetained] != "",
+			ForceNewCluster: c.Annotations[vocab.AnnotationForceNewCluster] != "" &&
+				c.Annotations[vocab.AnnotationForceNewCluster] == c.Annotations[vocab.AnnotationMemberID],
+			Restoring:    restoring(objs.Backups, c.Annotations[vocab.AnnotationRestoreSeed]),
+			Retained:     c.Labels[v1alpha1.LabelRetained] != "",
 			StorageClass: class,
 			Bytes:        req.Value(),
 		}
@@ -78,10 +79,10 @@ func pod(p *corev1.Pod) *planner.Pod {
 	out := &planner.Pod{
 		Failed:       p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
 		Deleting:     p.DeletionTimestamp != nil,
-		Seed:         p.Annotations[resources.AnnotationSeed] == "true",
-		Version:      p.Annotations[resources.AnnotationVersion],
-		ConfigHash:   p.Annotations[resources.AnnotationConfigHash],
-		ConfigFields: p.Annotations[resources.AnnotationConfigFields],
+		Seed:         p.Annotations[vocab.AnnotationSeed] == "true",
+		Version:      p.Annotations[vocab.AnnotationVersion],
+		ConfigHash:   p.Annotations[vocab.AnnotationConfigHash],
+		ConfigFields: p.Annotations[vocab.AnnotationConfigFields],
 		IP:           p.Status.PodIP,
 	}
 	out.Ready = PodReady(p)
@@ -141,7 +142,7 @@ func Endpoints(pods []corev1.Pod) map[string]string {
 
 // ClientURL is the etcd client URL of a Pod at its Pod IP.
 func ClientURL(p *corev1.Pod) string {
-	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(resources.ClientPort))
+	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(vocab.ClientPort))
 }
 
 func exitedWith(s corev1.ContainerState, code int32) bool {
@@ -173,7 +174,7 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 		if m.ID == "" {
 			continue
 		}
-		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{resources.PeerURL(c, m.Name)},
+		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, m.Name)},
 			Learner: m.Role == v1alpha1.RoleLearner, Answering: m.Healthy, Silent: m.Silent, Version: m.Version, DBSize: m.DBSize})
 		if m.Leader {
 			v.LeaderID, v.Linearizable = m.ID, true

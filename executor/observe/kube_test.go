@@ -16,7 +16,7 @@ import (
 // be intact.
 func TestPreflightOutcome(t *testing.T) {
 	ended := func(code int32, msg string, last bool) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", Labels: map[string]string{resources.LabelMember: "demo-1"}}}
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", Labels: map[string]string{v1alpha1.LabelMember: "demo-1"}}}
 		p.Status.Phase = corev1.PodFailed
 		cs := corev1.ContainerStatus{Name: "preflight"}
 		term := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}}

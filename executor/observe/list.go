@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/backup"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -202,7 +202,7 @@ func MemberPods(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (
 }
 
 func memberLabels(c *v1alpha1.EtcdCluster) client.MatchingLabels {
-	return client.MatchingLabels{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}
+	return client.MatchingLabels{v1alpha1.LabelCluster: c.Name, vocab.LabelManagedBy: vocab.ManagerName}
 }
 
 // expandable reads the storage classes of the claims. One that cannot be read (gone, or

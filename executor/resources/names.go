@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/planner"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // Labels and annotations the operator puts on the objects it owns.
@@ -54,7 +54,7 @@ const (
 	ManagerName = "etcdplan"
 
 	ClientPort  = 2379
-	PeerPort    = planner.PeerPort
+	PeerPort    = vocab.PeerPort
 	MetricsPort = 2381
 
 	DataMount = "/var/lib/etcd"
@@ -109,7 +109,7 @@ func ClientURL(c *v1alpha1.EtcdCluster, member string) string {
 
 // MemberHost is a member's stable DNS name through the headless Service.
 func MemberHost(c *v1alpha1.EtcdCluster, member string) string {
-	return planner.PeerHost(HeadlessService(c), c.Namespace, member)
+	return vocab.MemberHost(HeadlessService(c), c.Namespace, member)
 }
 
 // scheme is http: TLS is refused with a Stalled reason until it is supported.

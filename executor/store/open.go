@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // Credentials are the data of the destination's credentials Secret; nil when it names none.
@@ -34,8 +34,8 @@ func Open(ctx context.Context, d v1alpha1.BackupDestination, creds Credentials) 
 	case d.GCS != nil:
 		return NewGCS(ctx, GCSConfig{Bucket: d.GCS.Bucket, Prefix: d.GCS.Prefix, Endpoint: d.GCS.Endpoint, ServiceAccountJSON: creds["serviceAccount.json"]})
 	case d.PVC != nil:
-		// Only a Pod that mounts the claim at resources.BackupMount opens it.
-		return NewDir(filepath.Join(resources.BackupMount, d.PVC.SubPath), d.URI), nil
+		// Only a Pod that mounts the claim at vocab.BackupMount opens it.
+		return NewDir(filepath.Join(vocab.BackupMount, d.PVC.SubPath), d.URI), nil
 	}
 	return nil, fmt.Errorf("%w: the destination names no store", ErrRefused)
 }

@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/objstore"
 	"github.com/etcdplan/etcdplan/test/stack"
 )
@@ -332,7 +332,7 @@ func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 	require.ElementsMatch(t, uris, stored, "the claim holds the kept backups' snapshots and nothing else")
 	require.Eventually(t, func() bool {
 		var pods corev1.PodList
-		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{resources.LabelBackup}))
+		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
 		return len(pods.Items) == 0
 	}, time.Minute, 200*time.Millisecond, "the snapshot, drill and prune Pods go")
 
@@ -340,7 +340,7 @@ func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 	// etcd's own metrics from the member (kustomize/components/monitoring).
 	op, err := metricsText("http://" + metrics + "/metrics")
 	require.NoError(t, err)
-	member, err := metricsText(fmt.Sprintf("http://%s:%d/metrics", memberPods(t, ns, "demo")[0].Status.PodIP, resources.MetricsPort))
+	member, err := metricsText(fmt.Sprintf("http://%s:%d/metrics", memberPods(t, ns, "demo")[0].Status.PodIP, vocab.MetricsPort))
 	require.NoError(t, err)
 	requireAlertMetrics(t, op, member)
 	ours := []string{`cluster="demo"`, fmt.Sprintf(`namespace="%s"`, ns)}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
@@ -56,10 +57,10 @@ func (f *floor) images() resources.Images {
 // start creates a member's claim and Pod: a seed alone, or a member joining those listed.
 func (f *floor) start(name, version string, seed, expectData bool) {
 	ms := resources.MemberSpec{Name: name, Version: version, Seed: seed, ExpectData: expectData}
-	ms.InitialCluster = []string{name + "=" + resources.PeerURL(f.c, name)}
+	ms.InitialCluster = []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name)}
 	for m := range f.members {
 		if m != name {
-			ms.InitialCluster = append(ms.InitialCluster, m+"="+resources.PeerURL(f.c, m))
+			ms.InitialCluster = append(ms.InitialCluster, m+"="+vocab.PeerURL(f.c.Name, f.c.Namespace, m))
 		}
 	}
 	f.create(ms)
@@ -145,7 +146,7 @@ func (f *floor) through(voter string, call func(ctx context.Context, cli *client
 func (f *floor) join(voter, name, version string) {
 	var id uint64
 	f.through(voter, func(ctx context.Context, cli *clientv3.Client) error {
-		resp, err := cli.MemberAddAsLearner(ctx, []string{resources.PeerURL(f.c, name)})
+		resp, err := cli.MemberAddAsLearner(ctx, []string{vocab.PeerURL(f.c.Name, f.c.Namespace, name)})
 		if err == nil {
 			id = resp.Member.ID
 		}

@@ -27,9 +27,9 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
-	"github.com/etcdplan/etcdplan/planner"
 )
 
 // benchResult is one scenario: the operator's run and the floor's, side by side.
@@ -448,7 +448,7 @@ func (b *bench) until(start time.Time, cond func() bool) time.Duration {
 func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	sel := client.MatchingLabels{resources.LabelCluster: cluster}
+	sel := client.MatchingLabels{v1alpha1.LabelCluster: cluster}
 	var pods corev1.PodList
 	var pvcs corev1.PersistentVolumeClaimList
 	if env.client.List(ctx, &pods, client.InNamespace(ns), sel) != nil || env.client.List(ctx, &pvcs, client.InNamespace(ns), sel) != nil {
@@ -459,7 +459,7 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 	}
 	var eps []string
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || !podReady(&p) || p.Annotations[resources.AnnotationVersion] != version {
+		if p.DeletionTimestamp != nil || !podReady(&p) || p.Annotations[vocab.AnnotationVersion] != version {
 			return false
 		}
 		eps = append(eps, observe.ClientURL(&p))
@@ -532,7 +532,7 @@ func (b *bench) loseData(ns, member string) {
 func (b *bench) newest(cluster string) string {
 	newest := ""
 	for _, m := range get(b.t, b.opNS, cluster).Status.Members {
-		if newest == "" || planner.Ordinal(cluster, m.Name) > planner.Ordinal(cluster, newest) {
+		if newest == "" || vocab.Ordinal(cluster, m.Name) > vocab.Ordinal(cluster, newest) {
 			newest = m.Name
 		}
 	}
@@ -544,7 +544,7 @@ func (b *bench) newest(cluster string) string {
 func (b *bench) deleteCluster(name string) {
 	ctx := context.Background()
 	require.NoError(b.t, env.client.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metaName(b.opNS, name)}))
-	sel := client.MatchingLabels{resources.LabelCluster: name}
+	sel := client.MatchingLabels{v1alpha1.LabelCluster: name}
 	for _, ns := range []string{b.opNS, b.floorNS} {
 		require.NoError(b.t, env.client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), sel))
 		require.NoError(b.t, env.client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(ns), sel))

@@ -19,7 +19,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/cmd/kubectl-etcd/cli"
-	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 // kubectlEtcd runs kubectl-etcd in-process against the stack, in namespace ns.
@@ -138,7 +137,7 @@ func waitPodsReady(t *testing.T, ns string, n int) {
 	t.Helper()
 	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
-		if err := env.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "demo"}); err != nil {
+		if err := env.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: "demo"}); err != nil {
 			return false, nil
 		}
 		ready := 0

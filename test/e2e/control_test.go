@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 // kstatus computes the status Flux and kubectl-style tools derive from the conditions.
@@ -68,7 +67,7 @@ func TestManualApprovalHoldsThePlan(t *testing.T) {
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations[resources.AnnotationApprove] = id
+		c.Annotations[v1alpha1.AnnotationApprove] = id
 	})
 	c = waitReady(t, ns, "demo")
 	require.Equal(t, id, c.Status.History[0].ID)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 // recoveryActions are the steps that start a cluster anew or snapshot a survivor: none may
@@ -58,7 +57,7 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 		c.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 				TopologyKey:   corev1.LabelHostname,
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{resources.LabelCluster: "demo"}},
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelCluster: "demo"}},
 			}}}}
 	})
 	survivor, victims := "demo-0", []string{"demo-1", "demo-2"}

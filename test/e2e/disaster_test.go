@@ -22,7 +22,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/test/objstore"
 )
 
@@ -74,7 +74,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	require.Equal(t, before.Status.ClusterID, c.Status.ClusterID, "nothing runs before approval")
 
 	id := c.Status.Plan.ID
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: id} })
 	c = waitFor(t, ns, "demo", 5*time.Minute, "three voters again, none of the lost ones", func(c *v1alpha1.EtcdCluster) bool {
 		return ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
 			return m.Name == "demo-0" || m.Name == "demo-1" || m.Name == "demo-2"
@@ -92,7 +92,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	}
 	var claim corev1.PersistentVolumeClaim
 	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Member}, &claim))
-	require.NotContains(t, claim.Annotations, resources.AnnotationRestoreSeed, "the mark goes once a quorum answers")
+	require.NotContains(t, claim.Annotations, vocab.AnnotationRestoreSeed, "the mark goes once a quorum answers")
 }
 
 // keys reads every key under prefix from a cluster, with its value.
@@ -213,7 +213,7 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	require.True(t, conditions.IsReady(good))
 	require.Eventually(t, func() bool {
 		var pods corev1.PodList
-		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{resources.LabelBackup}))
+		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
 		return len(pods.Items) == 0
 	}, time.Minute, 200*time.Millisecond, "the scratch etcd goes once read")
 
@@ -293,6 +293,6 @@ func TestBackupToAVolumeClaimAndRestore(t *testing.T) {
 	waitReady(t, ns, "restored")
 	require.Equal(t, written, keys(t, ns, "restored", "/data/"), "every key, from the claim")
 	var pods corev1.PodList
-	require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{resources.LabelBackup}))
+	require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
 	require.Empty(t, pods.Items, "the snapshot Pods go once read")
 }

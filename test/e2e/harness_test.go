@@ -28,7 +28,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 // operatorImage maps, on the local stack, to the operator binary under bin/.
@@ -204,7 +203,7 @@ func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, 
 // memberLogs is the end of each member's etcd log, for a failure's message.
 func memberLogs(ns, cluster string, lines int) string {
 	var pods corev1.PodList
-	if err := env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}); err != nil {
+	if err := env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: cluster}); err != nil {
 		return err.Error()
 	}
 	var b strings.Builder
@@ -265,7 +264,7 @@ func waitReady(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
 // memberPods are a cluster's member Pods.
 func memberPods(t require.TestingT, ns, cluster string) []corev1.Pod {
 	var pods corev1.PodList
-	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
+	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: cluster}))
 	return pods.Items
 }
 

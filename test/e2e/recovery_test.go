@@ -14,7 +14,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 func TestScaleToZeroAndBack(t *testing.T) {
@@ -143,10 +143,10 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	require.Contains(t, stalled.Message, "restarts demo-0 (raft term ")
 	var pod corev1.Pod
 	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &pod))
-	require.NotContains(t, pod.Annotations, resources.AnnotationForceNewCluster, "nothing runs before approval")
+	require.NotContains(t, pod.Annotations, vocab.AnnotationForceNewCluster, "nothing runs before approval")
 
 	id := c.Status.Plan.ID
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{resources.AnnotationApprove: id} })
+	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: id} })
 	c = waitFor(t, ns, "demo", 5*time.Minute, "three voters again, none of the lost ones", func(c *v1alpha1.EtcdCluster) bool {
 		return ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
 			return m.Name == "demo-1" || m.Name == "demo-2"
@@ -158,5 +158,5 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	require.Equal(t, written, keys(t, ns, "demo", "/data/"), "every write the survivor had")
 	var claim corev1.PersistentVolumeClaim
 	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &claim))
-	require.NotContains(t, claim.Annotations, resources.AnnotationForceNewCluster, "the mark goes once a quorum answers")
+	require.NotContains(t, claim.Annotations, vocab.AnnotationForceNewCluster, "the mark goes once a quorum answers")
 }

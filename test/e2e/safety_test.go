@@ -23,7 +23,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // A NOSPACE alarm is not a member down: members stay ready. Data that does not fit under
@@ -576,7 +576,7 @@ func TestFailedUpgradeRollsBack(t *testing.T) {
 		var pods corev1.PodList
 		require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns)))
 		for _, p := range pods.Items {
-			if p.Annotations[resources.AnnotationVersion] == "3.6.99" && !podReady(&p) {
+			if p.Annotations[vocab.AnnotationVersion] == "3.6.99" && !podReady(&p) {
 				failed = p.Name
 			}
 		}
@@ -599,7 +599,7 @@ func TestFailedUpgradeRollsBack(t *testing.T) {
 	for _, m := range c.Status.Members {
 		var pvc corev1.PersistentVolumeClaim
 		require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.PVC}, &pvc))
-		require.Equal(t, "3.5.35", pvc.Annotations[resources.AnnotationRanVersion], "claim %s", m.PVC)
+		require.Equal(t, "3.5.35", pvc.Annotations[vocab.AnnotationRanVersion], "claim %s", m.PVC)
 	}
 	w.stopAndVerify()
 

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/test/objstore"
 )
 
@@ -140,7 +140,7 @@ func watchClusterIDs(t *testing.T, ns, cluster string) *idWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &idWatch{cancel: cancel, done: make(chan struct{})}
-	svc := resources.ClientService(&v1alpha1.EtcdCluster{ObjectMeta: metaName(ns, cluster)})
+	svc := vocab.ClientService(cluster)
 	clients := map[string]*clientv3.Client{} // by address, kept across looks
 	go func() {
 		defer close(w.done)
@@ -197,7 +197,7 @@ func (w *idWatch) look(ctx context.Context, ns, svc string, clients map[string]*
 		cli := clients[addr]
 		if cli == nil {
 			var err error
-			cli, err = clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://%s:%d", addr, resources.ClientPort)}, Logger: zap.NewNop()})
+			cli, err = clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://%s:%d", addr, vocab.ClientPort)}, Logger: zap.NewNop()})
 			if err != nil {
 				continue
 			}

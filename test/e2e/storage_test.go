@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/stack"
 )
 
@@ -98,7 +97,7 @@ func TestStorageMovesToANewClass(t *testing.T) {
 func claims(t *testing.T, ns string) []corev1.PersistentVolumeClaim {
 	t.Helper()
 	var list corev1.PersistentVolumeClaimList
-	require.NoError(t, env.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: "demo"}))
+	require.NoError(t, env.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: "demo"}))
 	return list.Items
 }
 

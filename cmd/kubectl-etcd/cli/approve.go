@@ -8,12 +8,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner/render"
 )
 
 const approveHelp = `Approve the plan an EtcdCluster waits on: any plan with spec.updateStrategy.approval: Manual,
-and a recovery from quorum loss unless spec.recovery.quorumLoss is Automatic. The plan's ID goes into the annotation ` + resources.AnnotationApprove + `, and the operator applies it.
+and a recovery from quorum loss unless spec.recovery.quorumLoss is Automatic. The plan's ID goes into the annotation ` + v1alpha1.AnnotationApprove + `, and the operator applies it.
 
 Usage:
   kubectl-etcd approve NAME [--plan ID]
@@ -51,7 +50,7 @@ func (c *CLI) approve(ctx context.Context, args []string) int {
 		if err != nil {
 			return err
 		}
-		if ec.Annotations[resources.AnnotationApprove] == p.ID {
+		if ec.Annotations[v1alpha1.AnnotationApprove] == p.ID {
 			msg = fmt.Sprintf("EtcdCluster %s: plan %s was already approved\n", key, p.ID)
 			return nil
 		}
@@ -59,7 +58,7 @@ func (c *CLI) approve(ctx context.Context, args []string) int {
 		if ec.Annotations == nil {
 			ec.Annotations = map[string]string{}
 		}
-		ec.Annotations[resources.AnnotationApprove] = p.ID
+		ec.Annotations[v1alpha1.AnnotationApprove] = p.ID
 		msg = fmt.Sprintf("EtcdCluster %s: plan %s approved (%s); follow it with: kubectl etcd status %s\n", key, p.ID, render.Steps(len(p.Steps)), name)
 		return kc.Patch(ctx, ec, patch)
 	})

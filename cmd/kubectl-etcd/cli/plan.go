@@ -13,7 +13,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 	"github.com/etcdplan/etcdplan/planner/render"
 )
@@ -114,8 +113,8 @@ func approval(ec *v1alpha1.EtcdCluster, p plan.Plan) *render.Approval {
 	}
 	return &render.Approval{
 		Needed:     ec.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual || recovery && !ec.Spec.RecoveryApproved(),
-		Annotation: fmt.Sprintf("%s: %q", resources.AnnotationApprove, p.ID),
-		Given:      ec.Annotations[resources.AnnotationApprove] == p.ID,
+		Annotation: fmt.Sprintf("%s: %q", v1alpha1.AnnotationApprove, p.ID),
+		Given:      ec.Annotations[v1alpha1.AnnotationApprove] == p.ID,
 		Command:    fmt.Sprintf("kubectl etcd approve %s%s --plan %s", ec.Name, ns, p.ID),
 	}
 }

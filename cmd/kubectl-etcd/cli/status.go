@@ -17,7 +17,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 	"github.com/etcdplan/etcdplan/planner/render"
 )
@@ -132,7 +131,7 @@ func suspended(ec *v1alpha1.EtcdCluster) string {
 func writeMembers(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects) error {
 	pods := map[string]*corev1.Pod{}
 	for i := range objs.Pods {
-		pods[objs.Pods[i].Labels[resources.LabelMember]] = &objs.Pods[i]
+		pods[objs.Pods[i].Labels[v1alpha1.LabelMember]] = &objs.Pods[i]
 	}
 	members := observe.Members(objs)
 	kube := map[string]planner.Member{}

@@ -12,7 +12,6 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -59,7 +58,7 @@ func scalingCluster() (*v1alpha1.EtcdCluster, observe.Objects) {
 	}
 	var objs observe.Objects
 	for i, name := range []string{"demo-0", "demo-1", "demo-2", "demo-3"} {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{resources.LabelMember: name}}}
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.LabelMember: name}}}
 		p.Spec.NodeName = []string{"node-1", "node-2", "node-3", "node-1"}[i]
 		p.Status.Phase = corev1.PodRunning
 		p.Status.PodIP = "10.88.1." + string(rune('1'+i))
@@ -70,10 +69,10 @@ func scalingCluster() (*v1alpha1.EtcdCluster, observe.Objects) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd", RestartCount: int32(i % 2), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 		objs.Pods = append(objs.Pods, p)
-		objs.PVCs = append(objs.PVCs, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{resources.LabelMember: name}}})
+		objs.PVCs = append(objs.PVCs, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.LabelMember: name}}})
 	}
 	// A volume kept from a member whose Pod is gone and which etcd no longer lists.
-	objs.PVCs = append(objs.PVCs, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "demo-7", Labels: map[string]string{resources.LabelMember: "demo-7"}}})
+	objs.PVCs = append(objs.PVCs, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "demo-7", Labels: map[string]string{v1alpha1.LabelMember: "demo-7"}}})
 	return ec, objs
 }
 
