@@ -8,11 +8,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
-
-// LabelBackup on a Pod that works for a backup (its snapshot or pruning on a pvc
-// destination, its restore drill) names the EtcdBackup.
-const LabelBackup = "etcdplan.io/backup"
 
 // BackupPodName is the name of a Pod working for a backup: suffix says what it does
 // ("snapshot", "prune", "drill").
@@ -32,7 +29,7 @@ func backupVolume(d v1alpha1.BackupDestination, readOnly bool) ([]corev1.Volume,
 	}
 	return []corev1.Volume{{Name: "backup", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
 			ClaimName: d.PVC.ClaimName, ReadOnly: readOnly}}}},
-		[]corev1.VolumeMount{{Name: "backup", MountPath: BackupMount, ReadOnly: readOnly}}
+		[]corev1.VolumeMount{{Name: "backup", MountPath: vocab.BackupMount, ReadOnly: readOnly}}
 }
 
 // SnapshotPod renders the Pod that stores a backup's snapshot on its pvc destination:
@@ -53,7 +50,7 @@ func backupPod(b *v1alpha1.EtcdBackup, img Images, what string, command []string
 	vols, mounts := backupVolume(b.Spec.Destination, false)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: BackupPodName(b.Name, what), Namespace: b.Namespace,
-			Labels: map[string]string{LabelBackup: b.Name, LabelManagedBy: ManagerName}},
+			Labels: map[string]string{vocab.LabelBackup: b.Name, vocab.LabelManagedBy: vocab.ManagerName}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
 			EnableServiceLinks:           ptr.To(false),

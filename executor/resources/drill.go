@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // drillMember is the name of a drill's scratch member; it listens for peers on loopback,
@@ -21,22 +22,22 @@ const drillMember = "drill"
 // or member list of the cluster ever selects it. c places it as the cluster's members are
 // placed; c may be empty when the cluster is gone.
 func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Restore, version string) *corev1.Pod {
-	peer := fmt.Sprintf("http://127.0.0.1:%d", PeerPort)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", vocab.PeerPort)
 	image := Image(c, img.EtcdRepository, version)
 	secure := secureContainer()
-	args := []string{"etcd", "--name=" + drillMember, "--data-dir=" + DataDir,
-		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", ClientPort),
-		fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", ClientPort),
+	args := []string{"etcd", "--name=" + drillMember, "--data-dir=" + vocab.DataDir,
+		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", vocab.ClientPort),
+		fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", vocab.ClientPort),
 		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
 		"--initial-cluster=" + drillMember + "=" + peer,
-		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort)}
+		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", vocab.MetricsPort)}
 	if q := c.Spec.Options.QuotaBackendBytes; q != nil {
 		// A database near the cluster's quota would raise NOSPACE under etcd's default one.
 		args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", *q))
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: BackupPodName(b.Name, "drill"), Namespace: b.Namespace,
-			Labels: map[string]string{LabelBackup: b.Name, LabelManagedBy: ManagerName}},
+			Labels: map[string]string{vocab.LabelBackup: b.Name, vocab.LabelManagedBy: vocab.ManagerName}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](5),
@@ -45,7 +46,7 @@ func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Re
 			SecurityContext:               securePod(),
 			InitContainers: []corev1.Container{
 				fetchContainer(img, rs, secure),
-				etcdutlRestore(image, DataDir, drillMember, peer, "drill-"+string(b.UID), secure),
+				etcdutlRestore(image, vocab.DataDir, drillMember, peer, "drill-"+string(b.UID), secure),
 			},
 			Containers: []corev1.Container{{
 				Name:            "etcd",
@@ -53,12 +54,12 @@ func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Re
 				Command:         args,
 				Resources:       c.Spec.Resources,
 				SecurityContext: secure,
-				Ports:           []corev1.ContainerPort{{Name: "client", ContainerPort: ClientPort}},
+				Ports:           []corev1.ContainerPort{{Name: "client", ContainerPort: vocab.ClientPort}},
 				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health?exclude=NOSPACE", Port: intstrPort(MetricsPort)}},
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health?exclude=NOSPACE", Port: intstrPort(vocab.MetricsPort)}},
 					PeriodSeconds: 1, TimeoutSeconds: 2, FailureThreshold: 3,
 				},
-				VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+				VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
 			Volumes: append([]corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},

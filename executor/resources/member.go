@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // Images are the container images member Pods run.
@@ -71,38 +72,38 @@ const nonRootUID = 65532
 func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	labels := ClusterLabels(c)
 	annotations := map[string]string{
-		AnnotationConfigHash:   c.Spec.ConfigHash(),
-		AnnotationConfigFields: c.Spec.ConfigFields(),
-		AnnotationVersion:      m.Version,
+		vocab.AnnotationConfigHash:   c.Spec.ConfigHash(),
+		vocab.AnnotationConfigFields: c.Spec.ConfigFields(),
+		vocab.AnnotationVersion:      m.Version,
 	}
 	if pm := c.Spec.PodMetadata; pm != nil {
 		labels = merge(pm.Labels, labels)
 		annotations = merge(pm.Annotations, annotations)
 	}
-	labels[LabelMember] = m.Name
-	labels[LabelRole] = string(v1alpha1.RoleLearner)
+	labels[v1alpha1.LabelMember] = m.Name
+	labels[v1alpha1.LabelRole] = string(v1alpha1.RoleLearner)
 	if m.Seed || m.Voter {
-		labels[LabelRole] = string(v1alpha1.RoleVoter)
+		labels[v1alpha1.LabelRole] = string(v1alpha1.RoleVoter)
 	}
 	if m.Seed {
-		annotations[AnnotationSeed] = "true"
+		annotations[vocab.AnnotationSeed] = "true"
 	}
 	if m.Seed && m.Restore != nil {
-		annotations[AnnotationRestore] = m.Restore.From
+		annotations[vocab.AnnotationRestore] = m.Restore.From
 	}
 	if m.ForceNewCluster != "" {
-		annotations[AnnotationForceNewCluster] = m.ForceNewCluster
+		annotations[vocab.AnnotationForceNewCluster] = m.ForceNewCluster
 	}
 	if m.RestoreSeed != "" {
-		annotations[AnnotationRestoreSeed] = m.RestoreSeed
+		annotations[vocab.AnnotationRestoreSeed] = m.RestoreSeed
 	}
 	secure := secureContainer()
 	inits := []corev1.Container{{
 		Name:            "preflight",
 		Image:           img.Operator,
-		Command:         []string{"/manager", "preflight", "--data-dir=" + DataDir, fmt.Sprintf("--expect-data=%t", m.ExpectData)},
+		Command:         []string{"/manager", "preflight", "--data-dir=" + vocab.DataDir, fmt.Sprintf("--expect-data=%t", m.ExpectData)},
 		SecurityContext: secure,
-		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
 		// What the check printed is the Pod's record of why it failed, for the operator to show.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
@@ -115,7 +116,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: c.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			Hostname:                      m.Name,
-			Subdomain:                     HeadlessService(c),
+			Subdomain:                     vocab.HeadlessService(c.Name),
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			EnableServiceLinks:            ptr.To(false),
@@ -130,21 +131,21 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 				Resources:       c.Spec.Resources,
 				SecurityContext: secure,
 				Ports: []corev1.ContainerPort{
-					{Name: "client", ContainerPort: ClientPort},
-					{Name: "peer", ContainerPort: PeerPort},
-					{Name: "metrics", ContainerPort: MetricsPort},
+					{Name: "client", ContainerPort: vocab.ClientPort},
+					{Name: "peer", ContainerPort: vocab.PeerPort},
+					{Name: "metrics", ContainerPort: vocab.MetricsPort},
 				},
 				// Ready means the member can serve: it has a leader and answers a read through
 				// it. A NOSPACE alarm still lets clients read and delete (which is how they
 				// recover from it), so it does not empty the client Service. Probed every
 				// second, the shortest period: etcd starts in a few hundred milliseconds.
 				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health?exclude=NOSPACE", Port: intstrPort(MetricsPort)}},
+					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health?exclude=NOSPACE", Port: intstrPort(vocab.MetricsPort)}},
 					PeriodSeconds:    1,
 					TimeoutSeconds:   2,
 					FailureThreshold: 3,
 				},
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
 			}},
 			Volumes:                   volumes,
 			Affinity:                  c.Spec.Affinity,
@@ -195,12 +196,12 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 	}
 	flags := map[string]string{
 		"name":                        m.Name,
-		"data-dir":                    DataDir,
-		"listen-peer-urls":            fmt.Sprintf("http://0.0.0.0:%d", PeerPort),
-		"listen-client-urls":          fmt.Sprintf("http://0.0.0.0:%d", ClientPort),
-		"listen-metrics-urls":         fmt.Sprintf("http://0.0.0.0:%d", MetricsPort),
-		"advertise-client-urls":       ClientURL(c, m.Name),
-		"initial-advertise-peer-urls": PeerURL(c, m.Name),
+		"data-dir":                    vocab.DataDir,
+		"listen-peer-urls":            fmt.Sprintf("http://0.0.0.0:%d", vocab.PeerPort),
+		"listen-client-urls":          fmt.Sprintf("http://0.0.0.0:%d", vocab.ClientPort),
+		"listen-metrics-urls":         fmt.Sprintf("http://0.0.0.0:%d", vocab.MetricsPort),
+		"advertise-client-urls":       vocab.ClientURL(c.Name, c.Namespace, m.Name),
+		"initial-advertise-peer-urls": vocab.PeerURL(c.Name, c.Namespace, m.Name),
 		"initial-cluster":             strings.Join(m.InitialCluster, ","),
 		"initial-cluster-state":       state,
 		"initial-cluster-token":       clusterToken(c),
@@ -256,13 +257,13 @@ func clusterToken(c *v1alpha1.EtcdCluster) string {
 // into the data directory, unless a data directory is already there (a seed Pod that
 // ended after its restore starts on what it has).
 func restoreContainers(c *v1alpha1.EtcdCluster, img Images, m MemberSpec, secure *corev1.SecurityContext) []corev1.Container {
-	mounts := []corev1.VolumeMount{{Name: "data", MountPath: DataMount}}
+	mounts := []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}}
 	return []corev1.Container{
 		fetchContainer(img, *m.Restore, secure),
-		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), RestoreDir+"/data", m.Name, PeerURL(c, m.Name), clusterToken(c), secure), {
+		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), vocab.RestoreDir+"/data", m.Name, vocab.PeerURL(c.Name, c.Namespace, m.Name), clusterToken(c), secure), {
 			Name:                     "restore-place",
 			Image:                    img.Operator,
-			Command:                  []string{"/manager", "restore-place", "--from=" + RestoreDir + "/data", "--data-dir=" + DataDir},
+			Command:                  []string{"/manager", "restore-place", "--from=" + vocab.RestoreDir + "/data", "--data-dir=" + vocab.DataDir},
 			SecurityContext:          secure,
 			VolumeMounts:             mounts,
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -284,10 +285,10 @@ func fetchContainer(img Images, rs Restore, secure *corev1.SecurityContext) core
 		Name:  "restore-fetch",
 		Image: img.Operator,
 		Command: []string{"/manager", "restore-fetch", "--source=" + string(source), "--sha256=" + rs.SHA256,
-			"--out=" + RestoreDir + "/snapshot.db"},
+			"--out=" + vocab.RestoreDir + "/snapshot.db"},
 		Env:                      env,
 		SecurityContext:          secure,
-		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: DataMount}}, mounts...),
+		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}}, mounts...),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
@@ -304,11 +305,11 @@ func etcdutlRestore(image, dataDir, name, peerURL, token string, secure *corev1.
 	return corev1.Container{
 		Name:  "restore",
 		Image: image,
-		Command: []string{"etcdutl", "snapshot", "restore", RestoreDir + "/snapshot.db", "--data-dir=" + dataDir,
+		Command: []string{"etcdutl", "snapshot", "restore", vocab.RestoreDir + "/snapshot.db", "--data-dir=" + dataDir,
 			"--name=" + name, "--initial-cluster=" + name + "=" + peerURL,
 			"--initial-advertise-peer-urls=" + peerURL, "--initial-cluster-token=" + token},
 		SecurityContext:          secure,
-		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: DataMount}},
+		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
@@ -335,7 +336,7 @@ func gomaxprocs(c *v1alpha1.EtcdCluster) []corev1.EnvVar {
 // MemberPVC renders a member's volume claim.
 func MemberPVC(c *v1alpha1.EtcdCluster, member string) *corev1.PersistentVolumeClaim {
 	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: member, Namespace: c.Namespace, Labels: merge(ClusterLabels(c), map[string]string{LabelMember: member})},
+		ObjectMeta: metav1.ObjectMeta{Name: member, Namespace: c.Namespace, Labels: merge(ClusterLabels(c), map[string]string{v1alpha1.LabelMember: member})},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: c.Spec.Storage.Size}},

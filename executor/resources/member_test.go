@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 func demo() *v1alpha1.EtcdCluster {
@@ -29,7 +30,7 @@ func TestMemberPodIsSafeAndRestricted(t *testing.T) {
 	require.Equal(t, "quay.io/coreos/etcd:v3.6.16", etcd.Image)
 	require.Nil(t, etcd.LivenessProbe, "no liveness probe may kill a member during an election")
 	require.Equal(t, "/health?exclude=NOSPACE", etcd.ReadinessProbe.HTTPGet.Path)
-	require.Equal(t, int32(MetricsPort), etcd.ReadinessProbe.HTTPGet.Port.IntVal)
+	require.Equal(t, int32(vocab.MetricsPort), etcd.ReadinessProbe.HTTPGet.Port.IntVal)
 	args := strings.Join(etcd.Command, " ")
 	for _, want := range []string{"--initial-cluster-state=existing", "--initial-cluster=demo-0=http://a:2380,demo-3=http://b:2380",
 		"--initial-advertise-peer-urls=http://demo-3.demo.ns.svc:2380", "--listen-metrics-urls=http://0.0.0.0:2381", "--log-level=warn"} {
@@ -42,17 +43,17 @@ func TestMemberPodIsSafeAndRestricted(t *testing.T) {
 	require.True(t, *p.Spec.SecurityContext.RunAsNonRoot)
 	require.Equal(t, "demo", p.Spec.Subdomain)
 	require.Equal(t, "demo-3", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
-	require.Equal(t, "learner", p.Labels[LabelRole])
-	require.Equal(t, c.Spec.ConfigHash(), p.Annotations[AnnotationConfigHash])
-	require.Equal(t, c.Spec.ConfigFields(), p.Annotations[AnnotationConfigFields])
-	require.Equal(t, []string{"/manager", "preflight", "--data-dir=" + DataDir, "--expect-data=false"}, p.Spec.InitContainers[0].Command)
+	require.Equal(t, "learner", p.Labels[v1alpha1.LabelRole])
+	require.Equal(t, c.Spec.ConfigHash(), p.Annotations[vocab.AnnotationConfigHash])
+	require.Equal(t, c.Spec.ConfigFields(), p.Annotations[vocab.AnnotationConfigFields])
+	require.Equal(t, []string{"/manager", "preflight", "--data-dir=" + vocab.DataDir, "--expect-data=false"}, p.Spec.InitContainers[0].Command)
 }
 
 func TestSeedBootstrapsAlone(t *testing.T) {
 	p := MemberPod(demo(), Images{}, MemberSpec{Name: "demo-0", Version: "3.6.16", Seed: true, InitialCluster: []string{"demo-0=http://x:2380"}})
 	require.Contains(t, p.Spec.Containers[0].Command, "--initial-cluster-state=new")
-	require.Equal(t, "voter", p.Labels[LabelRole])
-	require.Equal(t, "true", p.Annotations[AnnotationSeed])
+	require.Equal(t, "voter", p.Labels[v1alpha1.LabelRole])
+	require.Equal(t, "true", p.Annotations[vocab.AnnotationSeed])
 	require.Empty(t, p.Spec.Containers[0].Env, "no CPU limit, no GOMAXPROCS")
 }
 
