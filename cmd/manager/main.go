@@ -1,7 +1,6 @@
-// Command manager runs the etcdplan operator. `manager preflight` is the check member
-// Pods run before etcd starts; `manager restore-fetch` and `restore-place` restore a new
-// cluster's seed from a snapshot; `manager snapshot` and `delete-object` store and delete
-// snapshots on a volume claim, in Pods that mount it.
+// Command manager runs the etcdplan operator. The same binary runs in the Pods the operator
+// renders: `manager preflight`, `restore-fetch`, `restore-place`, `snapshot` and
+// `delete-object` are executor/agent's in-Pod commands.
 package main
 
 import (
@@ -31,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/executor/clustermetrics"
 	"github.com/etcdplan/etcdplan/executor/controller"
 	"github.com/etcdplan/etcdplan/executor/etcd"
@@ -40,9 +40,8 @@ import (
 
 func main() {
 	if len(os.Args) > 1 {
-		if cmd, ok := map[string]func([]string) int{"preflight": preflight, "restore-fetch": restoreFetch, "restore-place": restorePlace,
-			"snapshot": snapshotToPVC, "delete-object": deleteObject}[os.Args[1]]; ok {
-			os.Exit(cmd(os.Args[2:]))
+		if code, ok := agent.Run(os.Args[1], os.Args[2:]); ok {
+			os.Exit(code)
 		}
 	}
 	if err := run(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/executor/backup"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
@@ -92,9 +93,8 @@ func claimArtifact(b *v1alpha1.EtcdBackup, p *corev1.Pod) (*v1alpha1.Artifact, e
 // claim.
 func (r *BackupReconciler) startClaimSnapshot(ctx context.Context, b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, m planner.EtcdMember,
 	clusterID, endpoint string, at time.Time, unique string) error {
-	p := resources.SnapshotPod(b, r.Images, []string{"--endpoint=" + endpoint, "--member=" + m.Name, "--member-id=" + m.ID,
-		"--cluster-id=" + clusterID, "--namespace=" + c.Namespace, "--cluster=" + c.Name,
-		"--at=" + at.UTC().Format(time.RFC3339), "--unique=" + unique})
+	p := resources.SnapshotPod(b, r.Images, agent.Snapshot{Endpoint: endpoint, Member: m.Name, MemberID: m.ID,
+		ClusterID: clusterID, Namespace: c.Namespace, Cluster: c.Name, At: at, Unique: unique})
 	p.Annotations = map[string]string{vocab.AnnotationMember: m.Name, vocab.AnnotationVersion: m.Version, vocab.AnnotationClusterID: clusterID,
 		vocab.AnnotationTakenAt: at.UTC().Format(time.RFC3339)}
 	if err := createPod(ctx, r, b, p); err != nil {

@@ -1,14 +1,13 @@
 package resources
 
 import (
-	"encoding/json"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/agent"
 )
 
 // BackupPodName is the name of a Pod working for a backup: suffix says what it does
@@ -35,15 +34,14 @@ func backupVolume(d v1alpha1.BackupDestination, readOnly bool) ([]corev1.Volume,
 // SnapshotPod renders the Pod that stores a backup's snapshot on its pvc destination:
 // the operator's binary, given the member to read and the key's parts, with the claim
 // mounted. It reports what it stored in its termination message.
-func SnapshotPod(b *v1alpha1.EtcdBackup, img Images, args []string) *corev1.Pod {
-	dest, _ := json.Marshal(b.Spec.Destination)
-	return backupPod(b, img, "snapshot", append([]string{"/manager", "snapshot", "--destination=" + string(dest)}, args...))
+func SnapshotPod(b *v1alpha1.EtcdBackup, img Images, a agent.Snapshot) *corev1.Pod {
+	a.Destination = b.Spec.Destination
+	return backupPod(b, img, "snapshot", a.Argv())
 }
 
 // PrunePod renders the Pod that deletes a backup's snapshot from its pvc destination.
 func PrunePod(b *v1alpha1.EtcdBackup, img Images, key string) *corev1.Pod {
-	dest, _ := json.Marshal(b.Spec.Destination)
-	return backupPod(b, img, "prune", []string{"/manager", "delete-object", "--destination=" + string(dest), "--key=" + key})
+	return backupPod(b, img, "prune", agent.DeleteObject{Destination: b.Spec.Destination, Key: key}.Argv())
 }
 
 func backupPod(b *v1alpha1.EtcdBackup, img Images, what string, command []string) *corev1.Pod {

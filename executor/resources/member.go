@@ -1,7 +1,6 @@
 package resources
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/agent"
 )
 
 // Images are the container images member Pods run.
@@ -101,7 +101,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	inits := []corev1.Container{{
 		Name:            "preflight",
 		Image:           img.Operator,
-		Command:         []string{"/manager", "preflight", "--data-dir=" + vocab.DataDir, fmt.Sprintf("--expect-data=%t", m.ExpectData)},
+		Command:         agent.Preflight{DataDir: vocab.DataDir, ExpectData: m.ExpectData}.Argv(),
 		SecurityContext: secure,
 		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
 		// What the check printed is the Pod's record of why it failed, for the operator to show.
@@ -263,7 +263,7 @@ func restoreContainers(c *v1alpha1.EtcdCluster, img Images, m MemberSpec, secure
 		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), vocab.RestoreDir+"/data", m.Name, vocab.PeerURL(c.Name, c.Namespace, m.Name), clusterToken(c), secure), {
 			Name:                     "restore-place",
 			Image:                    img.Operator,
-			Command:                  []string{"/manager", "restore-place", "--from=" + vocab.RestoreDir + "/data", "--data-dir=" + vocab.DataDir},
+			Command:                  agent.RestorePlace{From: vocab.RestoreDir + "/data", DataDir: vocab.DataDir}.Argv(),
 			SecurityContext:          secure,
 			VolumeMounts:             mounts,
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -272,20 +272,18 @@ func restoreContainers(c *v1alpha1.EtcdCluster, img Images, m MemberSpec, secure
 
 // fetchContainer fetches a snapshot into RestoreDir, checking it on the way.
 func fetchContainer(img Images, rs Restore, secure *corev1.SecurityContext) corev1.Container {
-	source, _ := json.Marshal(rs.Source)
 	var env []corev1.EnvVar
 	if secret := rs.Source.CredentialsSecret(); secret != "" {
 		for _, k := range rs.Source.CredentialKeys() {
-			env = append(env, corev1.EnvVar{Name: CredentialEnv(k), ValueFrom: &corev1.EnvVarSource{
+			env = append(env, corev1.EnvVar{Name: agent.CredentialEnv(k), ValueFrom: &corev1.EnvVarSource{
 				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: k}}})
 		}
 	}
 	_, mounts := backupVolume(rs.Source.BackupDestination, true)
 	return corev1.Container{
-		Name:  "restore-fetch",
-		Image: img.Operator,
-		Command: []string{"/manager", "restore-fetch", "--source=" + string(source), "--sha256=" + rs.SHA256,
-			"--out=" + vocab.RestoreDir + "/snapshot.db"},
+		Name:                     "restore-fetch",
+		Image:                    img.Operator,
+		Command:                  agent.RestoreFetch{Source: rs.Source, SHA256: rs.SHA256, Out: vocab.RestoreDir + "/snapshot.db"}.Argv(),
 		Env:                      env,
 		SecurityContext:          secure,
 		VolumeMounts:             append([]corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}}, mounts...),
@@ -312,16 +310,6 @@ func etcdutlRestore(image, dataDir, name, peerURL, token string, secure *corev1.
 		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
-}
-
-// CredentialEnv is the environment variable a restore's fetch reads a credential key from.
-func CredentialEnv(key string) string {
-	return "ETCDPLAN_CREDENTIAL_" + strings.ToUpper(strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, key))
 }
 
 // gomaxprocs makes the Go runtime follow the CPU limit, when one is set.

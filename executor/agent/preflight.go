@@ -1,16 +1,34 @@
-package main
+package agent
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/etcdplan/etcdplan/api/vocab"
-	"github.com/etcdplan/etcdplan/executor/resources"
 )
+
+// Preflight is the preflight check's arguments, in every member Pod's first init container.
+type Preflight struct {
+	// DataDir is etcd's data directory.
+	DataDir string
+	// ExpectData: the member joined the cluster before, so its data must be there.
+	ExpectData bool
+}
+
+// Argv is the init container's command.
+func (a Preflight) Argv() []string {
+	return []string{Binary, CmdPreflight, "--data-dir=" + a.DataDir, fmt.Sprintf("--expect-data=%t", a.ExpectData)}
+}
+
+func (a *Preflight) parse(args []string) error {
+	fs := flags(CmdPreflight)
+	fs.StringVar(&a.DataDir, "data-dir", vocab.DataDir, "etcd data directory")
+	fs.BoolVar(&a.ExpectData, "expect-data", false, "the member joined the cluster before, so its data must be there")
+	return parse(fs, args)
+}
 
 // errDataLost: the member's data directory is absent or empty.
 var errDataLost = errors.New("no data")
@@ -22,24 +40,20 @@ var errDataLost = errors.New("no data")
 // I/O error, a file or a dangling link in its place) may still hold the member's data,
 // and replacing the member would delete it.
 func preflight(args []string) int {
-	flags := flag.NewFlagSet("preflight", flag.ContinueOnError)
-	dataDir := flags.String("data-dir", vocab.DataDir, "etcd data directory")
-	expectData := flags.Bool("expect-data", false, "the member joined the cluster before, so its data must be there")
-	if err := flags.Parse(args); err != nil {
-		return 2
+	var a Preflight
+	if err := a.parse(args); err != nil {
+		return ExitUsage
 	}
-	if !*expectData {
+	if !a.ExpectData {
 		return 0
 	}
-	switch err := checkData(*dataDir); {
+	switch err := checkData(a.DataDir); {
 	case err == nil:
 		return 0
 	case errors.Is(err, errDataLost):
-		fmt.Fprintf(os.Stderr, "data directory %s holds no member data (member/ is absent or empty), but this member joined the cluster before: its data was lost\n", *dataDir)
-		return resources.PreflightDataLost
+		return fail(ExitDataLost, "data directory %s holds no member data (member/ is absent or empty), but this member joined the cluster before: its data was lost", a.DataDir)
 	default:
-		fmt.Fprintf(os.Stderr, "data directory %s cannot be read: %v; its data may be intact, so it is not taken as lost\n", *dataDir, err)
-		return resources.PreflightDataUnreadable
+		return fail(ExitDataUnreadable, "data directory %s cannot be read: %v; its data may be intact, so it is not taken as lost", a.DataDir, err)
 	}
 }
 

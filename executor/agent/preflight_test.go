@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"os"
@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 // Only a data directory shown absent or empty is lost; one that cannot be read may hold
@@ -23,12 +21,12 @@ func TestPreflight(t *testing.T) {
 			write(t, filepath.Join(dir, "member", "snap", "db"))
 			return dir
 		}, 0},
-		{"data directory absent", func(t *testing.T, dir string) string { return filepath.Join(dir, "data") }, resources.PreflightDataLost},
-		{"member directory absent", func(t *testing.T, dir string) string { return dir }, resources.PreflightDataLost},
+		{"data directory absent", func(t *testing.T, dir string) string { return filepath.Join(dir, "data") }, ExitDataLost},
+		{"member directory absent", func(t *testing.T, dir string) string { return dir }, ExitDataLost},
 		{"member directory empty", func(t *testing.T, dir string) string {
 			require.NoError(t, os.Mkdir(filepath.Join(dir, "member"), 0o700))
 			return dir
-		}, resources.PreflightDataLost},
+		}, ExitDataLost},
 		{"member directory through a link", func(t *testing.T, dir string) string {
 			write(t, filepath.Join(dir, "elsewhere", "snap", "db"))
 			require.NoError(t, os.Symlink(filepath.Join(dir, "elsewhere"), filepath.Join(dir, "member")))
@@ -37,23 +35,23 @@ func TestPreflight(t *testing.T) {
 		{"member is a dangling link", func(t *testing.T, dir string) string {
 			require.NoError(t, os.Symlink(filepath.Join(dir, "gone"), filepath.Join(dir, "member")))
 			return dir
-		}, resources.PreflightDataUnreadable},
+		}, ExitDataUnreadable},
 		{"data directory is a dangling link", func(t *testing.T, dir string) string {
 			require.NoError(t, os.Symlink(filepath.Join(dir, "gone"), filepath.Join(dir, "data")))
 			return filepath.Join(dir, "data")
-		}, resources.PreflightDataUnreadable},
+		}, ExitDataUnreadable},
 		{"a file where the member directory should be", func(t *testing.T, dir string) string {
 			write(t, filepath.Join(dir, "member"))
 			return dir
-		}, resources.PreflightDataUnreadable},
+		}, ExitDataUnreadable},
 		{"a file where the data directory should be", func(t *testing.T, dir string) string {
 			write(t, filepath.Join(dir, "data"))
 			return filepath.Join(dir, "data")
-		}, resources.PreflightDataUnreadable},
+		}, ExitDataUnreadable},
 		{"data directory under a file (ENOTDIR)", func(t *testing.T, dir string) string {
 			write(t, filepath.Join(dir, "file"))
 			return filepath.Join(dir, "file", "data")
-		}, resources.PreflightDataUnreadable},
+		}, ExitDataUnreadable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +71,7 @@ func TestPreflightPermissionDenied(t *testing.T) {
 	write(t, filepath.Join(dir, "member", "snap", "db"))
 	require.NoError(t, os.Chmod(filepath.Join(dir, "member"), 0))
 	t.Cleanup(func() { _ = os.Chmod(filepath.Join(dir, "member"), 0o700) })
-	require.Equal(t, resources.PreflightDataUnreadable, preflight([]string{"--data-dir=" + dir, "--expect-data=true"}))
+	require.Equal(t, ExitDataUnreadable, preflight([]string{"--data-dir=" + dir, "--expect-data=true"}))
 }
 
 func write(t *testing.T, path string) {
