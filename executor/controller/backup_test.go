@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
@@ -382,7 +383,7 @@ func TestBackupToAClaimRunsInAPodThatMountsIt(t *testing.T) {
 
 	p.Status.Phase = corev1.PodFailed
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "snapshot", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		ExitCode: resources.SnapshotStoreFull, Message: "the destination is full: mkdir /backup/etcd/ns: no space left on device"}}}}
+		ExitCode: agent.ExitStoreFull, Message: "the destination is full: mkdir /backup/etcd/ns: no space left on device"}}}}
 	require.NoError(t, f.kube.Status().Update(context.Background(), p))
 	b, res = f.reconcile()
 	require.Equal(t, v1alpha1.BackupPending, b.Status.Phase)

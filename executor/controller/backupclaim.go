@@ -60,7 +60,7 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 		}
 		err := &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s failed in %s", p.Name, why)}
 		if slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
-			return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == resources.SnapshotStoreFull
+			return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == agent.ExitStoreFull
 		}) {
 			err.reason = reasonStoreFull
 		}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/plan"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -27,7 +27,7 @@ func TestUnreadableDataStallsAndDeletesNothing(t *testing.T) {
 		p := &corev1.Pod{}
 		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
 		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.PreflightDataUnreadable, Message: msg + "\n"}}}}}
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: agent.ExitDataUnreadable, Message: msg + "\n"}}}}}
 		require.NoError(t, f.kube.Status().Update(ctx, p))
 	}
 	f.setView(func(v *planner.EtcdView) {

@@ -18,7 +18,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
 	"github.com/etcdplan/etcdplan/planner"
@@ -294,7 +294,7 @@ func (f *fixture) dataLost(names ...string) {
 		p := &corev1.Pod{}
 		require.NoError(f.t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
 		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: resources.PreflightDataLost}}}}}
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: agent.ExitDataLost}}}}}
 		require.NoError(f.t, f.kube.Status().Update(ctx, p))
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -88,7 +88,7 @@ func pod(p *corev1.Pod) *planner.Pod {
 	out.Ready = PodReady(p)
 	out.Running = etcdRunning(p)
 	for _, cs := range p.Status.InitContainerStatuses {
-		if cs.Name == "preflight" && (exitedWith(cs.State, resources.PreflightDataLost) || exitedWith(cs.LastTerminationState, resources.PreflightDataLost)) {
+		if cs.Name == "preflight" && (exitedWith(cs.State, agent.ExitDataLost) || exitedWith(cs.LastTerminationState, agent.ExitDataLost)) {
 			out.DataLost = true
 		}
 	}
@@ -107,7 +107,7 @@ func PreflightError(p *corev1.Pod) string {
 			continue
 		}
 		for _, s := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
-			if t := s.Terminated; t != nil && t.ExitCode != 0 && t.ExitCode != resources.PreflightDataLost {
+			if t := s.Terminated; t != nil && t.ExitCode != 0 && t.ExitCode != agent.ExitDataLost {
 				if msg := strings.TrimSpace(t.Message); msg != "" {
 					return fmt.Sprintf("exit code %d: %s", t.ExitCode, msg)
 				}

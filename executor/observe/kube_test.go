@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/agent"
 )
 
 // A preflight check that found the data gone marks the member's data lost; one that could
@@ -34,9 +34,9 @@ func TestPreflightOutcome(t *testing.T) {
 		lost     bool
 		preflErr string
 	}{
-		{"data gone", ended(resources.PreflightDataLost, "data directory /var/lib/etcd/data is empty\n", false), true, ""},
-		{"data gone, seen in the last termination", ended(resources.PreflightDataLost, "", true), true, ""},
-		{"unreadable", ended(resources.PreflightDataUnreadable, "data directory /var/lib/etcd/data cannot be read: open /var/lib/etcd/data/member: permission denied\n", false),
+		{"data gone", ended(agent.ExitDataLost, "data directory /var/lib/etcd/data is empty\n", false), true, ""},
+		{"data gone, seen in the last termination", ended(agent.ExitDataLost, "", true), true, ""},
+		{"unreadable", ended(agent.ExitDataUnreadable, "data directory /var/lib/etcd/data cannot be read: open /var/lib/etcd/data/member: permission denied\n", false),
 			false, "exit code 5: data directory /var/lib/etcd/data cannot be read: open /var/lib/etcd/data/member: permission denied"},
 		{"the check itself failed, with no words", ended(2, "", true), false, "exit code 2"},
 		{"passed", ended(0, "", false), false, ""},
