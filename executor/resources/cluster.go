@@ -34,17 +34,3 @@ func Image(c *v1alpha1.EtcdCluster, defaultRepo, version string) string {
 	}
 	return repo + ":v" + version
 }
-
-// Exit codes of the in-Pod commands.
-const (
-	// PreflightDataLost is the exit code of the preflight init container when a member
-	// that joined the cluster finds its data directory empty.
-	PreflightDataLost = 3
-	// PreflightDataUnreadable is its exit code when the data directory cannot be read (a
-	// permission or I/O error, a file or a dangling link in its place): the data may be
-	// intact, so the member is down, not lost.
-	PreflightDataUnreadable = 5
-	// SnapshotStoreFull is the exit code of a backup's snapshot Pod whose volume claim is
-	// out of space.
-	SnapshotStoreFull = 4
-)
