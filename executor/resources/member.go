@@ -70,33 +70,7 @@ const nonRootUID = 65532
 // container restarted in place would run with the flags its Pod was created with, such as a
 // seed's initial-cluster-state=new, on whatever its volume holds by then.
 func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
-	labels := ClusterLabels(c)
-	annotations := map[string]string{
-		vocab.AnnotationConfigHash:   c.Spec.ConfigHash(),
-		vocab.AnnotationConfigFields: c.Spec.ConfigFields(),
-		vocab.AnnotationVersion:      m.Version,
-	}
-	if pm := c.Spec.PodMetadata; pm != nil {
-		labels = merge(pm.Labels, labels)
-		annotations = merge(pm.Annotations, annotations)
-	}
-	labels[v1alpha1.LabelMember] = m.Name
-	labels[v1alpha1.LabelRole] = string(v1alpha1.RoleLearner)
-	if m.Seed || m.Voter {
-		labels[v1alpha1.LabelRole] = string(v1alpha1.RoleVoter)
-	}
-	if m.Seed {
-		annotations[vocab.AnnotationSeed] = "true"
-	}
-	if m.Seed && m.Restore != nil {
-		annotations[vocab.AnnotationRestore] = m.Restore.From
-	}
-	if m.ForceNewCluster != "" {
-		annotations[vocab.AnnotationForceNewCluster] = m.ForceNewCluster
-	}
-	if m.RestoreSeed != "" {
-		annotations[vocab.AnnotationRestoreSeed] = m.RestoreSeed
-	}
+	labels, annotations := memberMeta(c, m)
 	secure := secureContainer()
 	inits := []corev1.Container{{
 		Name:            "preflight",
@@ -156,6 +130,39 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 			ImagePullSecrets:          c.Spec.ImagePullSecrets,
 		},
 	}
+}
+
+// memberMeta is a member Pod's labels and annotations: the cluster's, the spec's
+// podMetadata under them, and what the member's history says about it.
+func memberMeta(c *v1alpha1.EtcdCluster, m MemberSpec) (labels, annotations map[string]string) {
+	labels = ClusterLabels(c)
+	annotations = map[string]string{
+		vocab.AnnotationConfigHash:   c.Spec.ConfigHash(),
+		vocab.AnnotationConfigFields: c.Spec.ConfigFields(),
+		vocab.AnnotationVersion:      m.Version,
+	}
+	if pm := c.Spec.PodMetadata; pm != nil {
+		labels = merge(pm.Labels, labels)
+		annotations = merge(pm.Annotations, annotations)
+	}
+	labels[v1alpha1.LabelMember] = m.Name
+	labels[v1alpha1.LabelRole] = string(v1alpha1.RoleLearner)
+	if m.Seed || m.Voter {
+		labels[v1alpha1.LabelRole] = string(v1alpha1.RoleVoter)
+	}
+	if m.Seed {
+		annotations[vocab.AnnotationSeed] = "true"
+	}
+	if m.Seed && m.Restore != nil {
+		annotations[vocab.AnnotationRestore] = m.Restore.From
+	}
+	if m.ForceNewCluster != "" {
+		annotations[vocab.AnnotationForceNewCluster] = m.ForceNewCluster
+	}
+	if m.RestoreSeed != "" {
+		annotations[vocab.AnnotationRestoreSeed] = m.RestoreSeed
+	}
+	return labels, annotations
 }
 
 // secureContainer: non-root, read-only root filesystem, no capabilities.
