@@ -95,4 +95,4 @@ chaos: build $(TEST_DEPS)
 # the floor and writes docs/benchmarks.md with its plots.
 bench: build $(TEST_DEPS)
 	$(GO) test -run '^$$' -bench . -benchmem ./planner/
-	cd test && BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestBench(Backup)?$$' -v ./e2e/
+	cd test && BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestBench(Backup)?$$' -v ./bench/

@@ -1,4 +1,4 @@
-package e2e
+package framework
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -31,11 +32,11 @@ import (
 	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
-// operatorImage maps, on the local stack, to the operator binary under bin/.
-const operatorImage = "ghcr.io/etcdplan/etcdplan:dev"
+// OperatorImage maps, on the local stack, to the operator binary under bin/.
+const OperatorImage = "ghcr.io/etcdplan/etcdplan:dev"
 
-// namespace creates a namespace for one test, restricted by PodSecurity like production.
-func namespace(t *testing.T) string {
+// Namespace creates a namespace for one test, restricted by PodSecurity like production.
+func Namespace(t *testing.T) string {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	if len(name) > 40 {
@@ -44,18 +45,18 @@ func namespace(t *testing.T) string {
 	name = fmt.Sprintf("e2e-%s-%d", strings.Trim(name, "-"), time.Now().UnixNano()%100000)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted"}}}
-	require.NoError(t, env.client.Create(context.Background(), ns))
+	require.NoError(t, Env.Client.Create(context.Background(), ns))
 	t.Cleanup(func() {
 		if !t.Failed() {
-			_ = env.client.Delete(context.Background(), ns)
+			_ = Env.Client.Delete(context.Background(), ns)
 		}
 	})
 	return name
 }
 
-// operator runs the operator for one namespace as a process on the host, restarting it
+// Operator runs the operator for one namespace as a process on the host, restarting it
 // when it exits while the test runs (the crash failpoint makes it exit on purpose).
-type operator struct {
+type Operator struct {
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	restarts int
@@ -63,17 +64,17 @@ type operator struct {
 	done     chan struct{}
 }
 
-func startOperator(t *testing.T, ns string, extraArgs ...string) *operator {
+func StartOperator(t *testing.T, ns string, extraArgs ...string) *Operator {
 	t.Helper()
-	logPath := filepath.Join(env.root, ".stack", "logs", "operator-"+ns+".log")
+	logPath := filepath.Join(Env.Root, ".stack", "logs", "operator-"+ns+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
-	op := &operator{done: make(chan struct{})}
-	args := append([]string{"--namespaces=" + ns, "--operator-image=" + operatorImage,
+	op := &Operator{done: make(chan struct{})}
+	args := append([]string{"--namespaces=" + ns, "--operator-image=" + OperatorImage,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extraArgs...)
 	start := func() *exec.Cmd {
-		cmd := exec.Command(env.manager, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.stack.Kubeconfig())
+		cmd := exec.Command(Env.Manager, args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+Env.Stack.Kubeconfig())
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		require.NoError(t, cmd.Start())
 		return cmd
@@ -118,13 +119,13 @@ func tail(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-func (op *operator) Restarts() int {
+func (op *Operator) Restarts() int {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	return op.restarts
 }
 
-func newCluster(ns, name string, replicas int32) *v1alpha1.EtcdCluster {
+func NewCluster(ns, name string, replicas int32) *v1alpha1.EtcdCluster {
 	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	c.Spec.Replicas = replicas
 	c.Spec.Version = "3.6.16"
@@ -133,70 +134,70 @@ func newCluster(ns, name string, replicas int32) *v1alpha1.EtcdCluster {
 	return c
 }
 
-// createReady creates the cluster "demo" of n members in ns, its spec edited, and waits
+// CreateReady creates the cluster "demo" of n members in ns, its spec edited, and waits
 // until it is Ready.
-func createReady(t *testing.T, ns string, n int32, edits ...func(c *v1alpha1.EtcdCluster)) *v1alpha1.EtcdCluster {
+func CreateReady(t *testing.T, ns string, n int32, edits ...func(c *v1alpha1.EtcdCluster)) *v1alpha1.EtcdCluster {
 	t.Helper()
-	c := newCluster(ns, "demo", n)
+	c := NewCluster(ns, "demo", n)
 	for _, edit := range edits {
 		edit(c)
 	}
-	require.NoError(t, env.client.Create(context.Background(), c))
-	return waitReady(t, ns, "demo")
+	require.NoError(t, Env.Client.Create(context.Background(), c))
+	return WaitReady(t, ns, "demo")
 }
 
-// refused waits until the cluster's spec is observed and it is Stalled with reason.
-func refused(t *testing.T, ns, name string, timeout time.Duration, reason string) *v1alpha1.EtcdCluster {
+// Refused waits until the cluster's spec is observed and it is Stalled with reason.
+func Refused(t *testing.T, ns, name string, timeout time.Duration, reason string) *v1alpha1.EtcdCluster {
 	t.Helper()
-	return waitFor(t, ns, name, timeout, "Stalled with "+reason, func(c *v1alpha1.EtcdCluster) bool {
-		s := condition(c, "Stalled")
+	return WaitFor(t, ns, name, timeout, "Stalled with "+reason, func(c *v1alpha1.EtcdCluster) bool {
+		s := Condition(c, "Stalled")
 		return c.Status.ObservedGeneration == c.Generation && s != nil && s.Status == metav1.ConditionTrue && s.Reason == reason
 	})
 }
 
-func get(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
+func Get(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
 	t.Helper()
 	c := &v1alpha1.EtcdCluster{}
-	require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c))
+	require.NoError(t, Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c))
 	return c
 }
 
-// update re-reads the cluster and applies f to its spec, retrying on conflicts.
-func update(t *testing.T, ns, name string, f func(c *v1alpha1.EtcdCluster)) {
+// Update re-reads the cluster and applies f to its spec, retrying on conflicts.
+func Update(t *testing.T, ns, name string, f func(c *v1alpha1.EtcdCluster)) {
 	t.Helper()
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true,
 		func(ctx context.Context) (bool, error) {
-			c := get(t, ns, name)
+			c := Get(t, ns, name)
 			f(c)
-			err := env.client.Update(ctx, c)
+			err := Env.Client.Update(ctx, c)
 			return err == nil, nil
 		}))
 }
 
-// patchSpec applies f to obj and sends the difference as a merge patch: unlike an update it
+// PatchSpec applies f to obj and sends the difference as a merge patch: unlike an update it
 // cannot lose to a status write of the operator's in between.
-func patchSpec(t *testing.T, obj client.Object, f func()) {
+func PatchSpec(t *testing.T, obj client.Object, f func()) {
 	t.Helper()
 	before := obj.DeepCopyObject().(client.Object)
 	f()
-	require.NoError(t, env.client.Patch(context.Background(), obj, client.MergeFrom(before)))
+	require.NoError(t, Env.Client.Patch(context.Background(), obj, client.MergeFrom(before)))
 }
 
-// waitFor polls the cluster until cond holds, failing with the last status when it does not.
-func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, cond func(c *v1alpha1.EtcdCluster) bool) *v1alpha1.EtcdCluster {
+// WaitFor polls the cluster until cond holds, failing with the last status when it does not.
+func WaitFor(t *testing.T, ns, name string, timeout time.Duration, what string, cond func(c *v1alpha1.EtcdCluster) bool) *v1alpha1.EtcdCluster {
 	t.Helper()
 	var last *v1alpha1.EtcdCluster
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		// Keep the last object read: a Get cut short by the deadline says nothing.
 		var c v1alpha1.EtcdCluster
-		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &c); err != nil {
+		if err := Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &c); err != nil {
 			return false, nil
 		}
 		last = &c
 		return cond(last), nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for %s: %v\nstatus: %s\n%s", what, err, describe(last), memberLogs(ns, name, 15))
+		t.Fatalf("waiting for %s: %v\nstatus: %s\n%s", what, err, Describe(last), memberLogs(ns, name, 15))
 	}
 	return last
 }
@@ -204,12 +205,12 @@ func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, 
 // memberLogs is the end of each member's etcd log, for a failure's message.
 func memberLogs(ns, cluster string, lines int) string {
 	var pods corev1.PodList
-	if err := env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}); err != nil {
+	if err := Env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}); err != nil {
 		return err.Error()
 	}
 	var b strings.Builder
 	for _, p := range pods.Items {
-		log, err := env.stack.ContainerLog(context.Background(), ns, p.Name, "etcd")
+		log, err := Env.Stack.ContainerLog(context.Background(), ns, p.Name, "etcd")
 		if err != nil {
 			log = err.Error()
 		}
@@ -219,7 +220,7 @@ func memberLogs(ns, cluster string, lines int) string {
 	return b.String()
 }
 
-func describe(c *v1alpha1.EtcdCluster) string {
+func Describe(c *v1alpha1.EtcdCluster) string {
 	if c == nil {
 		return "<none>"
 	}
@@ -240,7 +241,7 @@ func describe(c *v1alpha1.EtcdCluster) string {
 	return b.String()
 }
 
-func condition(c *v1alpha1.EtcdCluster, t string) *metav1.Condition {
+func Condition(c *v1alpha1.EtcdCluster, t string) *metav1.Condition {
 	for i := range c.Status.Conditions {
 		if c.Status.Conditions[i].Type == t {
 			return &c.Status.Conditions[i]
@@ -249,31 +250,31 @@ func condition(c *v1alpha1.EtcdCluster, t string) *metav1.Condition {
 	return nil
 }
 
-// ready: the spec is observed, Ready is True and no plan is left.
-func ready(c *v1alpha1.EtcdCluster) bool {
-	r := condition(c, "Ready")
+// Ready: the spec is observed, Ready is True and no plan is left.
+func Ready(c *v1alpha1.EtcdCluster) bool {
+	r := Condition(c, "Ready")
 	// Conditions and the other status fields are patched in two requests: wait for both.
 	return c.Status.ObservedGeneration == c.Generation && r != nil && r.Status == metav1.ConditionTrue && c.Status.Plan == nil &&
 		c.Status.ReadyReplicas >= c.Spec.Replicas
 }
 
-func waitReady(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
+func WaitReady(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
 	t.Helper()
-	return waitFor(t, ns, name, 5*time.Minute, "Ready", ready)
+	return WaitFor(t, ns, name, 5*time.Minute, "Ready", Ready)
 }
 
-// memberPods are a cluster's member Pods.
-func memberPods(t require.TestingT, ns, cluster string) []corev1.Pod {
+// MemberPods are a cluster's member Pods.
+func MemberPods(t require.TestingT, ns, cluster string) []corev1.Pod {
 	var pods corev1.PodList
-	require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
+	require.NoError(t, Env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{resources.LabelCluster: cluster}))
 	return pods.Items
 }
 
-// endpoints are the client URLs of a cluster's running member Pods, by Pod IP.
-func endpoints(t *testing.T, ns, name string) []string {
+// Endpoints are the client URLs of a cluster's running member Pods, by Pod IP.
+func Endpoints(t *testing.T, ns, name string) []string {
 	t.Helper()
 	var out []string
-	for _, p := range memberPods(t, ns, name) {
+	for _, p := range MemberPods(t, ns, name) {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
 			out = append(out, observe.ClientURL(&p))
 		}
@@ -282,7 +283,7 @@ func endpoints(t *testing.T, ns, name string) []string {
 	return out
 }
 
-func etcdClient(t *testing.T, eps []string) *clientv3.Client {
+func EtcdClient(t *testing.T, eps []string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
@@ -290,24 +291,24 @@ func etcdClient(t *testing.T, eps []string) *clientv3.Client {
 	return cli
 }
 
-// checkMembership asserts etcd's member list matches the spec: as many voters as replicas,
+// CheckMembership asserts etcd's member list matches the spec: as many voters as replicas,
 // no learners, each named after a Pod.
-func checkMembership(t *testing.T, ns, name string) *clientv3.MemberListResponse {
+func CheckMembership(t *testing.T, ns, name string) *clientv3.MemberListResponse {
 	t.Helper()
-	list, err := membership(t, ns, name)
+	list, err := Membership(t, ns, name)
 	require.NoError(t, err)
 	return list
 }
 
-// membership reads etcd's member list and says how it differs from the spec.
-func membership(t *testing.T, ns, name string) (*clientv3.MemberListResponse, error) {
-	c := get(t, ns, name)
-	cli := etcdClient(t, endpoints(t, ns, name))
+// Membership reads etcd's member list and says how it differs from the spec.
+func Membership(t *testing.T, ns, name string) (*clientv3.MemberListResponse, error) {
+	c := Get(t, ns, name)
+	cli := EtcdClient(t, Endpoints(t, ns, name))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	list, err := cli.MemberList(ctx)
 	if err == nil {
-		err = sameCluster(list.Header, c.Status.ClusterID)
+		err = SameCluster(list.Header, c.Status.ClusterID)
 	}
 	if err != nil {
 		return nil, err
@@ -320,32 +321,32 @@ func membership(t *testing.T, ns, name string) (*clientv3.MemberListResponse, er
 			return list, fmt.Errorf("member %s is still a learner", m.Name)
 		}
 		var pod corev1.Pod
-		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Name}, &pod); err != nil {
+		if err := Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Name}, &pod); err != nil {
 			return list, fmt.Errorf("Pod of member %s: %w", m.Name, err)
 		}
 	}
 	return list, nil
 }
 
-func metaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+func MetaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
 
-// memberID renders an etcd member ID as status does.
-func memberID(id uint64) string { return etcd.ID(id) }
+// MemberID renders an etcd member ID as status does.
+func MemberID(id uint64) string { return etcd.ID(id) }
 
-func parseID(t *testing.T, s string) uint64 {
+func ParseID(t *testing.T, s string) uint64 {
 	t.Helper()
 	id, err := etcd.ParseID(s)
 	require.NoError(t, err)
 	return id
 }
 
-// moveLeader makes target the leader, asking the current leader at its own endpoint.
-func moveLeader(t *testing.T, ns, name string, target uint64) {
+// MoveLeader makes target the leader, asking the current leader at its own endpoint.
+func MoveLeader(t *testing.T, ns, name string, target uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, ep := range endpoints(t, ns, name) {
-		cli := etcdClient(t, []string{ep})
+	for _, ep := range Endpoints(t, ns, name) {
+		cli := EtcdClient(t, []string{ep})
 		st, err := cli.Status(ctx, ep)
 		require.NoError(t, err)
 		if st.Header.MemberId == st.Leader {
@@ -359,8 +360,8 @@ func moveLeader(t *testing.T, ns, name string, target uint64) {
 	t.Fatal("no leader found")
 }
 
-// requireHistory asserts a finished plan in status.history listed these actions in order.
-func requireHistory(t *testing.T, c *v1alpha1.EtcdCluster, actions string) {
+// RequireHistory asserts a finished plan in status.history listed these actions in order.
+func RequireHistory(t *testing.T, c *v1alpha1.EtcdCluster, actions string) {
 	t.Helper()
 	for _, h := range c.Status.History {
 		if strings.Contains(h.Actions, actions) {
@@ -370,24 +371,24 @@ func requireHistory(t *testing.T, c *v1alpha1.EtcdCluster, actions string) {
 	t.Fatalf("no plan in history with %q:\n%+v", actions, c.Status.History)
 }
 
-// park scales the cluster to zero and waits until no member runs.
-func park(t *testing.T, ns, name string) {
+// Park scales the cluster to zero and waits until no member runs.
+func Park(t *testing.T, ns, name string) {
 	t.Helper()
-	update(t, ns, name, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 0 })
-	waitFor(t, ns, name, 3*time.Minute, "parked", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && len(endpoints(t, ns, name)) == 0
+	Update(t, ns, name, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 0 })
+	WaitFor(t, ns, name, 3*time.Minute, "parked", func(c *v1alpha1.EtcdCluster) bool {
+		return Ready(c) && len(Endpoints(t, ns, name)) == 0
 	})
 }
 
-// kill stops the operator as a crash would; it is started again.
-func (op *operator) kill() {
+// Kill stops the operator as a crash would; it is started again.
+func (op *Operator) Kill() {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	_ = op.cmd.Process.Kill()
 }
 
-// planWatch records every step the plans show while it runs, and whether claims stay.
-type planWatch struct {
+// PlanWatch records every step the plans show while it runs, and whether claims stay.
+type PlanWatch struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	mu        sync.Mutex
@@ -395,16 +396,16 @@ type planWatch struct {
 	claimErrs []string
 }
 
-// watchPlans records the steps of every plan the cluster shows (each once), and whether
+// WatchPlans records the steps of every plan the cluster shows (each once), and whether
 // each of claims (name and UID) is ever gone, deleted or another object.
-func watchPlans(t *testing.T, ns, name string, claims map[string]types.UID) *planWatch {
+func WatchPlans(t *testing.T, ns, name string, claims map[string]types.UID) *PlanWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &planWatch{cancel: cancel, done: make(chan struct{})}
+	w := &PlanWatch{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
 			var c v1alpha1.EtcdCluster
-			if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &c); err == nil && c.Status.Plan != nil {
+			if err := Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &c); err == nil && c.Status.Plan != nil {
 				w.mu.Lock()
 				for _, s := range c.Status.Plan.Steps {
 					s.MemberID, s.TargetID = "", "" // a learner's ID shows once it is added
@@ -416,7 +417,7 @@ func watchPlans(t *testing.T, ns, name string, claims map[string]types.UID) *pla
 			}
 			for claim, uid := range claims {
 				var pvc corev1.PersistentVolumeClaim
-				err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, &pvc)
+				err := Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, &pvc)
 				if ctx.Err() == nil && (err != nil || pvc.UID != uid || pvc.DeletionTimestamp != nil) {
 					w.mu.Lock()
 					w.claimErrs = append(w.claimErrs, fmt.Sprintf("claim %s: %v, uid %s, deleting %v", claim, err, pvc.UID, pvc.DeletionTimestamp))
@@ -430,9 +431,9 @@ func watchPlans(t *testing.T, ns, name string, claims map[string]types.UID) *pla
 	return w
 }
 
-// stop ends the watch and returns the steps seen, and what was wrong with a claim when it
+// Stop ends the watch and returns the steps seen, and what was wrong with a claim when it
 // was not there as it was.
-func (w *planWatch) stop() (steps []plan.Step, claimErrs []string) {
+func (w *PlanWatch) Stop() (steps []plan.Step, claimErrs []string) {
 	w.cancel()
 	<-w.done
 	w.mu.Lock()
@@ -440,8 +441,8 @@ func (w *planWatch) stop() (steps []plan.Step, claimErrs []string) {
 	return w.steps, w.claimErrs
 }
 
-// actions are the steps' actions and members, each once.
-func actions(steps []plan.Step) []string {
+// Actions are the steps' actions and members, each once.
+func Actions(steps []plan.Step) []string {
 	var out []string
 	for _, s := range steps {
 		if a := strings.TrimSpace(fmt.Sprintf("%s %s", s.Action, s.Member)); !slices.Contains(out, a) {
@@ -451,16 +452,62 @@ func actions(steps []plan.Step) []string {
 	return out
 }
 
-// pause freezes the operator (SIGSTOP) between two of its steps, as a stalled process would
-// be; resume lets it go on.
-func (op *operator) pause() {
+// Pause freezes the operator (SIGSTOP) between two of its steps, as a stalled process would
+// be; Resume lets it go on.
+func (op *Operator) Pause() {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	_ = op.cmd.Process.Signal(syscall.SIGSTOP)
 }
 
-func (op *operator) resume() {
+func (op *Operator) Resume() {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	_ = op.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// PodReady says whether the Pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// PodUIDs are the UIDs of a cluster's member Pods.
+func PodUIDs(t *testing.T, ns, cluster string) map[types.UID]bool {
+	uids := map[types.UID]bool{}
+	for _, p := range MemberPods(t, ns, cluster) {
+		uids[p.UID] = true
+	}
+	return uids
+}
+
+// Fragment writes mib MiB of revisions of one key and compacts them away: mib MiB of free
+// pages in every member's database, once their compaction ran.
+func Fragment(t *testing.T, ns, cluster string, mib int) {
+	t.Helper()
+	cli := EtcdClient(t, Endpoints(t, ns, cluster))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	value := strings.Repeat("x", 512<<10)
+	var rev int64
+	for range 2 * mib {
+		resp, err := cli.Put(ctx, "/bench/garbage", value)
+		require.NoError(t, err)
+		rev = resp.Header.Revision
+	}
+	_, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical())
+	require.NoError(t, err)
+}
+
+// SameCluster fails an answer from another etcd cluster than id: clients reach members at
+// Pod IPs, which another test's cluster may take over when a Pod goes.
+func SameCluster(h *etcdserverpb.ResponseHeader, id string) error {
+	if id != "" && (h == nil || MemberID(h.ClusterId) != id) {
+		return fmt.Errorf("answered by another etcd cluster than %s", id)
+	}
+	return nil
 }
