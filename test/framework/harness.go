@@ -64,6 +64,8 @@ type Operator struct {
 	done     chan struct{}
 }
 
+// StartOperator starts the operator for the namespace ns with extraArgs; it stops when the
+// test ends, and its log is printed when the test failed.
 func StartOperator(t *testing.T, ns string, extraArgs ...string) *Operator {
 	t.Helper()
 	logPath := filepath.Join(Env.Root, ".stack", "logs", "operator-"+ns+".log")
@@ -119,12 +121,15 @@ func tail(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
+// Restarts counts the times the operator exited and was started again.
 func (op *Operator) Restarts() int {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	return op.restarts
 }
 
+// NewCluster is an EtcdCluster of replicas members on etcd 3.6.16, with volumes of 64 MiB
+// and a progress deadline of 3 minutes per step.
 func NewCluster(ns, name string, replicas int32) *v1alpha1.EtcdCluster {
 	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	c.Spec.Replicas = replicas
@@ -155,6 +160,7 @@ func Refused(t *testing.T, ns, name string, timeout time.Duration, reason string
 	})
 }
 
+// Get reads the EtcdCluster ns/name.
 func Get(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
 	t.Helper()
 	c := &v1alpha1.EtcdCluster{}
@@ -220,6 +226,7 @@ func memberLogs(ns, cluster string, lines int) string {
 	return b.String()
 }
 
+// Describe renders a cluster's status for a failure's message.
 func Describe(c *v1alpha1.EtcdCluster) string {
 	if c == nil {
 		return "<none>"
@@ -241,6 +248,7 @@ func Describe(c *v1alpha1.EtcdCluster) string {
 	return b.String()
 }
 
+// Condition is the cluster's condition of type t, or nil.
 func Condition(c *v1alpha1.EtcdCluster, t string) *metav1.Condition {
 	for i := range c.Status.Conditions {
 		if c.Status.Conditions[i].Type == t {
@@ -258,6 +266,7 @@ func Ready(c *v1alpha1.EtcdCluster) bool {
 		c.Status.ReadyReplicas >= c.Spec.Replicas
 }
 
+// WaitReady waits up to 5 minutes until the cluster is Ready (see Ready).
 func WaitReady(t *testing.T, ns, name string) *v1alpha1.EtcdCluster {
 	t.Helper()
 	return WaitFor(t, ns, name, 5*time.Minute, "Ready", Ready)
@@ -283,6 +292,7 @@ func Endpoints(t *testing.T, ns, name string) []string {
 	return out
 }
 
+// EtcdClient is an etcd client of eps, closed when the test ends.
 func EtcdClient(t *testing.T, eps []string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
@@ -328,11 +338,13 @@ func Membership(t *testing.T, ns, name string) (*clientv3.MemberListResponse, er
 	return list, nil
 }
 
+// MetaName is the ObjectMeta of ns/name.
 func MetaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
 
 // MemberID renders an etcd member ID as status does.
 func MemberID(id uint64) string { return etcd.ID(id) }
 
+// ParseID parses a member ID as status renders it.
 func ParseID(t *testing.T, s string) uint64 {
 	t.Helper()
 	id, err := etcd.ParseID(s)
@@ -460,6 +472,7 @@ func (op *Operator) Pause() {
 	_ = op.cmd.Process.Signal(syscall.SIGSTOP)
 }
 
+// Resume lets a paused operator go on.
 func (op *Operator) Resume() {
 	op.mu.Lock()
 	defer op.mu.Unlock()
