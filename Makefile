@@ -4,6 +4,10 @@ GO ?= go
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.21.0
 
+# test/ is a module of its own (test/go.mod): the local stack, the local kubelet, and the
+# end-to-end, chaos and benchmark suites. `go test ./...` here does not descend into it, so
+# each target below that runs its tests changes into test/ first.
+#
 # test/stack.mk builds the local Kubernetes stack (and the kube-apiserver and etcd the API
 # admission tests use) and adds its binaries to TEST_DEPS.
 TEST_DEPS :=
@@ -19,6 +23,7 @@ build:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt: $$out"; exit 1; }
 	$(GO) vet ./...
+	cd test && $(GO) vet ./...
 
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
@@ -30,9 +35,10 @@ generate:
 # stack is down at the end.
 test: lint build build-plan $(TEST_DEPS)
 	$(GO) test -timeout 60m -parallel 4 ./...
+	cd test && $(GO) test -timeout 60m -parallel 4 ./...
 	cd test/tools/promrules && $(GO) test -count=1 ./...
-	CHAOS_SEEDS=1,2 $(GO) test -count=1 -timeout 30m -parallel 4 -run '^TestChaos$$' ./test/e2e/
-	ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 10m -run '^TestExclusive' ./test/e2e/
+	cd test && CHAOS_SEEDS=1,2 $(GO) test -count=1 -timeout 30m -parallel 4 -run '^TestChaos$$' ./e2e/
+	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 10m -run '^TestExclusive' ./e2e/
 	$(MAKE) --no-print-directory stack-selftest-exclusive
 
 KUBECTL := $(BIN)/kubectl --kubeconfig $(CURDIR)/.stack/kubeconfig
@@ -46,7 +52,7 @@ deploy: build stack-up
 
 # e2e runs the operator's end-to-end tests on the local stack.
 e2e: build $(TEST_DEPS)
-	$(GO) test -timeout 60m -parallel 4 -v ./test/e2e/
+	cd test && $(GO) test -timeout 60m -parallel 4 -v ./e2e/
 
 # release-manifests writes dist/etcdplan.yaml (the operator and its CRDs, for the whole
 # cluster) and dist/etcdplan-crds.yaml (the CRDs alone, for namespace-scoped installs), with
@@ -80,13 +86,13 @@ SEEDS ?= 20
 NODE_SEEDS ?= 101,102,103
 QL_SEEDS ?= 10
 chaos: build $(TEST_DEPS)
-	CHAOS_SEEDS=$${CHAOS_SEEDS:-$(SEEDS)} $(GO) test -count=1 -timeout 120m -parallel 4 -run '^TestChaos$$' -v ./test/e2e/
-	CHAOS_SEEDS=$(NODE_SEEDS) CHAOS_NODE_STOPS=1 $(GO) test -count=1 -timeout 60m -parallel 1 -run '^TestChaos$$' -v ./test/e2e/
-	CHAOS_SEEDS=$(QL_SEEDS) $(GO) test -count=1 -timeout 60m -parallel 4 -run '^TestChaosQuorumLoss$$' -v ./test/e2e/
+	cd test && CHAOS_SEEDS=$${CHAOS_SEEDS:-$(SEEDS)} $(GO) test -count=1 -timeout 120m -parallel 4 -run '^TestChaos$$' -v ./e2e/
+	cd test && CHAOS_SEEDS=$(NODE_SEEDS) CHAOS_NODE_STOPS=1 $(GO) test -count=1 -timeout 60m -parallel 1 -run '^TestChaos$$' -v ./e2e/
+	cd test && CHAOS_SEEDS=$(QL_SEEDS) $(GO) test -count=1 -timeout 60m -parallel 4 -run '^TestChaosQuorumLoss$$' -v ./e2e/
 
 # bench prints the planner's speed and allocations (plans of 1 to 9 members, cold and
 # converged), then measures each scenario on the local stack against
 # the floor and writes docs/benchmarks.md with its plots.
 bench: build $(TEST_DEPS)
 	$(GO) test -run '^$$' -bench . -benchmem ./planner/
-	BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestBench(Backup)?$$' -v ./test/e2e/
+	cd test && BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestBench(Backup)?$$' -v ./bench/

@@ -2,8 +2,8 @@
 #
 # Every binary is built from the Go module proxy into bin/, one directory per version. Binaries
 # from a tools module are file targets that depend on that module's go.mod/go.sum, so a second
-# run rebuilds nothing. Binaries from the main module are always handed to `go build`, which
-# relinks only when a source changed.
+# run rebuilds nothing. Binaries from the test module (test/go.mod) are always handed to `go
+# build`, which relinks only when a source changed.
 
 KUBE_VERSION := v1.36.3
 ETCD_VERSION := v3.6.16
@@ -49,12 +49,12 @@ $(BIN)/kubectl: $(KUBE_BIN)/kubectl
 $(BIN)/etcdctl: $(BIN)/etcd-$(ETCD_VERSION)/etcdctl
 	ln -sfn etcd-$(ETCD_VERSION)/etcdctl $@
 
-# --- Main-module binaries: the local kubelet and the stack orchestrator ----------------------
+# --- Test-module binaries (test/go.mod): the local kubelet and the stack orchestrator -------
 .PHONY: $(BIN)/localkubelet $(BIN)/stackctl
 $(BIN)/localkubelet:
-	$(GO) build -o $@ ./test/kubelet/cmd/localkubelet
+	cd test && $(GO) build -o $@ ./kubelet/cmd/localkubelet
 $(BIN)/stackctl:
-	$(GO) build -o $@ ./test/stack/cmd/stackctl
+	cd test && $(GO) build -o $@ ./stack/cmd/stackctl
 
 STACK_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS) $(BIN)/kubectl $(BIN)/etcdctl \
 	$(BIN)/localkubelet $(BIN)/stackctl
@@ -141,6 +141,6 @@ stack-status: $(BIN)/stackctl
 # server; the stack is taken down and checked for leftovers). `make test` runs them after
 # `go test ./...`, alone.
 stack-selftest-exclusive: $(STACK_BINS)
-	ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./test/stack/selftest/
+	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./stack/selftest/
 
 TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS)

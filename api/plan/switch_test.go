@@ -20,7 +20,7 @@ var switches = map[string]bool{
 	"planner/model.go apply":              true,  // what the planner foresees the step does
 	"planner/sim_test.go apply":           true,  // what the simulated cluster does
 	"planner/review.go loses":             false, // the data lost, per Deletes (TestLosesSaysWhatEachActionDeletes)
-	"test/e2e/bench_test.go waits":        false, // which effects wait on Pods, for benchmarks
+	"test/bench/bench_test.go waits":      false, // which effects wait on Pods, for benchmarks
 }
 
 // TestSwitchesOverActions finds every switch with a case of an action in the repository and

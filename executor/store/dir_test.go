@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdplan/etcdplan/executor/store"
+	"github.com/etcdplan/etcdplan/executor/store/storetest"
 )
 
 // The directory store of a pvc destination: the same round trips as the object stores, no
@@ -19,7 +20,7 @@ func TestDirStore(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	st := store.NewDir(filepath.Join(root, "etcd"), func(key string) string { return "pvc://backups/etcd/" + key })
-	roundTrips(t, st, "pvc://backups/etcd/")
+	storetest.RoundTrips(t, st, "pvc://backups/etcd/")
 	left, err := filepath.Glob(filepath.Join(root, "etcd", "ns", "demo", ".*"))
 	require.NoError(t, err)
 	require.Empty(t, left, "no partial file behind")

@@ -30,6 +30,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/test/framework"
 	"github.com/etcdplan/etcdplan/test/objstore"
 	"github.com/etcdplan/etcdplan/test/stack"
 )
@@ -42,16 +43,16 @@ import (
 // shows in its status. The stores listen on the bridge, where member Pods reach them.
 func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 3)
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 3)
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	ctx := context.Background()
-	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "wrong"),
+	require.NoError(t, framework.Env.Client.Create(ctx, &corev1.Secret{ObjectMeta: framework.MetaName(ns, "wrong"),
 		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": "not-the-password"}}))
 
 	written := map[string]string{}
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	var rev int64
 	for i := range 300 {
 		k, v := fmt.Sprintf("/data/%04d", i), strings.Repeat(fmt.Sprint(i), 1+i%50)
@@ -64,8 +65,8 @@ func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 		return v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: bucket, Prefix: "etcd", Endpoint: m.Endpoint,
 			ForcePathStyle: true, CredentialsSecret: secret}}
 	}
-	b := createBackup(t, ns, "nightly", s3dest("etcd-backups", "s3"))
-	b = waitBackup(t, ns, b.Name, v1alpha1.BackupSucceeded)
+	b := framework.CreateBackup(t, ns, "nightly", s3dest("etcd-backups", "s3"))
+	b = framework.WaitBackup(t, ns, b.Name, v1alpha1.BackupSucceeded)
 	a := b.Status.Artifact
 	require.NotNil(t, a)
 	require.GreaterOrEqual(t, a.Revision, rev, "the snapshot holds the last write")
@@ -80,28 +81,28 @@ func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, written, restoredKeys(t, download(t, obj.Body, a.Size), "/data/"), "every key and value came back from S3")
 
-	g := objstore.StartFakeGCS(t, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
+	g := objstore.StartFakeGCS(t, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	g.Bucket(t, "etcd-backups")
-	b = createBackup(t, ns, "to-gcs", v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "etcd-backups", Endpoint: g.Endpoint}})
-	a = waitBackup(t, ns, b.Name, v1alpha1.BackupSucceeded).Status.Artifact
+	b = framework.CreateBackup(t, ns, "to-gcs", v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "etcd-backups", Endpoint: g.Endpoint}})
+	a = framework.WaitBackup(t, ns, b.Name, v1alpha1.BackupSucceeded).Status.Artifact
 	key, ok := strings.CutPrefix(a.URI, "gs://etcd-backups/")
 	require.True(t, ok, a.URI)
 	r, err := g.Client(t).Bucket("etcd-backups").Object(key).NewReader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, written, restoredKeys(t, download(t, r, a.Size), "/data/"), "every key and value came back from GCS")
 
-	fromS3 := newCluster(ns, "from-s3", 3)
+	fromS3 := framework.NewCluster(ns, "from-s3", 3)
 	fromS3.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "nightly"}}
-	fromGCS := newCluster(ns, "from-gcs", 1)
+	fromGCS := framework.NewCluster(ns, "from-gcs", 1)
 	fromGCS.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{Source: &v1alpha1.SnapshotSource{
 		BackupDestination: v1alpha1.BackupDestination{GCS: &v1alpha1.GCSDestination{Bucket: "etcd-backups", Endpoint: g.Endpoint}}, Key: key}}}
 	for _, c := range []*v1alpha1.EtcdCluster{fromS3, fromGCS} {
-		require.NoError(t, env.client.Create(ctx, c))
+		require.NoError(t, framework.Env.Client.Create(ctx, c))
 	}
 	for _, c := range []*v1alpha1.EtcdCluster{fromS3, fromGCS} {
-		got := waitReady(t, ns, c.Name)
+		got := framework.WaitReady(t, ns, c.Name)
 		require.NotEmpty(t, got.Status.RestoredFrom)
-		require.Len(t, checkMembership(t, ns, c.Name).Members, int(c.Spec.Replicas))
+		require.Len(t, framework.CheckMembership(t, ns, c.Name).Members, int(c.Spec.Replicas))
 		require.Equal(t, written, keys(t, ns, c.Name, "/data/"), "%s serves every key restored from %s", c.Name, got.Status.RestoredFrom)
 	}
 
@@ -110,8 +111,8 @@ func TestBackupAndRestoreS3AndGCS(t *testing.T) {
 		if name == "wrong-secret" {
 			dest = s3dest("etcd-backups", "wrong")
 		}
-		createBackup(t, ns, name, dest)
-		b := waitBackup(t, ns, name, v1alpha1.BackupFailed)
+		framework.CreateBackup(t, ns, name, dest)
+		b := framework.WaitBackup(t, ns, name, v1alpha1.BackupFailed)
 		stalled := meta.FindStatusCondition(b.Status.Conditions, fluxmeta.StalledCondition)
 		require.NotNil(t, stalled, "%s: %+v", name, b.Status)
 		require.Equal(t, "StoreRefused", stalled.Reason)
@@ -141,20 +142,15 @@ func minioFor(t *testing.T, ns, addr string) *objstore.MinIO {
 	t.Helper()
 	m := objstore.StartMinIO(t, addr)
 	m.Bucket(t, "etcd-backups")
-	require.NoError(t, env.client.Create(context.Background(), &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
+	require.NoError(t, framework.Env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: framework.MetaName(ns, "s3"),
 		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
 	return m
-}
-
-// claimDest is the directory etcd on the volume claim claim.
-func claimDest(claim string) v1alpha1.BackupDestination {
-	return v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: claim, SubPath: "etcd"}}
 }
 
 // createClaim creates a volume claim of 1 GiB to back up to.
 func createClaim(t *testing.T, ns, name string) {
 	t.Helper()
-	require.NoError(t, env.client.Create(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: metaName(ns, name),
+	require.NoError(t, framework.Env.Client.Create(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: framework.MetaName(ns, name),
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}))
 }
@@ -174,11 +170,6 @@ func putData(t *testing.T, cli *clientv3.Client, written map[string]string, from
 // verify asks a backup for a restore drill.
 func verify(b *v1alpha1.EtcdBackup) { b.Spec.Verify = true }
 
-// minioDest is the bucket minioFor makes, served at endpoint, with its credentials Secret.
-func minioDest(endpoint string) v1alpha1.BackupDestination {
-	return v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{Bucket: "etcd-backups", Endpoint: endpoint, ForcePathStyle: true, CredentialsSecret: "s3"}}
-}
-
 // spoil replaces the object a backup stored in minioFor's bucket with what f makes of it.
 func spoil(t *testing.T, m *objstore.MinIO, uri string, f func([]byte) []byte) {
 	t.Helper()
@@ -192,36 +183,10 @@ func spoil(t *testing.T, m *objstore.MinIO, uri string, f func([]byte) []byte) {
 	require.NoError(t, err)
 }
 
-func createBackup(t *testing.T, ns, name string, d v1alpha1.BackupDestination, edits ...func(*v1alpha1.EtcdBackup)) *v1alpha1.EtcdBackup {
-	t.Helper()
-	b := &v1alpha1.EtcdBackup{ObjectMeta: metaName(ns, name)}
-	b.Spec.ClusterRef.Name, b.Spec.Destination = "demo", d
-	for _, edit := range edits {
-		edit(b)
-	}
-	require.NoError(t, env.client.Create(context.Background(), b))
-	return b
-}
-
-// waitBackup waits until a backup reaches phase, and fails at once in the other final one.
-func waitBackup(t *testing.T, ns, name string, phase v1alpha1.BackupPhase) *v1alpha1.EtcdBackup {
-	t.Helper()
-	b := &v1alpha1.EtcdBackup{}
-	require.Eventually(t, func() bool {
-		require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, b))
-		done := b.Status.Phase == v1alpha1.BackupSucceeded || b.Status.Phase == v1alpha1.BackupFailed
-		if done && b.Status.Phase != phase {
-			t.Fatalf("backup %s ended %s, not %s: %+v", name, b.Status.Phase, phase, b.Status.Conditions)
-		}
-		return b.Status.Phase == phase
-	}, 2*time.Minute, 100*time.Millisecond, "backup %s %s", name, phase)
-	return b
-}
-
 func podEndpoint(t *testing.T, ns, pod string) string {
 	t.Helper()
 	var p corev1.Pod
-	require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pod}, &p))
+	require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pod}, &p))
 	return observe.ClientURL(&p)
 }
 
@@ -229,7 +194,7 @@ func podEndpoint(t *testing.T, ns, pod string) string {
 // serves it with an etcd of its own on the host, and reads the keys under prefix.
 func restoredKeys(t *testing.T, file, prefix string) map[string]string {
 	t.Helper()
-	bin := filepath.Join(env.root, "bin", "etcd-"+stack.EtcdVersion)
+	bin := filepath.Join(framework.Env.Root, "bin", "etcd-"+stack.EtcdVersion)
 	dir := filepath.Join(t.TempDir(), "restored")
 	out, err := exec.Command(filepath.Join(bin, "etcdutl"), "snapshot", "restore", file, "--data-dir", dir).CombinedOutput()
 	require.NoError(t, err, "etcdutl snapshot restore: %s", out)
@@ -262,14 +227,14 @@ func restoredKeys(t *testing.T, file, prefix string) map[string]string {
 // two newest, each with its object, and nothing else in the bucket.
 func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 1)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 1)
 	m := minioFor(t, ns, "")
 	ctx := context.Background()
-	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metaName(ns, "often")}
+	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, "often")}
 	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", "*/5 * * * * *"
-	s.Spec.Destination = minioDest(m.Endpoint)
+	s.Spec.Destination = framework.MinIODest(m.Endpoint)
 	s.Spec.Retention.KeepLast = ptr.To[int32](2)
 	_, uris := keepLastTwo(t, s)
 	out, err := m.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("etcd-backups")})
@@ -280,7 +245,7 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 	}
 	require.ElementsMatch(t, uris, stored, "the bucket holds the kept backups' snapshots and nothing else")
 
-	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(s), s))
 	require.NotNil(t, s.Status.LastSuccessfulTime)
 }
 
@@ -289,15 +254,15 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 // through a Pod that mounts the claim, and the claim holds the kept backups' files alone.
 func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
+	ns := framework.Namespace(t)
 	metrics := metricsAddr(t)
-	startOperator(t, ns, "--metrics-bind-address="+metrics)
-	createReady(t, ns, 1)
+	framework.StartOperator(t, ns, "--metrics-bind-address="+metrics)
+	framework.CreateReady(t, ns, 1)
 	ctx := context.Background()
 	createClaim(t, ns, "backups")
-	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metaName(ns, "often")}
+	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, "often")}
 	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", "*/5 * * * * *"
-	s.Spec.Destination = claimDest("backups")
+	s.Spec.Destination = framework.ClaimDest("backups")
 	s.Spec.Retention.KeepLast = ptr.To[int32](2)
 	s.Spec.Verify = &v1alpha1.VerifyPolicy{Every: 2}
 	seen, uris := keepLastTwo(t, s)
@@ -306,7 +271,7 @@ func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 		require.Equal(t, i%2 == 0, b.Spec.Verify, "backup %d of the schedule, %s", i+1, b.Name)
 	}
 	var kept v1alpha1.EtcdBackupList
-	require.NoError(t, env.client.List(ctx, &kept, client.InNamespace(ns)))
+	require.NoError(t, framework.Env.Client.List(ctx, &kept, client.InNamespace(ns)))
 	verified := ""
 	for _, b := range kept.Items {
 		if b.Spec.Verify {
@@ -315,11 +280,11 @@ func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 	}
 	require.NotEmpty(t, verified, "one of two kept backups was drilled")
 	require.Eventually(t, func() bool {
-		require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(s), s))
 		return s.Status.LastVerifiedBackup == verified
 	}, time.Minute, 200*time.Millisecond, "the schedule names its last verified backup")
 
-	dir, err := env.stack.ClaimDir(ctx, ns, "backups")
+	dir, err := framework.Env.Stack.ClaimDir(ctx, ns, "backups")
 	require.NoError(t, err)
 	var stored []string
 	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -332,21 +297,21 @@ func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 	require.ElementsMatch(t, uris, stored, "the claim holds the kept backups' snapshots and nothing else")
 	require.Eventually(t, func() bool {
 		var pods corev1.PodList
-		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
+		require.NoError(t, framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
 		return len(pods.Items) == 0
 	}, time.Minute, 200*time.Millisecond, "the snapshot, drill and prune Pods go")
 
 	// What the alerts read: the operator's gauges of this cluster and its backups, and
 	// etcd's own metrics from the member (kustomize/components/monitoring).
-	op, err := metricsText("http://" + metrics + "/metrics")
+	op, err := framework.MetricsText("http://" + metrics + "/metrics")
 	require.NoError(t, err)
-	member, err := metricsText(fmt.Sprintf("http://%s:%d/metrics", memberPods(t, ns, "demo")[0].Status.PodIP, vocab.MetricsPort))
+	member, err := framework.MetricsText(fmt.Sprintf("http://%s:%d/metrics", framework.MemberPods(t, ns, "demo")[0].Status.PodIP, vocab.MetricsPort))
 	require.NoError(t, err)
 	requireAlertMetrics(t, op, member)
 	ours := []string{`cluster="demo"`, fmt.Sprintf(`namespace="%s"`, ns)}
-	require.Equal(t, 1.0, sum(op, "etcdplan_cluster_voters_healthy", ours...))
-	require.Equal(t, 0.0, sum(op, "etcdplan_cluster_failures_tolerated", ours...))
-	last := sum(op, "etcdplan_cluster_last_backup_timestamp_seconds", ours...)
+	require.Equal(t, 1.0, framework.Sum(op, "etcdplan_cluster_voters_healthy", ours...))
+	require.Equal(t, 0.0, framework.Sum(op, "etcdplan_cluster_failures_tolerated", ours...))
+	last := framework.Sum(op, "etcdplan_cluster_last_backup_timestamp_seconds", ours...)
 	require.InDelta(t, float64(time.Now().Unix()), last, 120, "the newest backup was taken a moment ago")
 }
 
@@ -356,10 +321,10 @@ func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 func keepLastTwo(t *testing.T, s *v1alpha1.EtcdBackupSchedule) (seen []v1alpha1.EtcdBackup, uris []string) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, env.client.Create(ctx, s))
+	require.NoError(t, framework.Env.Client.Create(ctx, s))
 	list := func() []v1alpha1.EtcdBackup {
 		var l v1alpha1.EtcdBackupList
-		require.NoError(t, env.client.List(ctx, &l, client.InNamespace(s.Namespace)))
+		require.NoError(t, framework.Env.Client.List(ctx, &l, client.InNamespace(s.Namespace)))
 		for _, b := range l.Items {
 			require.NotEqual(t, v1alpha1.BackupFailed, b.Status.Phase, "%s: %+v", b.Name, b.Status.Conditions)
 			if !slices.ContainsFunc(seen, func(o v1alpha1.EtcdBackup) bool { return o.Name == b.Name }) {
@@ -373,12 +338,12 @@ func keepLastTwo(t *testing.T, s *v1alpha1.EtcdBackupSchedule) (seen []v1alpha1.
 		return len(seen) > 0 && !slices.ContainsFunc(bs, func(b v1alpha1.EtcdBackup) bool { return b.Name == seen[0].Name })
 	}, 2*time.Minute, 200*time.Millisecond, "the first backup went")
 
-	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
-	patchSpec(t, s, func() { s.Spec.Suspend = true })
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(s), s))
+	framework.PatchSpec(t, s, func() { s.Spec.Suspend = true })
 	// Once the schedule says it is suspended, no reconcile that read it before can still
 	// create a backup.
 	require.Eventually(t, func() bool {
-		require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(s), s))
 		ready := meta.FindStatusCondition(s.Status.Conditions, fluxmeta.ReadyCondition)
 		return ready != nil && ready.Reason == "Suspended"
 	}, 30*time.Second, 100*time.Millisecond, "the schedule says it is suspended")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // TestChaosQuorumLoss runs, per seed (CHAOS_SEEDS, as for TestChaos), two quorum losses
@@ -40,16 +41,16 @@ func TestChaosQuorumLoss(t *testing.T) {
 }
 
 func runQuorumLoss(t *testing.T, seed uint64, all bool) {
-	r := &chaosRun{t: t, ns: namespace(t), rng: rand.New(rand.NewPCG(seed, 0x71756f72)), start: time.Now()}
-	r.op = startOperator(t, r.ns)
+	r := &chaosRun{t: t, ns: framework.Namespace(t), rng: rand.New(rand.NewPCG(seed, 0x71756f72)), start: time.Now()}
+	r.op = framework.StartOperator(t, r.ns)
 	createClaim(t, r.ns, "backups")
-	before := createReady(t, r.ns, 3, func(c *v1alpha1.EtcdCluster) {
+	before := framework.CreateReady(t, r.ns, 3, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
 	})
 	w := startWriter(t, r.ns, "demo")
 	time.Sleep(time.Duration(1000+r.rng.IntN(2000)) * time.Millisecond)
-	createBackup(t, r.ns, "nightly", claimDest("backups"))
-	backup := waitBackup(t, r.ns, "nightly", v1alpha1.BackupSucceeded)
+	framework.CreateBackup(t, r.ns, "nightly", framework.ClaimDest("backups"))
+	backup := framework.WaitBackup(t, r.ns, "nightly", v1alpha1.BackupSucceeded)
 	r.log("backup at revision %d", backup.Status.Artifact.Revision)
 	time.Sleep(time.Duration(r.rng.IntN(3000)) * time.Millisecond)
 
@@ -57,8 +58,8 @@ func runQuorumLoss(t *testing.T, seed uint64, all bool) {
 	wiped := r.wipeMajority(all)
 	acked := w.stop()
 	r.log("%d writes acknowledged", len(acked))
-	c := waitFor(t, r.ns, "demo", 5*time.Minute, "three voters again, none of the wiped members", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
+	c := framework.WaitFor(t, r.ns, "demo", 5*time.Minute, "three voters again, none of the wiped members", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
 			return slices.Contains(wiped, m.Name)
 		})
 	})
@@ -66,7 +67,7 @@ func runQuorumLoss(t *testing.T, seed uint64, all bool) {
 	looks.stop()
 	seen := looks.verdict(t)
 	recovery := r.recovery(c, before.Status.ClusterID, backup)
-	require.Len(t, checkMembership(t, r.ns, "demo").Members, 3)
+	require.Len(t, framework.CheckMembership(t, r.ns, "demo").Members, 3)
 	rev, lost := checkAcked(t, r.ns, acked)
 	if recovery == string(plan.RestoreFromBackup) {
 		// A backup records the revision when its snapshot began; writes that came in while
@@ -124,21 +125,21 @@ func (r *chaosRun) wipeMajority(all bool) []string {
 	for i, m := range members {
 		if i == killAt {
 			r.log("fault: kill the operator")
-			r.op.kill()
+			r.op.Kill()
 		}
 		grace := []client.DeleteOption{}
 		if r.rng.IntN(2) == 0 {
 			grace = append(grace, client.GracePeriodSeconds(0))
 		}
 		r.log("wipe the volume of %s and delete its Pod (%d options)", m, len(grace))
-		require.NoError(r.t, env.stack.WipePVC(ctx, r.ns, m))
-		require.NoError(r.t, client.IgnoreNotFound(env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(r.ns, m)}, grace...)))
+		require.NoError(r.t, framework.Env.Stack.WipePVC(ctx, r.ns, m))
+		require.NoError(r.t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(r.ns, m)}, grace...)))
 		time.Sleep(time.Duration(r.rng.IntN(1000)) * time.Millisecond)
 	}
 	if killAt == len(members) {
 		time.Sleep(time.Duration(r.rng.IntN(5000)) * time.Millisecond)
 		r.log("fault: kill the operator")
-		r.op.kill()
+		r.op.Kill()
 	}
 	return members
 }
@@ -151,7 +152,7 @@ func checkAcked(t *testing.T, ns string, acked map[string]int64) (int64, map[str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := etcdClient(t, endpoints(t, ns, "demo")).Get(ctx, "/writer/", clientv3.WithPrefix())
+	resp, err := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo")).Get(ctx, "/writer/", clientv3.WithPrefix())
 	require.NoError(t, err)
 	have := map[string]int64{}
 	var top int64

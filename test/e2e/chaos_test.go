@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // chaosSeeds are the seeds TestChaos runs: CHAOS_SEEDS as "N" (seeds 1 to N) or "a,b,c".
@@ -67,7 +68,7 @@ func TestChaos(t *testing.T) {
 type chaosRun struct {
 	t      *testing.T
 	ns     string
-	op     *operator
+	op     *framework.Operator
 	rng    *rand.Rand
 	start  time.Time
 	mu     sync.Mutex
@@ -89,9 +90,9 @@ func (r *chaosRun) log(format string, args ...any) {
 }
 
 func runChaos(t *testing.T, seed uint64) {
-	r := &chaosRun{t: t, ns: namespace(t), rng: rand.New(rand.NewPCG(seed, 0x65746364)), start: time.Now()}
-	r.op = startOperator(t, r.ns)
-	createReady(t, r.ns, 3)
+	r := &chaosRun{t: t, ns: framework.Namespace(t), rng: rand.New(rand.NewPCG(seed, 0x65746364)), start: time.Now()}
+	r.op = framework.StartOperator(t, r.ns)
+	framework.CreateReady(t, r.ns, 3)
 	w := startWriter(t, r.ns, "demo")
 	kv := startClients(t, r.ns, "demo", 3, seed)
 	q := watchQuorum(t, r.ns, "demo")
@@ -113,25 +114,25 @@ func runChaos(t *testing.T, seed uint64) {
 			wiped = r.replace()
 		}
 		if change != nil {
-			update(t, r.ns, "demo", change)
+			framework.Update(t, r.ns, "demo", change)
 		}
 		time.Sleep(time.Duration(r.rng.IntN(3000)) * time.Millisecond)
 		r.fault()
 		// After a wipe, status may still read Ready from before: converged is when the
 		// wiped member was replaced (a member that lost its data never comes back under
 		// its name), else the next wipe could take a second member's data from three.
-		waitFor(t, r.ns, "demo", 4*time.Minute, "converged", func(c *v1alpha1.EtcdCluster) bool {
-			return ready(c) && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Name == wiped })
+		framework.WaitFor(t, r.ns, "demo", 4*time.Minute, "converged", func(c *v1alpha1.EtcdCluster) bool {
+			return framework.Ready(c) && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Name == wiped })
 		})
 		r.log("converged")
 	}
 	history := kv.stop()
 	gaps := q.stop()
 	w.stopAndVerify()
-	_, err := membership(t, r.ns, "demo")
+	_, err := framework.Membership(t, r.ns, "demo")
 	for deadline := time.Now().Add(2 * time.Minute); err != nil && time.Now().Before(deadline); {
 		time.Sleep(time.Second) // a member killed last may still be coming back
-		_, err = membership(t, r.ns, "demo")
+		_, err = framework.Membership(t, r.ns, "demo")
 	}
 	require.NoError(t, err, "the cluster matches the spec")
 	r.verdict(seed, history, gaps)
@@ -144,8 +145,8 @@ func (r *chaosRun) replace() string {
 	m := members[r.rng.IntN(len(members))]
 	r.log("wipe the volume of %s and delete its Pod", m)
 	ctx := context.Background()
-	require.NoError(r.t, env.stack.WipePVC(ctx, r.ns, m))
-	require.NoError(r.t, client.IgnoreNotFound(env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(r.ns, m)})))
+	require.NoError(r.t, framework.Env.Stack.WipePVC(ctx, r.ns, m))
+	require.NoError(r.t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(r.ns, m)})))
 	return m
 }
 
@@ -153,7 +154,7 @@ func (r *chaosRun) replace() string {
 // the leader only.
 func (r *chaosRun) runningMembers(leader bool) []string {
 	var out []string
-	for _, m := range get(r.t, r.ns, "demo").Status.Members {
+	for _, m := range framework.Get(r.t, r.ns, "demo").Status.Members {
 		if m.Pod != "" && (m.Leader || !leader) {
 			out = append(out, m.Pod)
 		}
@@ -180,30 +181,30 @@ func (r *chaosRun) fault() {
 	case 0:
 		m := members[r.rng.IntN(len(members))]
 		r.log("fault: kill member %s", m)
-		r.ignore(env.stack.KillContainer(ctx, r.ns, m, "etcd"))
+		r.ignore(framework.Env.Stack.KillContainer(ctx, r.ns, m, "etcd"))
 	case 1:
 		r.log("fault: kill the leader %s", leader[0])
-		r.ignore(env.stack.KillContainer(ctx, r.ns, leader[0], "etcd"))
+		r.ignore(framework.Env.Stack.KillContainer(ctx, r.ns, leader[0], "etcd"))
 	case 2:
 		m := members[r.rng.IntN(len(members))]
 		r.log("fault: cut %s off the network for 5s", m)
-		r.ignore(env.stack.CutPod(ctx, r.ns, m))
+		r.ignore(framework.Env.Stack.CutPod(ctx, r.ns, m))
 		time.Sleep(5 * time.Second)
-		r.ignore(env.stack.HealPod(ctx, r.ns, m))
+		r.ignore(framework.Env.Stack.HealPod(ctx, r.ns, m))
 	case 3:
 		r.log("fault: kill the operator")
-		r.op.kill()
+		r.op.Kill()
 	case 5:
 		m := members[r.rng.IntN(len(members))]
 		var p corev1.Pod
-		if err := env.client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: m}, &p); err != nil || p.Spec.NodeName == "" {
+		if err := framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: m}, &p); err != nil || p.Spec.NodeName == "" {
 			r.ignore(fmt.Errorf("the node of %s: %v", m, err))
 			return
 		}
 		r.log("fault: stop node %s (member %s) for 10s", p.Spec.NodeName, m)
-		r.ignore(env.stack.StopNode(ctx, p.Spec.NodeName))
+		r.ignore(framework.Env.Stack.StopNode(ctx, p.Spec.NodeName))
 		time.Sleep(10 * time.Second)
-		r.ignore(env.stack.StartNode(ctx, p.Spec.NodeName))
+		r.ignore(framework.Env.Stack.StartNode(ctx, p.Spec.NodeName))
 		r.log("node %s started again", p.Spec.NodeName)
 	default:
 		r.log("no fault")
@@ -244,7 +245,7 @@ func (r *chaosRun) verdict(seed uint64, history []porcupine.Operation, gaps []qu
 
 // report writes a run's report as .stack/chaos/<name>.json and returns its path.
 func (r *chaosRun) report(name string, report map[string]any) string {
-	dir := filepath.Join(env.root, ".stack", "chaos")
+	dir := filepath.Join(framework.Env.Root, ".stack", "chaos")
 	require.NoError(r.t, os.MkdirAll(dir, 0o755))
 	data, _ := json.MarshalIndent(report, "", "  ")
 	path := filepath.Join(dir, name+".json")
@@ -285,7 +286,7 @@ func watchQuorum(t *testing.T, ns, name string) *quorumWatch {
 		var since time.Time
 		fails := 0
 		for ctx.Err() == nil {
-			ok := linearizableRead(ctx, endpoints(t, ns, name), get(t, ns, name).Status.ClusterID)
+			ok := linearizableRead(ctx, framework.Endpoints(t, ns, name), framework.Get(t, ns, name).Status.ClusterID)
 			switch {
 			case ok && fails >= 3:
 				qw.gaps = append(qw.gaps, quorumGap{From: since, For: time.Since(since)})
@@ -315,7 +316,7 @@ func linearizableRead(ctx context.Context, eps []string, clusterID string) bool 
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	resp, err := cli.MemberList(rctx)
-	return err == nil && sameCluster(resp.Header, clusterID) == nil
+	return err == nil && framework.SameCluster(resp.Header, clusterID) == nil
 }
 
 func (qw *quorumWatch) stop() []quorumGap {

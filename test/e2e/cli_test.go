@@ -19,13 +19,14 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/cmd/kubectl-etcd/cli"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // kubectlEtcd runs kubectl-etcd in-process against the stack, in namespace ns.
 func kubectlEtcd(t *testing.T, ns string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	args = append(args, "--kubeconfig", env.stack.Kubeconfig(), "-n", ns)
+	args = append(args, "--kubeconfig", framework.Env.Stack.Kubeconfig(), "-n", ns)
 	code := cli.Run(args, &out, &errOut)
 	t.Logf("$ kubectl-etcd %s\n%s%s(exit %d)", strings.Join(args, " "), out.String(), errOut.String(), code)
 	return code, out.String(), errOut.String()
@@ -68,14 +69,14 @@ func livePlan(t *testing.T, ns, manifest string, wantCode int) plan.Plan {
 // lets exactly that plan run.
 func TestKubectlEtcdLive(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
 	manifest := filepath.Join(t.TempDir(), "demo.yaml")
 	writeManifest(t, manifest, ns, 3, "")
 
 	bootstrap := livePlan(t, ns, manifest, cli.ExitChanges)
 	require.Equal(t, plan.CreateSeed, bootstrap.Steps[0].Action)
-	require.NoError(t, kubectl(t.Context(), "apply", "-f", manifest))
+	require.NoError(t, framework.Kubectl(t.Context(), "apply", "-f", manifest))
 	c := awaitingApproval(t, ns)
 	require.Equal(t, bootstrap.ID, c.Status.Plan.ID, "the live plan predicts the recorded plan's ID")
 	require.Equal(t, bootstrap.Steps, c.Status.Plan.Steps)
@@ -88,12 +89,12 @@ func TestKubectlEtcdLive(t *testing.T) {
 	require.Equal(t, cli.ExitError, code)
 	require.Contains(t, errOut, "plan 000000000000 is not the pending plan")
 	time.Sleep(2 * time.Second)
-	require.Empty(t, endpoints(t, ns, "demo"), "a refused approval runs nothing")
+	require.Empty(t, framework.Endpoints(t, ns, "demo"), "a refused approval runs nothing")
 
 	code, out, _ = kubectlEtcd(t, ns, "approve", "demo", "--plan", bootstrap.ID)
 	require.Equal(t, cli.ExitOK, code)
 	require.Contains(t, out, "plan "+bootstrap.ID+" approved")
-	waitReady(t, ns, "demo")
+	framework.WaitReady(t, ns, "demo")
 	w := startWriter(t, ns, "demo")
 
 	// Converged: no changes, live and from the saved observed state alike.
@@ -121,13 +122,13 @@ func TestKubectlEtcdLive(t *testing.T) {
 	// change, and the operator runs the plan without waiting.
 	writeManifest(t, manifest, ns, 5, scale.ID)
 	require.Equal(t, scale.ID, livePlan(t, ns, manifest, cli.ExitChanges).ID, "the annotation is not part of the plan")
-	require.NoError(t, kubectl(t.Context(), "apply", "-f", manifest))
-	c = waitReady(t, ns, "demo")
+	require.NoError(t, framework.Kubectl(t.Context(), "apply", "-f", manifest))
+	c = framework.WaitReady(t, ns, "demo")
 	require.EqualValues(t, 5, c.Status.ReadyReplicas)
 	require.Equal(t, scale.ID, c.Status.History[0].ID)
 	w.stopAndVerify()
-	checkMembership(t, ns, "demo")
-	waitFor(t, ns, "demo", time.Minute, "the cluster version in status", func(c *v1alpha1.EtcdCluster) bool {
+	framework.CheckMembership(t, ns, "demo")
+	framework.WaitFor(t, ns, "demo", time.Minute, "the cluster version in status", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.ClusterVersion == "3.6.0"
 	})
 }
@@ -137,12 +138,12 @@ func waitPodsReady(t *testing.T, ns string, n int) {
 	t.Helper()
 	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
-		if err := env.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: "demo"}); err != nil {
+		if err := framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: "demo"}); err != nil {
 			return false, nil
 		}
 		ready := 0
 		for i := range pods.Items {
-			if podReady(&pods.Items[i]) {
+			if framework.PodReady(&pods.Items[i]) {
 				ready++
 			}
 		}
@@ -153,7 +154,7 @@ func waitPodsReady(t *testing.T, ns string, n int) {
 // awaitingApproval waits for the plan of the current spec to await approval.
 func awaitingApproval(t *testing.T, ns string) *v1alpha1.EtcdCluster {
 	t.Helper()
-	return waitFor(t, ns, "demo", time.Minute, "a plan awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+	return framework.WaitFor(t, ns, "demo", time.Minute, "a plan awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
 		p := c.Status.Plan
 		return p != nil && p.Generation == c.Generation && p.Phase == v1alpha1.PlanAwaitingApproval
 	})

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // kstatus computes the status Flux and kubectl-style tools derive from the conditions.
@@ -29,88 +30,88 @@ func kstatus(t *testing.T, c *v1alpha1.EtcdCluster) status.Status {
 
 func TestSuspendStopsAllChanges(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 1)
-	require.Equal(t, status.CurrentStatus, kstatus(t, get(t, ns, "demo")))
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 1)
+	require.Equal(t, status.CurrentStatus, kstatus(t, framework.Get(t, ns, "demo")))
 
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Suspend = true })
-	waitFor(t, ns, "demo", time.Minute, "suspended", func(c *v1alpha1.EtcdCluster) bool {
-		r := condition(c, "Ready")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Suspend = true })
+	framework.WaitFor(t, ns, "demo", time.Minute, "suspended", func(c *v1alpha1.EtcdCluster) bool {
+		r := framework.Condition(c, "Ready")
 		return c.Status.ObservedGeneration == c.Generation && r != nil && r.Reason == "Suspended"
 	})
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 	time.Sleep(5 * time.Second)
-	require.Len(t, endpoints(t, ns, "demo"), 1, "a suspended cluster does not change")
+	require.Len(t, framework.Endpoints(t, ns, "demo"), 1, "a suspended cluster does not change")
 
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Suspend = false })
-	waitReady(t, ns, "demo")
-	checkMembership(t, ns, "demo")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Suspend = false })
+	framework.WaitReady(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
 }
 
 func TestManualApprovalHoldsThePlan(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	c := newCluster(ns, "demo", 1)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "demo", 1)
 	c.Spec.UpdateStrategy.Approval = v1alpha1.ApprovalManual
-	require.NoError(t, env.client.Create(context.Background(), c))
-	c = waitFor(t, ns, "demo", time.Minute, "a plan awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	c = framework.WaitFor(t, ns, "demo", time.Minute, "a plan awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.Plan != nil && c.Status.Plan.Phase == v1alpha1.PlanAwaitingApproval
 	})
 	require.Equal(t, status.InProgressStatus, kstatus(t, c))
 	time.Sleep(3 * time.Second)
-	require.Empty(t, endpoints(t, ns, "demo"), "nothing runs before approval")
+	require.Empty(t, framework.Endpoints(t, ns, "demo"), "nothing runs before approval")
 
 	id := c.Status.Plan.ID
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
 		c.Annotations[v1alpha1.AnnotationApprove] = id
 	})
-	c = waitReady(t, ns, "demo")
+	c = framework.WaitReady(t, ns, "demo")
 	require.Equal(t, id, c.Status.History[0].ID)
 	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase)
 }
 
 func TestStepPastItsDeadlineStalls(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	c := newCluster(ns, "demo", 3)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "demo", 3)
 	c.Spec.UpdateStrategy.ProgressDeadlineSeconds = 10
 	c.Spec.NodeSelector = map[string]string{"etcdplan.io/no-such-node": "true"} // the seed never runs
-	require.NoError(t, env.client.Create(context.Background(), c))
-	c = waitFor(t, ns, "demo", 2*time.Minute, "Stalled", func(c *v1alpha1.EtcdCluster) bool {
-		s := condition(c, "Stalled")
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	c = framework.WaitFor(t, ns, "demo", 2*time.Minute, "Stalled", func(c *v1alpha1.EtcdCluster) bool {
+		s := framework.Condition(c, "Stalled")
 		return s != nil && s.Status == "True"
 	})
 	require.Equal(t, status.FailedStatus, kstatus(t, c))
-	require.Contains(t, condition(c, "Stalled").Message, "did not finish within 10s")
-	require.Equal(t, "False", string(condition(c, "Ready").Status))
+	require.Contains(t, framework.Condition(c, "Stalled").Message, "did not finish within 10s")
+	require.Equal(t, "False", string(framework.Condition(c, "Ready").Status))
 }
 
 func TestDeletedClusterKeepsItsVolumes(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	before := createReady(t, ns, 3)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	before := framework.CreateReady(t, ns, 3)
 	w := writeAWhile(t, ns, "demo")
 
-	require.NoError(t, env.client.Delete(context.Background(), before))
+	require.NoError(t, framework.Env.Client.Delete(context.Background(), before))
 	require.Eventually(t, func() bool {
 		var pods corev1.PodList
 		var svcs corev1.ServiceList
-		_ = env.client.List(context.Background(), &pods, client.InNamespace(ns))
-		_ = env.client.List(context.Background(), &svcs, client.InNamespace(ns))
+		_ = framework.Env.Client.List(context.Background(), &pods, client.InNamespace(ns))
+		_ = framework.Env.Client.List(context.Background(), &svcs, client.InNamespace(ns))
 		return len(pods.Items) == 0 && len(svcs.Items) == 0
 	}, 2*time.Minute, time.Second, "Pods and Services go with the cluster")
 	var pvcs corev1.PersistentVolumeClaimList
-	require.NoError(t, env.client.List(context.Background(), &pvcs, client.InNamespace(ns)))
+	require.NoError(t, framework.Env.Client.List(context.Background(), &pvcs, client.InNamespace(ns)))
 	require.Len(t, pvcs.Items, 3, "volumes stay (retainPolicy Retain)")
 
-	after := createReady(t, ns, 3)
+	after := framework.CreateReady(t, ns, 3)
 	require.Equal(t, before.Status.ClusterID, after.Status.ClusterID, "the re-created cluster is the same etcd cluster")
 	w.stillThere() // the writes from before must be there too
 }
@@ -119,20 +120,20 @@ func TestDeletedClusterKeepsItsVolumes(t *testing.T) {
 // the step is recorded, through bootstrap, scale up, scale down and a restart of every member.
 func TestOperatorCrashAfterEachStep(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
+	ns := framework.Namespace(t)
 	markers := filepath.Join(t.TempDir(), "failpoints")
-	op := startOperator(t, ns, "--test-crash-after-effect="+markers)
-	createReady(t, ns, 3)
+	op := framework.StartOperator(t, ns, "--test-crash-after-effect="+markers)
+	framework.CreateReady(t, ns, 3)
 	w := startWriter(t, ns, "demo")
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
-	waitReady(t, ns, "demo")
-	checkMembership(t, ns, "demo")
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
-	waitReady(t, ns, "demo")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	framework.WaitReady(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	framework.WaitReady(t, ns, "demo")
 	q := int64(256 << 20)
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &q })
-	c := waitReady(t, ns, "demo")
-	checkMembership(t, ns, "demo")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &q })
+	c := framework.WaitReady(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
 	w.stopAndVerify()
 
 	crashes, err := os.ReadDir(markers)

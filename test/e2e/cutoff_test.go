@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // recoveryActions are the steps that start a cluster anew or snapshot a survivor: none may
@@ -39,17 +40,17 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 		t.Skip("cuts nodes off the API server: run alone by `make test` with ETCDPLAN_STACK_EXCLUSIVE=1")
 	}
 	start := time.Now()
-	ns := namespace(t)
-	startOperator(t, ns)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	// Where the survivor's snapshot goes: the destination of a schedule (suspended, so it
 	// takes no backup of its own).
 	createClaim(t, ns, "backups")
-	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metaName(ns, "nightly")}
+	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, "nightly")}
 	sched.Spec.ClusterRef.Name, sched.Spec.Schedule, sched.Spec.Suspend = "demo", "@daily", true
-	sched.Spec.Destination = claimDest("backups")
-	require.NoError(t, env.client.Create(ctx, sched))
-	before := createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
+	sched.Spec.Destination = framework.ClaimDest("backups")
+	require.NoError(t, framework.Env.Client.Create(ctx, sched))
+	before := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory
 		c.Spec.Storage.Size = resource.MustParse("256Mi") // etcd's WAL preallocates 64 MB segments
 		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
@@ -63,7 +64,7 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 	survivor, victims := "demo-0", []string{"demo-1", "demo-2"}
 	nodes := map[string]string{}
 	victimURLs := map[string]string{}
-	for _, p := range memberPods(t, ns, "demo") {
+	for _, p := range framework.MemberPods(t, ns, "demo") {
 		nodes[p.Name] = p.Spec.NodeName
 	}
 	require.Len(t, nodes, 3)
@@ -78,18 +79,18 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 	w.waitAcked()
 	t.Cleanup(func() { // whatever happens, the stack's nodes come back for the other tests
 		for _, v := range victims {
-			if err := env.stack.ReconnectNodeToAPI(context.Background(), nodes[v]); err != nil {
+			if err := framework.Env.Stack.ReconnectNodeToAPI(context.Background(), nodes[v]); err != nil {
 				t.Errorf("reconnecting node %s: %v", nodes[v], err)
 			}
 		}
 	})
 	for _, v := range victims {
-		require.NoError(t, env.stack.CutNodeFromAPI(ctx, nodes[v]))
+		require.NoError(t, framework.Env.Stack.CutNodeFromAPI(ctx, nodes[v]))
 	}
 	cut := time.Now()
 	ackedAtCut := w.ackedCount()
 	for _, v := range victims {
-		require.NoError(t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, v)})) // graceful: it stays Terminating
+		require.NoError(t, framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(ns, v)})) // graceful: it stays Terminating
 	}
 	t.Logf("%s: nodes %s and %s cut off from the API server, Pods %v deleted (%d writes acknowledged so far)",
 		time.Since(start).Round(time.Second), nodes[victims[0]], nodes[victims[1]], victims, ackedAtCut)
@@ -97,10 +98,10 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 	// For 40 s and more, every second: no recovery planned, the cluster ID kept, a
 	// linearizable read through the cluster's endpoints and through each Terminating member,
 	// writes acknowledged.
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	victimClients := map[string]*clientv3.Client{}
 	for _, v := range victims {
-		victimClients[v] = etcdClient(t, []string{victimURLs[v]})
+		victimClients[v] = framework.EtcdClient(t, []string{victimURLs[v]})
 	}
 	lastAcked, lastProgress := ackedAtCut, time.Now()
 	looks := 0
@@ -108,15 +109,15 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 	for time.Since(cut) < 42*time.Second {
 		tick := time.Now()
 		looks++
-		c = get(t, ns, "demo")
-		require.Equal(t, before.Status.ClusterID, c.Status.ClusterID, "status.clusterID changed while a quorum runs\n%s", describe(c))
+		c = framework.Get(t, ns, "demo")
+		require.Equal(t, before.Status.ClusterID, c.Status.ClusterID, "status.clusterID changed while a quorum runs\n%s", framework.Describe(c))
 		requireNoRecovery(t, c)
 		for _, v := range victims {
 			var p corev1.Pod
-			require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v}, &p), "Pod %s is gone: its node was cut off", v)
+			require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v}, &p), "Pod %s is gone: its node was cut off", v)
 			require.NotNil(t, p.DeletionTimestamp, "Pod %s", v)
 		}
-		if eps := endpoints(t, ns, "demo"); len(eps) > 0 {
+		if eps := framework.Endpoints(t, ns, "demo"); len(eps) > 0 {
 			cli.SetEndpoints(eps...)
 		}
 		require.NoError(t, linearizableMembers(ctx, cli, before.Status.ClusterID, 3), "through the cluster's endpoints, %s after the cut", time.Since(cut).Round(time.Second))
@@ -133,11 +134,11 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 	require.Greater(t, w.ackedCount(), ackedAtCut, "writes acknowledged while the nodes were cut off")
 	for _, v := range victims {
 		var n corev1.Node
-		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Name: nodes[v]}, &n))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Name: nodes[v]}, &n))
 		require.False(t, isNodeReady(&n), "node %s reported nothing for 40 s: the node controller marks it not ready", n.Name)
 	}
 	t.Logf("%s: %d looks over %s, the cluster kept serving; status: %s", time.Since(start).Round(time.Second), looks,
-		time.Since(cut).Round(time.Second), strings.TrimSpace(describe(c)))
+		time.Since(cut).Round(time.Second), strings.TrimSpace(framework.Describe(c)))
 
 	// The writes end here; a linearizable read through the survivor returns once it applied
 	// every write acknowledged so far, so its snapshot holds them all.
@@ -145,16 +146,16 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 	<-w.done
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := etcdClient(t, []string{podEndpoint(t, ns, survivor)}).Get(rctx, "/writer/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	_, err := framework.EtcdClient(t, []string{podEndpoint(t, ns, survivor)}).Get(rctx, "/writer/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	require.NoError(t, err)
 
 	for _, v := range victims {
-		require.NoError(t, env.stack.ReconnectNodeToAPI(ctx, nodes[v]))
+		require.NoError(t, framework.Env.Stack.ReconnectNodeToAPI(ctx, nodes[v]))
 	}
 	reconnected := time.Now()
 	require.Eventually(t, func() bool {
 		for _, v := range victims {
-			if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			if err := framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
 				return false
 			}
 		}
@@ -166,15 +167,15 @@ func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T)
 	t.Logf("%s: nodes reconnected, the Pods gone %s later", time.Since(start).Round(time.Second), time.Since(reconnected).Round(100*time.Millisecond))
 
 	old := append([]string{survivor}, victims...)
-	c = waitFor(t, ns, "demo", 150*time.Second, "three voters of a new cluster", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && len(c.Status.Members) == 3 && c.Status.ClusterID != before.Status.ClusterID &&
+	c = framework.WaitFor(t, ns, "demo", 150*time.Second, "three voters of a new cluster", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && len(c.Status.Members) == 3 && c.Status.ClusterID != before.Status.ClusterID &&
 			!slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return slices.Contains(old, m.Name) })
 	})
 	snapshot := historyIndex(c, "SnapshotSurvivor "+survivor, true)
 	restore := historyIndex(c, "RestoreFromBackup demo-", true)
 	require.True(t, snapshot >= 0 && restore >= 0 && restore < snapshot, "the survivor snapshotted, then the cluster restored from it: %+v", c.Status.History)
 	require.Equal(t, before.Status.ClusterID, c.Status.PreviousClusterID)
-	require.Len(t, checkMembership(t, ns, "demo").Members, 3)
+	require.Len(t, framework.CheckMembership(t, ns, "demo").Members, 3)
 	w.stopAndVerify() // every write acknowledged, before the cut and during it
 	t.Logf("%s: recovered %s after the reconnection, restored from %s", time.Since(start).Round(time.Second),
 		time.Since(reconnected).Round(time.Second), c.Status.RestoredFrom)
@@ -187,7 +188,7 @@ func requireNoRecovery(t *testing.T, c *v1alpha1.EtcdCluster) {
 	for _, a := range recoveryActions {
 		if p := c.Status.Plan; p != nil {
 			for _, s := range p.Steps {
-				require.NotEqual(t, a, s.Action, "a recovery is planned while a quorum of members runs\n%s", describe(c))
+				require.NotEqual(t, a, s.Action, "a recovery is planned while a quorum of members runs\n%s", framework.Describe(c))
 			}
 		}
 		require.Equal(t, -1, historyIndex(c, string(a), false), "a recovery ran while a quorum of members runs: %+v", c.Status.History)
@@ -203,7 +204,7 @@ func linearizableMembers(ctx context.Context, cli *clientv3.Client, clusterID st
 	if err != nil {
 		return err
 	}
-	if err := sameCluster(list.Header, clusterID); err != nil {
+	if err := framework.SameCluster(list.Header, clusterID); err != nil {
 		return err
 	}
 	if len(list.Members) != n {
@@ -221,7 +222,7 @@ func oldMemberAnswers(ctx context.Context, cli *clientv3.Client, clusterID strin
 	if err != nil {
 		return err
 	}
-	return sameCluster(list.Header, clusterID)
+	return framework.SameCluster(list.Header, clusterID)
 }
 
 func isNodeReady(n *corev1.Node) bool {

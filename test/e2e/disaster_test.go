@@ -23,6 +23,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/test/framework"
 	"github.com/etcdplan/etcdplan/test/objstore"
 )
 
@@ -31,22 +32,22 @@ import (
 // the lost members' Pods and volumes go.
 func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	before := createReady(t, ns, 3)
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	before := framework.CreateReady(t, ns, 3)
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	ctx := context.Background()
-	dest := minioDest(m.Endpoint)
+	dest := framework.MinIODest(m.Endpoint)
 
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	written := map[string]string{}
 	put := func(from, to int) { putData(t, cli, written, from, to) }
 	put(0, 100)
-	createBackup(t, ns, "older", dest)
-	waitBackup(t, ns, "older", v1alpha1.BackupSucceeded)
+	framework.CreateBackup(t, ns, "older", dest)
+	framework.WaitBackup(t, ns, "older", v1alpha1.BackupSucceeded)
 	put(100, 200)
-	createBackup(t, ns, "newest", dest)
-	newest := waitBackup(t, ns, "newest", v1alpha1.BackupSucceeded)
+	framework.CreateBackup(t, ns, "newest", dest)
+	newest := framework.WaitBackup(t, ns, "newest", v1alpha1.BackupSucceeded)
 	require.Equal(t, before.Status.ClusterID, newest.Status.Artifact.ClusterID)
 	backedUp := maps.Clone(written)
 	put(200, 250) // lost with the volumes: no backup holds them
@@ -54,12 +55,12 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	// Every volume wiped before any Pod goes: a Pod re-created while another member's
 	// volume still held data would let the plan count that member as a survivor.
 	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
-		require.NoError(t, env.stack.WipePVC(ctx, ns, name))
+		require.NoError(t, framework.Env.Stack.WipePVC(ctx, ns, name))
 	}
 	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
-		require.NoError(t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, name)}))
+		require.NoError(t, framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(ns, name)}))
 	}
-	c := waitFor(t, ns, "demo", 3*time.Minute, "a restore awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+	c := framework.WaitFor(t, ns, "demo", 3*time.Minute, "a restore awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.Plan != nil && c.Status.Plan.Phase == v1alpha1.PlanAwaitingApproval &&
 			slices.ContainsFunc(c.Status.Plan.Steps, func(s plan.Step) bool { return s.Action == plan.RestoreFromBackup })
 	})
@@ -67,38 +68,38 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	require.Equal(t, plan.RestoreFromBackup, s.Action)
 	require.Equal(t, "newest", s.Backup)
 	require.Contains(t, s.Reason, fmt.Sprintf("EtcdBackup newest (revision %d, taken ", newest.Status.Artifact.Revision))
-	stalled := condition(c, fluxmeta.StalledCondition)
+	stalled := framework.Condition(c, fluxmeta.StalledCondition)
 	require.NotNil(t, stalled)
 	require.Equal(t, "QuorumLost", stalled.Reason)
 	require.Contains(t, stalled.Message, "starts the cluster anew from EtcdBackup newest")
 	require.Equal(t, before.Status.ClusterID, c.Status.ClusterID, "nothing runs before approval")
 
 	id := c.Status.Plan.ID
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: id} })
-	c = waitFor(t, ns, "demo", 5*time.Minute, "three voters again, none of the lost ones", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: id} })
+	c = framework.WaitFor(t, ns, "demo", 5*time.Minute, "three voters again, none of the lost ones", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
 			return m.Name == "demo-0" || m.Name == "demo-1" || m.Name == "demo-2"
 		})
 	})
 	require.NotEqual(t, before.Status.ClusterID, c.Status.ClusterID, "a new etcd cluster")
 	require.Equal(t, newest.Status.Artifact.URI, c.Status.RestoredFrom)
-	requireHistory(t, c, "RestoreFromBackup "+s.Member)
-	require.Len(t, checkMembership(t, ns, "demo").Members, 3)
+	framework.RequireHistory(t, c, "RestoreFromBackup "+s.Member)
+	require.Len(t, framework.CheckMembership(t, ns, "demo").Members, 3)
 	require.Equal(t, backedUp, keys(t, ns, "demo", "/data/"), "exactly what the newest backup holds")
 	for _, name := range []string{"demo-0", "demo-1", "demo-2"} {
 		var claim corev1.PersistentVolumeClaim
-		err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &claim)
+		err := framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &claim)
 		require.True(t, err != nil || claim.DeletionTimestamp != nil, "the lost member %s's claim goes", name)
 	}
 	var claim corev1.PersistentVolumeClaim
-	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Member}, &claim))
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Member}, &claim))
 	require.NotContains(t, claim.Annotations, vocab.AnnotationRestoreSeed, "the mark goes once a quorum answers")
 }
 
 // keys reads every key under prefix from a cluster, with its value.
 func keys(t *testing.T, ns, name, prefix string) map[string]string {
 	t.Helper()
-	resp, err := etcdClient(t, endpoints(t, ns, name)).Get(context.Background(), prefix, clientv3.WithPrefix())
+	resp, err := framework.EtcdClient(t, framework.Endpoints(t, ns, name)).Get(context.Background(), prefix, clientv3.WithPrefix())
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, kv := range resp.Kvs {
@@ -113,12 +114,12 @@ func keys(t *testing.T, ns, name, prefix string) map[string]string {
 // not answer says StoreUnavailable while it is retried.
 func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 1)
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 1)
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	ctx := context.Background()
-	_, err := etcdClient(t, endpoints(t, ns, "demo")).Put(ctx, "/data/k", strings.Repeat("v", 4096))
+	_, err := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo")).Put(ctx, "/data/k", strings.Repeat("v", 4096))
 	require.NoError(t, err)
 
 	// Each bad object stands for one good backup: its bytes in the store are replaced.
@@ -127,28 +128,28 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 		"truncated": func(b []byte) []byte { return b[:len(b)/2] },
 	}
 	for name, f := range bad {
-		createBackup(t, ns, name, minioDest(m.Endpoint))
-		spoil(t, m, waitBackup(t, ns, name, v1alpha1.BackupSucceeded).Status.Artifact.URI, f)
-		c := newCluster(ns, "from-"+name, 3)
+		framework.CreateBackup(t, ns, name, framework.MinIODest(m.Endpoint))
+		spoil(t, m, framework.WaitBackup(t, ns, name, v1alpha1.BackupSucceeded).Status.Artifact.URI, f)
+		c := framework.NewCluster(ns, "from-"+name, 3)
 		c.Spec.UpdateStrategy.ProgressDeadlineSeconds = 20
 		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: name}}
-		require.NoError(t, env.client.Create(ctx, c))
+		require.NoError(t, framework.Env.Client.Create(ctx, c))
 	}
 	for name := range bad {
-		c := refused(t, ns, "from-"+name, 3*time.Minute, "RestoreFailed")
+		c := framework.Refused(t, ns, "from-"+name, 3*time.Minute, "RestoreFailed")
 		msg := conditions.GetMessage(c, fluxmeta.StalledCondition)
 		require.Contains(t, msg, "restoring from EtcdBackup "+name+" failed in restore-fetch", msg)
 		require.Contains(t, msg, "does not match", msg)
 		require.Len(t, c.Status.Members, 0, "no member joined")
-		require.Len(t, memberPods(t, ns, c.Name), 1, "the seed's Pod is kept for its logs, and no other starts")
+		require.Len(t, framework.MemberPods(t, ns, c.Name), 1, "the seed's Pod is kept for its logs, and no other starts")
 	}
 
 	// A closed port on the stack's bridge: the operator reaches the address, nothing listens.
-	closed := objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP())
-	createBackup(t, ns, "unreachable", minioDest("http://"+closed))
+	closed := objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP())
+	framework.CreateBackup(t, ns, "unreachable", framework.MinIODest("http://"+closed))
 	require.Eventually(t, func() bool {
 		var b v1alpha1.EtcdBackup
-		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unreachable"}, &b))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unreachable"}, &b))
 		ready := apimeta.FindStatusCondition(b.Status.Conditions, fluxmeta.ReadyCondition)
 		return ready != nil && ready.Reason == "StoreUnavailable" && strings.Contains(ready.Message, closed) &&
 			b.Status.Phase != v1alpha1.BackupSucceeded && !strings.Contains(fmt.Sprint(b.Status), m.Password)
@@ -156,16 +157,16 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 
 	// A store that fills up says StoreFull, keeps no part of the snapshot, and is tried
 	// again: once there is room, the backup succeeds.
-	small := objstore.StartSmallMinIO(t, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()), 4<<20)
+	small := objstore.StartSmallMinIO(t, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()), 4<<20)
 	small.Bucket(t, "etcd-backups")
 	for i := range 5 {
-		_, err := etcdClient(t, endpoints(t, ns, "demo")).Put(ctx, fmt.Sprintf("/big/%d", i), strings.Repeat("v", 1<<20))
+		_, err := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo")).Put(ctx, fmt.Sprintf("/big/%d", i), strings.Repeat("v", 1<<20))
 		require.NoError(t, err)
 	}
-	createBackup(t, ns, "full", minioDest(small.Endpoint))
+	framework.CreateBackup(t, ns, "full", framework.MinIODest(small.Endpoint))
 	require.Eventually(t, func() bool {
 		var b v1alpha1.EtcdBackup
-		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "full"}, &b))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "full"}, &b))
 		ready := apimeta.FindStatusCondition(b.Status.Conditions, fluxmeta.ReadyCondition)
 		return ready != nil && ready.Reason == "StoreFull" && strings.Contains(ready.Message, "XMinioStorageFull") &&
 			strings.Contains(ready.Message, "free space there") && b.Status.Phase == v1alpha1.BackupPending
@@ -174,7 +175,7 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, objs.Contents, "no part of the snapshot stays")
 	small.Resize(t, 256<<20)
-	require.Greater(t, waitBackup(t, ns, "full", v1alpha1.BackupSucceeded).Status.Artifact.Size, int64(5<<20))
+	require.Greater(t, framework.WaitBackup(t, ns, "full", v1alpha1.BackupSucceeded).Status.Artifact.Size, int64(5<<20))
 }
 
 // Restore drills on real etcd: a good backup restores into a scratch etcd holding the keys
@@ -183,13 +184,13 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 // where. spec.verify set on a backup that succeeded drills it then.
 func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 1)
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 1)
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	ctx := context.Background()
-	dest := minioDest(m.Endpoint)
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	dest := framework.MinIODest(m.Endpoint)
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	var rev int64
 	for i := range 150 {
 		r, err := cli.Put(ctx, fmt.Sprintf("/data/%04d", i), strings.Repeat("v", i))
@@ -201,9 +202,9 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	_, err = cli.Delete(ctx, "/data/0007")
 	require.NoError(t, err)
 
-	createBackup(t, ns, "good", dest, verify)
+	framework.CreateBackup(t, ns, "good", dest, verify)
 	for _, name := range []string{"corrupt", "forged"} {
-		createBackup(t, ns, name, dest)
+		framework.CreateBackup(t, ns, name, dest)
 	}
 	good := waitVerified(t, ns, "good", metav1.ConditionTrue)
 	require.Equal(t, int64(149), good.Status.Artifact.Contents.Keys)
@@ -213,19 +214,19 @@ func TestRestoreDrillsVerifyBackups(t *testing.T) {
 	require.True(t, conditions.IsReady(good))
 	require.Eventually(t, func() bool {
 		var pods corev1.PodList
-		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
+		require.NoError(t, framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
 		return len(pods.Items) == 0
 	}, time.Minute, 200*time.Millisecond, "the scratch etcd goes once read")
 
-	corrupt := waitBackup(t, ns, "corrupt", v1alpha1.BackupSucceeded)
+	corrupt := framework.WaitBackup(t, ns, "corrupt", v1alpha1.BackupSucceeded)
 	spoil(t, m, corrupt.Status.Artifact.URI, func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b })
-	forged := waitBackup(t, ns, "forged", v1alpha1.BackupSucceeded)
+	forged := framework.WaitBackup(t, ns, "forged", v1alpha1.BackupSucceeded)
 	forged.Status.Artifact.Contents.Keys++
-	require.NoError(t, env.client.Status().Update(ctx, forged))
+	require.NoError(t, framework.Env.Client.Status().Update(ctx, forged))
 	for _, name := range []string{"corrupt", "forged"} {
 		b := &v1alpha1.EtcdBackup{}
-		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b))
-		patchSpec(t, b, func() { b.Spec.Verify = true })
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b))
+		framework.PatchSpec(t, b, func() { b.Spec.Verify = true })
 	}
 	corrupt = waitVerified(t, ns, "corrupt", metav1.ConditionFalse)
 	require.Equal(t, "DrillFailed", conditions.GetReason(corrupt, v1alpha1.VerifiedCondition))
@@ -242,7 +243,7 @@ func waitVerified(t *testing.T, ns, name string, want metav1.ConditionStatus) *v
 	t.Helper()
 	b := &v1alpha1.EtcdBackup{}
 	for end := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, b))
+		require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, b))
 		v := apimeta.FindStatusCondition(b.Status.Conditions, v1alpha1.VerifiedCondition)
 		switch {
 		case v != nil && v.Status != metav1.ConditionUnknown && v.ObservedGeneration == b.Generation && v.Status != want:
@@ -261,38 +262,38 @@ func waitVerified(t *testing.T, ns, name string, want metav1.ConditionStatus) *v
 // every key.
 func TestBackupToAVolumeClaimAndRestore(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 1)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 1)
 	ctx := context.Background()
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	written := map[string]string{}
 	putData(t, cli, written, 0, 120)
-	createBackup(t, ns, "missing", claimDest("backups"))
+	framework.CreateBackup(t, ns, "missing", framework.ClaimDest("backups"))
 	require.Eventually(t, func() bool {
 		var b v1alpha1.EtcdBackup
-		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "missing"}, &b))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "missing"}, &b))
 		ready := apimeta.FindStatusCondition(b.Status.Conditions, fluxmeta.ReadyCondition)
 		return b.Status.Phase == v1alpha1.BackupPending && ready != nil && ready.Reason == "ClaimNotFound" &&
 			strings.Contains(ready.Message, "PersistentVolumeClaim backups does not exist")
 	}, time.Minute, 200*time.Millisecond, "a missing claim is named, and waited for")
 
 	createClaim(t, ns, "backups")
-	createBackup(t, ns, "onclaim", claimDest("backups"), verify)
+	framework.CreateBackup(t, ns, "onclaim", framework.ClaimDest("backups"), verify)
 	b := waitVerified(t, ns, "onclaim", metav1.ConditionTrue)
 	a := b.Status.Artifact
 	require.True(t, strings.HasPrefix(a.URI, "pvc://backups/etcd/"+ns+"/demo/demo-"), a.URI)
 	require.Equal(t, int64(120), a.Contents.Keys)
 	require.Equal(t, "demo-0", a.Member)
 	require.NotEmpty(t, a.ClusterID)
-	waitBackup(t, ns, "missing", v1alpha1.BackupSucceeded)
+	framework.WaitBackup(t, ns, "missing", v1alpha1.BackupSucceeded)
 
-	c := newCluster(ns, "restored", 1)
+	c := framework.NewCluster(ns, "restored", 1)
 	c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "onclaim"}}
-	require.NoError(t, env.client.Create(ctx, c))
-	waitReady(t, ns, "restored")
+	require.NoError(t, framework.Env.Client.Create(ctx, c))
+	framework.WaitReady(t, ns, "restored")
 	require.Equal(t, written, keys(t, ns, "restored", "/data/"), "every key, from the claim")
 	var pods corev1.PodList
-	require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
+	require.NoError(t, framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{vocab.LabelBackup}))
 	require.Empty(t, pods.Items, "the snapshot Pods go once read")
 }

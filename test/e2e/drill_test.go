@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/framework"
 	"github.com/etcdplan/etcdplan/test/objstore"
 )
 
@@ -36,35 +37,35 @@ import (
 // again on their own verify.
 func TestUnschedulableDrillLeavesTheBackupUsable(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns, "--drill-deadline=20s")
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns, "--drill-deadline=20s")
 	node, free := roomiestNode(t)
-	createReady(t, ns, 1, func(c *v1alpha1.EtcdCluster) {
+	framework.CreateReady(t, ns, 1, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
 		c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(free/2, resource.DecimalSI)}
 	})
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	ctx := context.Background()
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	written := map[string]string{}
 	putData(t, cli, written, 0, 100)
 
-	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metaName(ns, "often")}
+	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, "often")}
 	s.Spec.ClusterRef.Name, s.Spec.Schedule = "demo", "*/10 * * * * *"
-	s.Spec.Destination = minioDest(m.Endpoint)
+	s.Spec.Destination = framework.MinIODest(m.Endpoint)
 	s.Spec.Verify = &v1alpha1.VerifyPolicy{Every: 1}
 	s.Spec.Retention.KeepLast = ptr.To[int32](10) // lowered below once the backups are taken
-	require.NoError(t, env.client.Create(ctx, s))
+	require.NoError(t, framework.Env.Client.Create(ctx, s))
 	backups := func() []v1alpha1.EtcdBackup {
 		var l v1alpha1.EtcdBackupList
-		require.NoError(t, env.client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSchedule: s.Name}))
+		require.NoError(t, framework.Env.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSchedule: s.Name}))
 		slices.SortFunc(l.Items, func(a, b v1alpha1.EtcdBackup) int { return strings.Compare(a.Name, b.Name) }) // names end in their time
 		return l.Items
 	}
 	suspend := func(on bool) {
 		t.Helper()
-		require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
-		patchSpec(t, s, func() { s.Spec.Suspend = on })
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(s), s))
+		framework.PatchSpec(t, s, func() { s.Spec.Suspend = on })
 	}
 	waitBackups := func(n int) []v1alpha1.EtcdBackup {
 		t.Helper()
@@ -82,7 +83,7 @@ func TestUnschedulableDrillLeavesTheBackupUsable(t *testing.T) {
 
 	// Another workload takes a quarter of the node's CPU: the member still runs, a drill
 	// beside it no longer fits anywhere.
-	other := &corev1.Pod{ObjectMeta: metaName(ns, "other-workload"), Spec: corev1.PodSpec{
+	other := &corev1.Pod{ObjectMeta: framework.MetaName(ns, "other-workload"), Spec: corev1.PodSpec{
 		NodeSelector: map[string]string{corev1.LabelHostname: node},
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
@@ -91,9 +92,9 @@ func TestUnschedulableDrillLeavesTheBackupUsable(t *testing.T) {
 			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
 				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
 	}}
-	require.NoError(t, env.client.Create(ctx, other))
+	require.NoError(t, framework.Env.Client.Create(ctx, other))
 	require.Eventually(t, func() bool {
-		require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(other), other))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(other), other))
 		return other.Spec.NodeName == node
 	}, time.Minute, 100*time.Millisecond, "the other workload is scheduled")
 
@@ -102,7 +103,7 @@ func TestUnschedulableDrillLeavesTheBackupUsable(t *testing.T) {
 	waitBackups(5)
 	suspend(true)
 	require.Eventually(t, func() bool {
-		require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(s), s))
 		return conditions.GetReason(s, fluxmeta.ReadyCondition) == "Suspended"
 	}, 30*time.Second, 100*time.Millisecond, "the schedule says it is suspended")
 	notRun := backups()[1:]
@@ -139,10 +140,10 @@ func TestUnschedulableDrillLeavesTheBackupUsable(t *testing.T) {
 
 	// keepLast as many as drills could not run: counted as good backups, they all stay,
 	// and the verified one, past keepLast, stays as the newest verified.
-	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
-	patchSpec(t, s, func() { s.Spec.Retention.KeepLast = ptr.To(int32(len(notRun))) })
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(s), s))
+	framework.PatchSpec(t, s, func() { s.Spec.Retention.KeepLast = ptr.To(int32(len(notRun))) })
 	require.Eventually(t, func() bool {
-		require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(s), s))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(s), s))
 		return s.Status.ObservedGeneration == s.Generation
 	}, 30*time.Second, 100*time.Millisecond, "retention ran with keepLast %d", len(notRun))
 	time.Sleep(2 * time.Second) // and had time for more
@@ -165,11 +166,11 @@ func TestUnschedulableDrillLeavesTheBackupUsable(t *testing.T) {
 
 	// The other workload goes: the drills, tried again on their own, find room one at a time.
 	// Meanwhile the oldest backup whose drill could not run restores.
-	require.NoError(t, env.client.Delete(ctx, other))
-	c := newCluster(ns, "copy", 1)
+	require.NoError(t, framework.Env.Client.Delete(ctx, other))
+	c := framework.NewCluster(ns, "copy", 1)
 	c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: notRun[0].Name}}
-	require.NoError(t, env.client.Create(ctx, c))
-	waitReady(t, ns, "copy")
+	require.NoError(t, framework.Env.Client.Create(ctx, c))
+	framework.WaitReady(t, ns, "copy")
 	require.Equal(t, written, keys(t, ns, "copy", "/data/"), "every key, from %s", notRun[0].Name)
 	require.Eventually(t, func() bool {
 		for _, b := range backups()[1:] {
@@ -189,9 +190,9 @@ func roomiestNode(t *testing.T) (string, int64) {
 	t.Helper()
 	ctx := context.Background()
 	var nodes corev1.NodeList
-	require.NoError(t, env.client.List(ctx, &nodes))
+	require.NoError(t, framework.Env.Client.List(ctx, &nodes))
 	var pods corev1.PodList
-	require.NoError(t, env.client.List(ctx, &pods))
+	require.NoError(t, framework.Env.Client.List(ctx, &pods))
 	asked := map[string]int64{}
 	for _, p := range pods.Items {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/framework"
 	"github.com/etcdplan/etcdplan/test/stack"
 )
 
@@ -40,18 +41,18 @@ func installFlux(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		for _, dir := range []string{"flux-source-controller-" + stack.FluxSourceVersion, "flux-kustomize-controller-" + stack.FluxKustomizeVersion} {
-			if fluxOnce.err = kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(env.root, "bin", dir, "crds")); fluxOnce.err != nil {
+			if fluxOnce.err = framework.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(framework.Env.Root, "bin", dir, "crds")); fluxOnce.err != nil {
 				return
 			}
 		}
-		if fluxOnce.err = kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		if fluxOnce.err = framework.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
 			"crd/gitrepositories.source.toolkit.fluxcd.io", "crd/kustomizations.kustomize.toolkit.fluxcd.io"); fluxOnce.err != nil {
 			return
 		}
-		if fluxOnce.err = kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(env.root, "test", "e2e", "testdata", "flux", "system.yaml")); fluxOnce.err != nil {
+		if fluxOnce.err = framework.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(framework.Env.Root, "test", "e2e", "testdata", "flux", "system.yaml")); fluxOnce.err != nil {
 			return
 		}
-		fluxOnce.err = kubectl(ctx, "-n", "flux-system", "wait", "--for=condition=Available", "--timeout=120s",
+		fluxOnce.err = framework.Kubectl(ctx, "-n", "flux-system", "wait", "--for=condition=Available", "--timeout=120s",
 			"deployment/source-controller", "deployment/kustomize-controller")
 	})
 	require.NoError(t, fluxOnce.err, "installing Flux")
@@ -76,7 +77,7 @@ func newGitRepo(t *testing.T) *gitRepo {
 	require.NoError(t, err)
 	backend := &cgi.Handler{Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
 		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	ln, err := net.Listen("tcp", net.JoinHostPort(env.stack.Instance().BridgeIP(), "0"))
+	ln, err := net.Listen("tcp", net.JoinHostPort(framework.Env.Stack.Instance().BridgeIP(), "0"))
 	require.NoError(t, err)
 	srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -125,7 +126,7 @@ func getFlux(t *testing.T, gvk schema.GroupVersionKind, ns, name string) *unstru
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u))
+	require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u))
 	return u
 }
 
@@ -139,7 +140,7 @@ func requestReconcile(t *testing.T, gvk schema.GroupVersionKind, ns, name string
 	u.SetNamespace(ns)
 	u.SetName(name)
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, at)
-	require.NoError(t, env.client.Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", []byte(patch))))
+	require.NoError(t, framework.Env.Client.Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", []byte(patch))))
 	return at
 }
 
@@ -170,7 +171,7 @@ type fluxSample struct {
 func (s fluxSample) String() string {
 	c := "absent"
 	if s.cluster != nil {
-		c = fmt.Sprintf("generation %d observed %d, %s", s.cluster.Generation, s.cluster.Status.ObservedGeneration, describe(s.cluster))
+		c = fmt.Sprintf("generation %d observed %d, %s", s.cluster.Generation, s.cluster.Status.ObservedGeneration, framework.Describe(s.cluster))
 	}
 	return fmt.Sprintf("Kustomization Ready=%s %s %q, applied %s, attempted %s | EtcdCluster %s",
 		s.ready.Status, s.ready.Reason, s.ready.Message, s.applied, s.attempted, c)
@@ -189,7 +190,7 @@ func syncUntil(t *testing.T, ns string, timeout time.Duration, what string, done
 		s.applied, _, _ = unstructured.NestedString(ks.Object, "status", "lastAppliedRevision")
 		s.attempted, _, _ = unstructured.NestedString(ks.Object, "status", "lastAttemptedRevision")
 		c := &v1alpha1.EtcdCluster{}
-		if err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, c); err == nil {
+		if err := framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, c); err == nil {
 			s.cluster = c
 		}
 		samples = append(samples, s)
@@ -218,10 +219,10 @@ func synced(rev string) func(fluxSample) bool {
 func removeFluxSync(t *testing.T, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := kubectl(ctx, "-n", ns, "delete", "--ignore-not-found", "--wait=true", "kustomizations.kustomize.toolkit.fluxcd.io/etcd"); err != nil {
+	if err := framework.Kubectl(ctx, "-n", ns, "delete", "--ignore-not-found", "--wait=true", "kustomizations.kustomize.toolkit.fluxcd.io/etcd"); err != nil {
 		t.Log(err)
 	}
-	if err := kubectl(ctx, "-n", ns, "delete", "--ignore-not-found", "--wait=true",
+	if err := framework.Kubectl(ctx, "-n", ns, "delete", "--ignore-not-found", "--wait=true",
 		"kustomizations.kustomize.toolkit.fluxcd.io/etcdplan-operator", "gitrepositories.source.toolkit.fluxcd.io/etcdplan"); err != nil {
 		t.Log(err)
 	}
@@ -232,11 +233,11 @@ func removeFluxSync(t *testing.T, ns string) {
 func TestFluxSyncsAnEtcdCluster(t *testing.T) {
 	t.Parallel()
 	installFlux(t)
-	ns := namespace(t)
+	ns := framework.Namespace(t)
 	repo := newGitRepo(t)
 	for _, dir := range []string{"kustomize", "examples/flux"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(repo.work, filepath.Dir(dir)), 0o755))
-		out, err := exec.Command("cp", "-r", filepath.Join(env.root, dir), filepath.Join(repo.work, dir)).CombinedOutput()
+		out, err := exec.Command("cp", "-r", filepath.Join(framework.Env.Root, dir), filepath.Join(repo.work, dir)).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
 	repo.edit("examples/flux/sync.yaml", func(s string) string {
@@ -245,14 +246,14 @@ func TestFluxSyncsAnEtcdCluster(t *testing.T) {
 	cluster := "examples/flux/cluster/etcdcluster.yaml"
 	rev := repo.commit("etcd: three members")
 	t.Cleanup(func() { removeFluxSync(t, ns) })
-	require.NoError(t, kubectl(context.Background(), "apply", "-f", filepath.Join(repo.work, "examples/flux/sync.yaml")))
+	require.NoError(t, framework.Kubectl(context.Background(), "apply", "-f", filepath.Join(repo.work, "examples/flux/sync.yaml")))
 
 	// The Kustomization waits for what it applied: it is Ready only once the cluster is.
 	samples := syncUntil(t, ns, 5*time.Minute, "the first sync", synced(rev))
 	for _, s := range samples[:len(samples)-1] {
 		require.NotEqual(t, metav1.ConditionTrue, s.ready.Status, "Ready before the cluster was: %s", s)
 	}
-	require.True(t, ready(samples[len(samples)-1].cluster))
+	require.True(t, framework.Ready(samples[len(samples)-1].cluster))
 
 	// A commit that scales 3 -> 5: not Ready while the plan runs, Ready when it is done.
 	repo.edit(cluster, func(s string) string { return strings.Replace(s, "replicas: 3", "replicas: 5", 1) })
@@ -267,7 +268,7 @@ func TestFluxSyncsAnEtcdCluster(t *testing.T) {
 		}
 	}
 	require.True(t, running, "the plan was seen running")
-	require.Len(t, checkMembership(t, ns, "demo").Members, 5)
+	require.Len(t, framework.CheckMembership(t, ns, "demo").Members, 5)
 
 	// A change the planner refuses stalls the cluster, and Flux fails at once (fail-fast),
 	// long before the Kustomization's 10 minute timeout.
@@ -280,7 +281,7 @@ func TestFluxSyncsAnEtcdCluster(t *testing.T) {
 	last := s[len(s)-1]
 	require.Contains(t, last.ready.Message, "failed early due to stalled resources")
 	require.Contains(t, last.ready.Message, "EtcdCluster/"+ns+"/demo status: 'Failed'")
-	stalled := condition(last.cluster, "Stalled")
+	stalled := framework.Condition(last.cluster, "Stalled")
 	require.NotNil(t, stalled)
 	require.Equal(t, metav1.ConditionTrue, stalled.Status)
 	require.Contains(t, stalled.Message, "3.8.0")
@@ -321,17 +322,17 @@ func TestFluxSyncsAnEtcdCluster(t *testing.T) {
 	samples = syncUntil(t, ns, 5*time.Minute, "the approved plan", synced(rev))
 	c := samples[len(samples)-1].cluster
 	require.Equal(t, p.ID, c.Status.History[0].ID)
-	require.Len(t, checkMembership(t, ns, "demo").Members, 3)
+	require.Len(t, framework.CheckMembership(t, ns, "demo").Members, 3)
 
 	// The operator honours Flux's reconcile request on its own object.
 	at := requestReconcile(t, v1alpha1.GroupVersion.WithKind("EtcdCluster"), ns, "demo")
-	waitFor(t, ns, "demo", time.Minute, "the reconcile request handled", func(c *v1alpha1.EtcdCluster) bool {
+	framework.WaitFor(t, ns, "demo", time.Minute, "the reconcile request handled", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.LastHandledReconcileAt == at
 	})
 
 	// The operator never writes spec: Git's five spec changes are the generation, and only
 	// Flux manages spec fields, so Flux never sees drift nor a field-manager conflict.
-	c = get(t, ns, "demo")
+	c = framework.Get(t, ns, "demo")
 	require.EqualValues(t, 5, c.Generation)
 	require.Equal(t, c.Generation, c.Status.ObservedGeneration)
 	for _, mf := range c.ManagedFields {

@@ -12,6 +12,8 @@ import (
 	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // kvInput and kvOutput are one client operation on one key: a put, a linearizable get, or a
@@ -101,7 +103,7 @@ const chaosKeys = 3
 
 func startClients(t *testing.T, ns, cluster string, n int, seed uint64) *kvClients {
 	ctx, cancel := context.WithCancel(context.Background())
-	cs := &kvClients{cancel: cancel, start: time.Now(), clusterID: get(t, ns, cluster).Status.ClusterID, prefix: "/chaos/" + ns + "/"}
+	cs := &kvClients{cancel: cancel, start: time.Now(), clusterID: framework.Get(t, ns, cluster).Status.ClusterID, prefix: "/chaos/" + ns + "/"}
 	for id := 0; id < n; id++ {
 		cs.wg.Add(1)
 		go func() {
@@ -113,7 +115,7 @@ func startClients(t *testing.T, ns, cluster string, n int, seed uint64) *kvClien
 }
 
 func (cs *kvClients) run(ctx context.Context, t *testing.T, ns, cluster string, id int, rng *rand.Rand) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, cluster), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return
 	}
@@ -121,7 +123,7 @@ func (cs *kvClients) run(ctx context.Context, t *testing.T, ns, cluster string, 
 	last := map[string]string{}
 	for i := 0; ctx.Err() == nil; i++ {
 		if i%20 == 0 {
-			if eps := endpoints(t, ns, cluster); len(eps) > 0 {
+			if eps := framework.Endpoints(t, ns, cluster); len(eps) > 0 {
 				cli.SetEndpoints(eps...)
 			}
 		}
@@ -163,7 +165,7 @@ func (cs *kvClients) do(ctx context.Context, cli *clientv3.Client, in kvInput) (
 	case "get":
 		resp, err := cli.Get(ctx, in.key)
 		if err == nil {
-			err = sameCluster(resp.Header, cs.clusterID)
+			err = framework.SameCluster(resp.Header, cs.clusterID)
 		}
 		if err != nil || len(resp.Kvs) == 0 {
 			return kvOutput{}, err
@@ -172,7 +174,7 @@ func (cs *kvClients) do(ctx context.Context, cli *clientv3.Client, in kvInput) (
 	case "put":
 		resp, err := cli.Put(ctx, in.key, in.value)
 		if err == nil {
-			err = sameCluster(resp.Header, cs.clusterID)
+			err = framework.SameCluster(resp.Header, cs.clusterID)
 		}
 		return kvOutput{}, err
 	}
@@ -182,7 +184,7 @@ func (cs *kvClients) do(ctx context.Context, cli *clientv3.Client, in kvInput) (
 	}
 	resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(in.key, in.value)).Commit()
 	if err == nil {
-		err = sameCluster(resp.Header, cs.clusterID)
+		err = framework.SameCluster(resp.Header, cs.clusterID)
 	}
 	if err != nil {
 		return kvOutput{}, err

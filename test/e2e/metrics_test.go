@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // metricsAddr is a free local address for an operator's metrics endpoint.
@@ -27,7 +29,7 @@ func alertMetrics(t *testing.T) []string {
 	re := regexp.MustCompile(`\b(etcdplan|etcd)_[a-z_]*[a-z]\b`)
 	var out []string
 	for _, f := range []string{"kustomize/components/monitoring/prometheusrule.yaml", "examples/grafana/etcdplan-dashboard.json"} {
-		raw, err := os.ReadFile(filepath.Join(env.root, f))
+		raw, err := os.ReadFile(filepath.Join(framework.Env.Root, f))
 		require.NoError(t, err)
 		out = append(out, re.FindAllString(string(raw), -1)...)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // A NOSPACE alarm is not a member down: members stay ready. Data that does not fit under
@@ -38,7 +39,7 @@ func TestNospaceRollsOneAtATime(t *testing.T) {
 		require.Less(t, round, 6, "the data fills the quota")
 		fill(t, ns, func(int) string { return fmt.Sprintf("/fill/%d", time.Now().UnixNano()) }, 64<<10)
 		require.Eventually(t, func() bool {
-			c = get(t, ns, "demo")
+			c = framework.Get(t, ns, "demo")
 			if conditions.GetReason(c, meta.StalledCondition) == string(plan.BlockQuotaTooSmall) {
 				return true
 			}
@@ -62,7 +63,7 @@ func TestNospaceRollsOneAtATime(t *testing.T) {
 func TestNospaceIsRecovered(t *testing.T) {
 	ns, w := smallQuota(t)
 	fill(t, ns, func(i int) string { return fmt.Sprintf("/over/%d", i%4) }, 1<<20) // four keys, written over and over
-	c := waitFor(t, ns, "demo", 3*time.Minute, "the alarm disarmed", func(c *v1alpha1.EtcdCluster) bool {
+	c := framework.WaitFor(t, ns, "demo", 3*time.Minute, "the alarm disarmed", func(c *v1alpha1.EtcdCluster) bool {
 		return len(c.Status.Alarms) == 0 && len(c.Status.History) > 0 && strings.Contains(c.Status.History[0].Actions, "DisarmAlarm")
 	})
 	w.stopAndVerify()
@@ -82,7 +83,7 @@ func TestNospaceIsRecovered(t *testing.T) {
 	// defragmented: the alarm is disarmed once every database is under the quota.
 	underQuota(t, ns, 16<<20)
 	writable(t, ns)
-	checkMembership(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
 }
 
 // Two voters under a NOSPACE alarm cannot take one of theirs away for a defragmentation (it
@@ -93,27 +94,27 @@ func TestNospaceIsRecovered(t *testing.T) {
 // through every second.
 func TestNospaceOnTwoVotersDefragmentsBehindAThirdMember(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
 	const quota = 16 << 20
-	before := createReady(t, ns, 2, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = ptr.To[int64](quota) })
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	before := framework.CreateReady(t, ns, 2, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = ptr.To[int64](quota) })
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	written := map[string]string{}
 	putData(t, cli, written, 0, 100)
 	w := startWriter(t, ns, "demo")
 	time.Sleep(time.Second)
 	qw := watchQuorum(t, ns, "demo")
-	plans := watchPlans(t, ns, "demo", nil)
+	plans := framework.WatchPlans(t, ns, "demo", nil)
 
 	// Four keys written over and over: once their history is compacted, nearly the whole
 	// database is free space that only a defragmentation gives back.
 	fill(t, ns, func(i int) string { return fmt.Sprintf("/over/%d", i%4) }, 1<<20)
-	c := waitFor(t, ns, "demo", 3*time.Minute, "the alarm disarmed, two voters again", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && len(c.Status.Alarms) == 0 && len(c.Status.Members) == 2 && len(c.Status.History) > 0 &&
+	c := framework.WaitFor(t, ns, "demo", 3*time.Minute, "the alarm disarmed, two voters again", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && len(c.Status.Alarms) == 0 && len(c.Status.Members) == 2 && len(c.Status.History) > 0 &&
 			strings.Contains(c.Status.History[0].Actions, "DisarmAlarm")
 	})
 	require.Empty(t, qw.stop(), "a linearizable read went through every second")
-	steps, _ := plans.stop()
+	steps, _ := plans.Stop()
 	w.stopAndVerify()
 
 	applied := appliedSteps(t, c)
@@ -133,14 +134,14 @@ func TestNospaceOnTwoVotersDefragmentsBehindAThirdMember(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0)
 	require.Contains(t, steps[i].Reason, "temporary third member, so two voters keep quorum while each restarts or is defragmented")
 
-	after := checkMembership(t, ns, "demo")
+	after := framework.CheckMembership(t, ns, "demo")
 	require.Len(t, after.Members, 2)
 	ids := map[string]bool{}
 	for _, m := range before.Status.Members {
 		ids[m.ID] = true
 	}
 	for _, m := range after.Members {
-		require.True(t, ids[memberID(m.ID)], "member %s is one of the two from before", m.Name)
+		require.True(t, ids[framework.MemberID(m.ID)], "member %s is one of the two from before", m.Name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -156,7 +157,7 @@ func TestNospaceOnTwoVotersDefragmentsBehindAThirdMember(t *testing.T) {
 // requires before it disarms a NOSPACE alarm.
 func underQuota(t *testing.T, ns string, quota int64) {
 	t.Helper()
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	for _, ep := range cli.Endpoints() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		st, err := cli.Status(ctx, ep)
@@ -170,9 +171,9 @@ func underQuota(t *testing.T, ns string, quota int64) {
 // writer running.
 func smallQuota(t *testing.T) (string, *writer) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = ptr.To[int64](16 << 20) })
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = ptr.To[int64](16 << 20) })
 	w := startWriter(t, ns, "demo")
 	time.Sleep(time.Second)
 	return ns, w
@@ -182,7 +183,7 @@ func smallQuota(t *testing.T) (string, *writer) {
 // of space.
 func fill(t *testing.T, ns string, key func(i int) string, size int) {
 	t.Helper()
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	big := strings.Repeat("x", size)
 	i := 0
 	require.Eventually(t, func() bool {
@@ -201,7 +202,7 @@ func writable(t *testing.T, ns string) {
 }
 
 func canWrite(t *testing.T, ns string) bool {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, "demo"), DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, "demo"), DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -214,19 +215,19 @@ func canWrite(t *testing.T, ns string) bool {
 // never more than one member down, no acknowledged write lost.
 func TestUpgradeFollowersFirstLeaderLast(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	c := createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	c := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
 	w := startWriter(t, ns, "demo")
 	c = rollOneAtATime(t, ns, plan.UpgradeMember, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.16" })
 	require.Equal(t, "3.6.16", c.Status.Version)
 	w.stopAndVerify()
 
 	// Once every member ran 3.6, etcd's cluster version moves, and there is no way back.
-	waitFor(t, ns, "demo", time.Minute, "etcd's cluster version 3.6", func(c *v1alpha1.EtcdCluster) bool { return c.Status.ClusterVersion == "3.6.0" })
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
-	c = refused(t, ns, "demo", time.Minute, string(plan.BlockDowngrade))
-	require.Contains(t, condition(c, "Stalled").Message, "etcd's cluster version is 3.6")
+	framework.WaitFor(t, ns, "demo", time.Minute, "etcd's cluster version 3.6", func(c *v1alpha1.EtcdCluster) bool { return c.Status.ClusterVersion == "3.6.0" })
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
+	c = framework.Refused(t, ns, "demo", time.Minute, string(plan.BlockDowngrade))
+	require.Contains(t, framework.Condition(c, "Stalled").Message, "etcd's cluster version is 3.6")
 	require.Equal(t, "3.6.16", c.Status.Version, "nothing restarted")
 }
 
@@ -234,15 +235,15 @@ func TestUpgradeFollowersFirstLeaderLast(t *testing.T) {
 // with a writer running and every acknowledged write read back.
 func TestResourcesChangeRollsOneAtATime(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 3)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 3)
 	w := startWriter(t, ns, "demo")
 	rollOneAtATime(t, ns, plan.RestartMember, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
 	})
 	w.stopAndVerify()
-	pods := memberPods(t, ns, "demo")
+	pods := framework.MemberPods(t, ns, "demo")
 	require.Len(t, pods, 3)
 	for _, p := range pods {
 		require.Equal(t, "64Mi", p.Spec.Containers[0].Resources.Requests.Memory().String(), p.Name)
@@ -257,7 +258,7 @@ func TestResourcesChangeRollsOneAtATime(t *testing.T) {
 func rollOneAtATime(t *testing.T, ns string, action plan.Action, change func(c *v1alpha1.EtcdCluster)) *v1alpha1.EtcdCluster {
 	t.Helper()
 	leader, before := "", map[string]bool{}
-	c := get(t, ns, "demo")
+	c := framework.Get(t, ns, "demo")
 	for _, m := range c.Status.Members {
 		if m.Leader {
 			leader = m.Name
@@ -267,8 +268,8 @@ func rollOneAtATime(t *testing.T, ns string, action plan.Action, change func(c *
 		before[h.ID] = true
 	}
 	up := watchAnswering(t, ns, "demo")
-	update(t, ns, "demo", change)
-	c = waitReady(t, ns, "demo")
+	framework.Update(t, ns, "demo", change)
+	c = framework.WaitReady(t, ns, "demo")
 	require.GreaterOrEqual(t, up.stop(), 2, "two of three members answered throughout the roll")
 	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase, "%+v", c.Status.History)
 	var events, restarted []string
@@ -300,7 +301,7 @@ func rollOneAtATime(t *testing.T, ns string, action plan.Action, change func(c *
 	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, restarted, "each member restarted once: %+v", c.Status.History)
 	require.Equal(t, []string{"TransferLeadership " + leader, "restart " + leader}, events[len(events)-2:],
 		"the leader goes last, after leadership moved: %+v", c.Status.History)
-	checkMembership(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
 	return c
 }
 
@@ -316,12 +317,12 @@ type answering struct {
 func watchAnswering(t *testing.T, ns, name string) *answering {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &answering{cancel: cancel, done: make(chan struct{}), min: 99}
-	id := get(t, ns, name).Status.ClusterID
+	id := framework.Get(t, ns, name).Status.ClusterID
 	failed := map[string]int{} // endpoint -> failed rounds in a row
 	go func() {
 		defer close(a.done)
 		for ctx.Err() == nil {
-			eps := endpoints(t, ns, name)
+			eps := framework.Endpoints(t, ns, name)
 			var mu sync.Mutex
 			var wg sync.WaitGroup
 			for _, ep := range eps {
@@ -364,7 +365,7 @@ func statusOK(ctx context.Context, ep, id string) bool {
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	st, err := cli.Status(sctx, ep)
-	return err == nil && sameCluster(st.Header, id) == nil
+	return err == nil && framework.SameCluster(st.Header, id) == nil
 }
 
 func (a *answering) stop() int {
@@ -378,25 +379,25 @@ func (a *answering) stop() int {
 // and resumes once it is back.
 func TestPartitionedMemberKeepsItsData(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	before := createReady(t, ns, 3)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	before := framework.CreateReady(t, ns, 3)
 	claims := claimUIDs(t, ns)
 	w := startWriter(t, ns, "demo")
 
 	ctx := context.Background()
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-	waitFor(t, ns, "demo", 2*time.Minute, "demo-3 joined", func(c *v1alpha1.EtcdCluster) bool {
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	framework.WaitFor(t, ns, "demo", 2*time.Minute, "demo-3 joined", func(c *v1alpha1.EtcdCluster) bool {
 		return slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
 			return m.Name == "demo-3" && m.Role == v1alpha1.RoleVoter
 		})
 	})
-	require.NoError(t, env.stack.CutPod(ctx, ns, "demo-2")) // it misses what comes next
+	require.NoError(t, framework.Env.Stack.CutPod(ctx, ns, "demo-2")) // it misses what comes next
 	time.Sleep(8 * time.Second)
 	requireClaimsKept(t, ns, claims)
-	require.NoError(t, env.stack.HealPod(ctx, ns, "demo-2"))
+	require.NoError(t, framework.Env.Stack.HealPod(ctx, ns, "demo-2"))
 
-	c := waitReady(t, ns, "demo")
+	c := framework.WaitReady(t, ns, "demo")
 	requireClaimsKept(t, ns, claims)
 	ids := map[string]string{}
 	for _, m := range before.Status.Members {
@@ -410,7 +411,7 @@ func TestPartitionedMemberKeepsItsData(t *testing.T) {
 	for _, h := range c.Status.History {
 		require.NotContains(t, h.Actions, "RemoveMember", "nothing was removed: %+v", h)
 	}
-	checkMembership(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
 	w.stopAndVerify()
 }
 
@@ -426,7 +427,7 @@ func requireClaimsKept(t *testing.T, ns string, claims map[string]types.UID) {
 func claimUIDs(t *testing.T, ns string) map[string]types.UID {
 	t.Helper()
 	var pvcs corev1.PersistentVolumeClaimList
-	require.NoError(t, env.client.List(context.Background(), &pvcs, client.InNamespace(ns)))
+	require.NoError(t, framework.Env.Client.List(context.Background(), &pvcs, client.InNamespace(ns)))
 	out := map[string]types.UID{}
 	for _, p := range pvcs.Items {
 		if p.DeletionTimestamp == nil {
@@ -440,16 +441,16 @@ func claimUIDs(t *testing.T, ns string) map[string]types.UID {
 // ID: it is removed and a new member takes its place, and no acknowledged write is lost.
 func TestVolumeWipedWhileParkedIsReplaced(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	before := createReady(t, ns, 3)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	before := framework.CreateReady(t, ns, 3)
 	w := writeAWhile(t, ns, "demo")
 
-	park(t, ns, "demo")
-	require.NoError(t, env.stack.WipePVC(context.Background(), ns, "demo-1"))
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
-	c := waitFor(t, ns, "demo", 4*time.Minute, "demo-1 replaced", func(c *v1alpha1.EtcdCluster) bool {
-		if !ready(c) {
+	framework.Park(t, ns, "demo")
+	require.NoError(t, framework.Env.Stack.WipePVC(context.Background(), ns, "demo-1"))
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+	c := framework.WaitFor(t, ns, "demo", 4*time.Minute, "demo-1 replaced", func(c *v1alpha1.EtcdCluster) bool {
+		if !framework.Ready(c) {
 			return false
 		}
 		for _, m := range c.Status.Members {
@@ -459,7 +460,7 @@ func TestVolumeWipedWhileParkedIsReplaced(t *testing.T) {
 		}
 		return true
 	})
-	requireHistory(t, c, "RemoveMember demo-1")
+	framework.RequireHistory(t, c, "RemoveMember demo-1")
 	old := map[string]bool{}
 	for _, m := range before.Status.Members {
 		old[m.ID] = true
@@ -467,7 +468,7 @@ func TestVolumeWipedWhileParkedIsReplaced(t *testing.T) {
 	for _, m := range c.Status.Members {
 		require.Equal(t, m.Name != "demo-3", old[m.ID], "member %s %s", m.Name, m.ID)
 	}
-	checkMembership(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
 	w.stillThere() // the writes from before must be there too
 }
 
@@ -475,20 +476,20 @@ func TestVolumeWipedWhileParkedIsReplaced(t *testing.T) {
 // adopts nor deletes it, and the step stalls with NameTaken.
 func TestForeignPodNameStalls(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
 	foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-0", Labels: map[string]string{"app": "other"}},
 		Spec: corev1.PodSpec{NodeName: "nowhere", Containers: []corev1.Container{{Name: "x", Image: "other:1",
 			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true),
 				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}}}}}
-	require.NoError(t, env.client.Create(context.Background(), foreign))
-	c := newCluster(ns, "demo", 1)
+	require.NoError(t, framework.Env.Client.Create(context.Background(), foreign))
+	c := framework.NewCluster(ns, "demo", 1)
 	c.Spec.UpdateStrategy.ProgressDeadlineSeconds = 10
-	require.NoError(t, env.client.Create(context.Background(), c))
-	c = refused(t, ns, "demo", 2*time.Minute, "NameTaken")
-	require.Contains(t, condition(c, "Stalled").Message, "Pod demo-0 exists and is not this cluster's")
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	c = framework.Refused(t, ns, "demo", 2*time.Minute, "NameTaken")
+	require.Contains(t, framework.Condition(c, "Stalled").Message, "Pod demo-0 exists and is not this cluster's")
 	p := &corev1.Pod{}
-	require.NoError(t, env.client.Get(context.Background(), client.ObjectKeyFromObject(foreign), p))
+	require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKeyFromObject(foreign), p))
 	require.Equal(t, foreign.UID, p.UID, "the foreign Pod is left alone")
 	require.Empty(t, p.OwnerReferences)
 }
@@ -497,25 +498,25 @@ func TestForeignPodNameStalls(t *testing.T) {
 // deleting the cluster keeps them.
 func TestRetainPolicyChangeKeepsVolumes(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	c := newCluster(ns, "demo", 1)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	c := framework.NewCluster(ns, "demo", 1)
 	c.Spec.Storage.RetainPolicy = v1alpha1.RetainPolicyDelete
-	require.NoError(t, env.client.Create(context.Background(), c))
-	c = waitReady(t, ns, "demo")
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	c = framework.WaitReady(t, ns, "demo")
 	owners := func() int {
 		pvc := &corev1.PersistentVolumeClaim{}
-		require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo-0"}, pvc))
+		require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo-0"}, pvc))
 		return len(pvc.OwnerReferences)
 	}
 	require.Equal(t, 1, owners(), "with Delete the cluster owns its volumes")
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = v1alpha1.RetainPolicyRetain })
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.RetainPolicy = v1alpha1.RetainPolicyRetain })
 	require.Eventually(t, func() bool { return owners() == 0 }, time.Minute, 250*time.Millisecond, "Retain takes the ownership off")
 
-	require.NoError(t, env.client.Delete(context.Background(), get(t, ns, "demo")))
+	require.NoError(t, framework.Env.Client.Delete(context.Background(), framework.Get(t, ns, "demo")))
 	require.Eventually(t, func() bool {
 		var pods corev1.PodList
-		_ = env.client.List(context.Background(), &pods, client.InNamespace(ns))
+		_ = framework.Env.Client.List(context.Background(), &pods, client.InNamespace(ns))
 		return len(pods.Items) == 0
 	}, 2*time.Minute, time.Second, "the Pods go with the cluster")
 	time.Sleep(2 * time.Second) // the garbage collector has had its chance
@@ -527,9 +528,9 @@ func TestRetainPolicyChangeKeepsVolumes(t *testing.T) {
 // others keep quorum without it. No acknowledged write is lost.
 func TestHungMemberIsSilent(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	c := createReady(t, ns, 3)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	c := framework.CreateReady(t, ns, 3)
 	follower := ""
 	for _, m := range c.Status.Members {
 		if !m.Leader {
@@ -537,25 +538,25 @@ func TestHungMemberIsSilent(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	require.NoError(t, env.stack.PauseContainer(ctx, ns, follower, "etcd"))
-	t.Cleanup(func() { _ = env.stack.ResumeContainer(ctx, ns, follower, "etcd") })
-	waitFor(t, ns, "demo", time.Minute, follower+" silent in status", func(c *v1alpha1.EtcdCluster) bool {
+	require.NoError(t, framework.Env.Stack.PauseContainer(ctx, ns, follower, "etcd"))
+	t.Cleanup(func() { _ = framework.Env.Stack.ResumeContainer(ctx, ns, follower, "etcd") })
+	framework.WaitFor(t, ns, "demo", time.Minute, follower+" silent in status", func(c *v1alpha1.EtcdCluster) bool {
 		i := slices.IndexFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Name == follower })
-		return i >= 0 && c.Status.Members[i].Silent && !c.Status.Members[i].Healthy && !ready(c)
+		return i >= 0 && c.Status.Members[i].Silent && !c.Status.Members[i].Healthy && !framework.Ready(c)
 	})
 
 	w := startWriter(t, ns, "demo")
 	quota := int64(64 << 20)
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Options.QuotaBackendBytes = &quota })
 	require.Eventually(t, func() bool {
 		var p corev1.Pod
-		return env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: follower}, &p) == nil && p.DeletionTimestamp != nil
+		return framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: follower}, &p) == nil && p.DeletionTimestamp != nil
 	}, time.Minute, 50*time.Millisecond, "the hung member's Pod is deleted")
-	require.NoError(t, env.stack.ResumeContainer(ctx, ns, follower, "etcd")) // its pending SIGTERM ends it
-	c = waitReady(t, ns, "demo")
+	require.NoError(t, framework.Env.Stack.ResumeContainer(ctx, ns, follower, "etcd")) // its pending SIGTERM ends it
+	c = framework.WaitReady(t, ns, "demo")
 	require.True(t, strings.HasPrefix(c.Status.History[0].Actions, "RestartMember "+follower), "the hung member restarted first: %s", c.Status.History[0].Actions)
 	w.stopAndVerify()
-	checkMembership(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
 }
 
 // A failed upgrade is rolled back by setting spec.version back: the member whose new version
@@ -563,26 +564,26 @@ func TestHungMemberIsSilent(t *testing.T) {
 // and it restarts on its old version first. Versions etcd cannot reach are refused.
 func TestFailedUpgradeRollsBack(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	c := createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	c := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
 	w := startWriter(t, ns, "demo")
 
 	// No binary serves 3.6.99 on the stack: its container never starts, as with an image
 	// that cannot be pulled.
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.99" })
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6.99" })
 	var failed string
 	require.Eventually(t, func() bool {
 		var pods corev1.PodList
-		require.NoError(t, env.client.List(context.Background(), &pods, client.InNamespace(ns)))
+		require.NoError(t, framework.Env.Client.List(context.Background(), &pods, client.InNamespace(ns)))
 		for _, p := range pods.Items {
-			if p.Annotations[vocab.AnnotationVersion] == "3.6.99" && !podReady(&p) {
+			if p.Annotations[vocab.AnnotationVersion] == "3.6.99" && !framework.PodReady(&p) {
 				failed = p.Name
 			}
 		}
 		return failed != ""
 	}, time.Minute, 100*time.Millisecond, "a member Pod on 3.6.99")
-	c = waitFor(t, ns, "demo", time.Minute, "the member on 3.6.99 counted at its last version", func(c *v1alpha1.EtcdCluster) bool {
+	c = framework.WaitFor(t, ns, "demo", time.Minute, "the member on 3.6.99 counted at its last version", func(c *v1alpha1.EtcdCluster) bool {
 		for _, m := range c.Status.Members {
 			if m.Name == failed {
 				return !m.Healthy && m.Version == "3.5.35"
@@ -591,19 +592,19 @@ func TestFailedUpgradeRollsBack(t *testing.T) {
 		return false
 	})
 
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
-	c = waitReady(t, ns, "demo")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.35" })
+	c = framework.WaitReady(t, ns, "demo")
 	require.Equal(t, "3.5.35", c.Status.Version)
 	require.Equal(t, "3.5.0", c.Status.ClusterVersion)
 	require.Contains(t, c.Status.History[0].Actions, "UpgradeMember "+failed, "the failed member went back first")
 	for _, m := range c.Status.Members {
 		var pvc corev1.PersistentVolumeClaim
-		require.NoError(t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.PVC}, &pvc))
+		require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.PVC}, &pvc))
 		require.Equal(t, "3.5.35", pvc.Annotations[vocab.AnnotationRanVersion], "claim %s", m.PVC)
 	}
 	w.stopAndVerify()
 
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" })
-	c = refused(t, ns, "demo", time.Minute, string(plan.BlockSkippedMinor))
-	require.Contains(t, condition(c, "Stalled").Message, "set spec.version to a 3.6.x release first")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.7.0" })
+	c = framework.Refused(t, ns, "demo", time.Minute, string(plan.BlockSkippedMinor))
+	require.Contains(t, framework.Condition(c, "Stalled").Message, "set spec.version to a 3.6.x release first")
 }

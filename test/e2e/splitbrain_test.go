@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/test/framework"
 	"github.com/etcdplan/etcdplan/test/objstore"
 )
 
@@ -30,29 +31,29 @@ import (
 // fault, after the backup too, is served after the recovery.
 func TestMemorySurvivorIsSnapshottedAndRestoredAlone(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	before := createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	before := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory
 		// etcd preallocates its WAL in 64 MB segments, the next one ahead: a tmpfs of 64Mi
 		// fills up before the database is written.
 		c.Spec.Storage.Size = resource.MustParse("256Mi")
 		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
 	})
-	m := minioFor(t, ns, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
+	m := minioFor(t, ns, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	ctx := context.Background()
 
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	written := map[string]string{}
 	putData(t, cli, written, 0, 50)
-	createBackup(t, ns, "nightly", minioDest(m.Endpoint))
-	backup := waitBackup(t, ns, "nightly", v1alpha1.BackupSucceeded)
+	framework.CreateBackup(t, ns, "nightly", framework.MinIODest(m.Endpoint))
+	backup := framework.WaitBackup(t, ns, "nightly", v1alpha1.BackupSucceeded)
 	putData(t, cli, written, 50, 150) // no backup holds these: only the members' memory
 	// A linearizable read through demo-0 returns once it applied every write acknowledged
 	// so far: the survivor holds them all.
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := etcdClient(t, []string{podEndpoint(t, ns, "demo-0")}).Get(rctx, "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := framework.EtcdClient(t, []string{podEndpoint(t, ns, "demo-0")}).Get(rctx, "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	require.NoError(t, err)
 	require.EqualValues(t, len(written), resp.Count)
 	require.Greater(t, resp.Header.Revision, backup.Status.Artifact.Revision)
@@ -69,13 +70,13 @@ func TestMemorySurvivorIsSnapshottedAndRestoredAlone(t *testing.T) {
 	deleted := make(chan error, 2)
 	for _, name := range []string{"demo-1", "demo-2"} {
 		go func() {
-			deleted <- env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, name)}, client.GracePeriodSeconds(0))
+			deleted <- framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(ns, name)}, client.GracePeriodSeconds(0))
 		}()
 	}
 	require.NoError(t, <-deleted)
 	require.NoError(t, <-deleted)
-	c := waitFor(t, ns, "demo", 5*time.Minute, "three voters of a new cluster, none of the old members", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && len(c.Status.Members) == 3 && c.Status.ClusterID != before.Status.ClusterID &&
+	c := framework.WaitFor(t, ns, "demo", 5*time.Minute, "three voters of a new cluster, none of the old members", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && len(c.Status.Members) == 3 && c.Status.ClusterID != before.Status.ClusterID &&
 			!slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
 				return m.Name == "demo-0" || m.Name == "demo-1" || m.Name == "demo-2"
 			})
@@ -87,7 +88,7 @@ func TestMemorySurvivorIsSnapshottedAndRestoredAlone(t *testing.T) {
 
 	survivor := &v1alpha1.EtcdBackup{}
 	name := "demo-0-survivor-" + survivorID
-	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, survivor), "the survivor's snapshot %s", name)
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, survivor), "the survivor's snapshot %s", name)
 	require.Equal(t, v1alpha1.BackupSucceeded, survivor.Status.Phase, "%+v", survivor.Status.Conditions)
 	require.Equal(t, survivorID, survivor.Spec.Member)
 	a := survivor.Status.Artifact
@@ -112,7 +113,7 @@ func TestMemorySurvivorIsSnapshottedAndRestoredAlone(t *testing.T) {
 	require.NotNil(t, l.FinishedAt, "%+v", l)
 	require.Equal(t, c.Status.ClusterID, l.ClusterID)
 	require.Equal(t, before.Status.ClusterID, l.FromClusterID)
-	require.Len(t, checkMembership(t, ns, "demo").Members, 3)
+	require.Len(t, framework.CheckMembership(t, ns, "demo").Members, 3)
 	require.Equal(t, written, keys(t, ns, "demo", "/data/"), "every acknowledged write, after the backup's too")
 	t.Logf("%d looks at the client Service's endpoints, one every 100 ms; cluster IDs in turn: %v", looks.n, seen)
 }
@@ -140,7 +141,7 @@ func watchClusterIDs(t *testing.T, ns, cluster string) *idWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &idWatch{cancel: cancel, done: make(chan struct{})}
-	svc := vocab.ClientService(cluster)
+	svc := vocab.ClientService((&v1alpha1.EtcdCluster{ObjectMeta: framework.MetaName(ns, cluster)}).Name)
 	clients := map[string]*clientv3.Client{} // by address, kept across looks
 	go func() {
 		defer close(w.done)
@@ -179,7 +180,7 @@ func watchClusterIDs(t *testing.T, ns, cluster string) *idWatch {
 // before the EndpointSlice caught up) does not count.
 func (w *idWatch) look(ctx context.Context, ns, svc string, clients map[string]*clientv3.Client) map[string][]string {
 	var eps discoveryv1.EndpointSliceList
-	if err := env.client.List(ctx, &eps, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
+	if err := framework.Env.Client.List(ctx, &eps, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
 		return nil
 	}
 	var addrs []string
@@ -214,7 +215,7 @@ func (w *idWatch) look(ctx context.Context, ns, svc string, clients map[string]*
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			id := memberID(list.Header.ClusterId)
+			id := framework.MemberID(list.Header.ClusterId)
 			answers[id] = append(answers[id], addr)
 		}()
 	}
@@ -254,41 +255,41 @@ func (w *idWatch) verdict(t *testing.T) []string {
 // writes.
 func TestRestoreStopsAJoiningLearnerFirst(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	op := startOperator(t, ns)
+	ns := framework.Namespace(t)
+	op := framework.StartOperator(t, ns)
 	createClaim(t, ns, "backups")
-	before := createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
+	before := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
 	})
 	ctx := context.Background()
 	written := map[string]string{}
-	putData(t, etcdClient(t, endpoints(t, ns, "demo")), written, 0, 50)
-	createBackup(t, ns, "nightly", claimDest("backups"))
-	waitBackup(t, ns, "nightly", v1alpha1.BackupSucceeded)
+	putData(t, framework.EtcdClient(t, framework.Endpoints(t, ns, "demo")), written, 0, 50)
+	framework.CreateBackup(t, ns, "nightly", framework.ClaimDest("backups"))
+	framework.WaitBackup(t, ns, "nightly", v1alpha1.BackupSucceeded)
 
 	// The learner's Pod starts its containers well after the object exists: freezing the
 	// operator as soon as it does leaves the learner added and started, never promoted.
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
 	var learner corev1.Pod
 	require.Eventually(t, func() bool {
-		return env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-3"}, &learner) == nil
+		return framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-3"}, &learner) == nil
 	}, 2*time.Minute, 10*time.Millisecond, "the learner's Pod")
-	op.pause()
+	op.Pause()
 	paused := true
 	defer func() {
 		if paused {
-			op.resume()
+			op.Resume()
 		}
 	}()
 	learnerID := ""
 	require.Eventually(t, func() bool {
-		list, err := etcdClient(t, endpoints(t, ns, "demo")).MemberList(ctx)
+		list, err := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo")).MemberList(ctx)
 		if err != nil {
 			return false
 		}
 		for _, m := range list.Members {
 			if m.Name == "demo-3" && m.IsLearner {
-				learnerID = memberID(m.ID)
+				learnerID = framework.MemberID(m.ID)
 			}
 		}
 		return learnerID != ""
@@ -296,13 +297,13 @@ func TestRestoreStopsAJoiningLearnerFirst(t *testing.T) {
 
 	looks := watchClusterIDs(t, ns, "demo")
 	for _, m := range []string{"demo-0", "demo-1", "demo-2"} {
-		require.NoError(t, env.stack.WipePVC(ctx, ns, m))
-		require.NoError(t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, m)}, client.GracePeriodSeconds(0)))
+		require.NoError(t, framework.Env.Stack.WipePVC(ctx, ns, m))
+		require.NoError(t, framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(ns, m)}, client.GracePeriodSeconds(0)))
 	}
-	op.resume()
+	op.Resume()
 	paused = false
-	c := waitFor(t, ns, "demo", 5*time.Minute, "four voters of a new cluster", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && len(c.Status.Members) == 4 && c.Status.ClusterID != "" && c.Status.ClusterID != before.Status.ClusterID
+	c := framework.WaitFor(t, ns, "demo", 5*time.Minute, "four voters of a new cluster", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && len(c.Status.Members) == 4 && c.Status.ClusterID != "" && c.Status.ClusterID != before.Status.ClusterID
 	})
 	looks.stop()
 	seen := looks.verdict(t)
@@ -313,7 +314,7 @@ func TestRestoreStopsAJoiningLearnerFirst(t *testing.T) {
 	l := c.Status.LastRecovery
 	require.True(t, l != nil && l.Action == "RestoreFromBackup" && l.FinishedAt != nil && l.ClusterID == c.Status.ClusterID, "%+v", l)
 	var now corev1.Pod
-	err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-3"}, &now)
+	err := framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-3"}, &now)
 	require.True(t, err != nil || now.UID != learner.UID, "the learner's Pod is gone")
 	for _, m := range c.Status.Members {
 		require.NotEqual(t, learnerID, m.ID, "the old learner is no member of the restored cluster")

@@ -21,6 +21,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/test/argocd"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // Argo CD's tracking label and annotation, set on the EtcdCluster as Argo CD sets them.
@@ -78,7 +79,7 @@ func (p phaseChecker) act(name string, c *v1alpha1.EtcdCluster) {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": out["metadata"].(map[string]any)["annotations"]},
 		"spec": map[string]any{"suspend": out["spec"].(map[string]any)["suspend"]}})
 	require.NoError(p.t, err)
-	require.NoError(p.t, env.client.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)))
+	require.NoError(p.t, framework.Env.Client.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)))
 }
 
 func running(c *v1alpha1.EtcdCluster) bool {
@@ -89,61 +90,61 @@ func running(c *v1alpha1.EtcdCluster) bool {
 // what Flux (kstatus) and Argo CD (the health check of examples/argocd) make of it.
 func TestStatusInEveryPhase(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	argo, err := argocd.Load(env.root)
+	ns := framework.Namespace(t)
+	argo, err := argocd.Load(framework.Env.Root)
 	require.NoError(t, err)
 	p := phaseChecker{t: t, argo: argo}
 
-	c := newCluster(ns, "demo", 3)
+	c := framework.NewCluster(ns, "demo", 3)
 	c.Labels = map[string]string{argoLabel: "etcd-demo"}
 	c.Annotations = map[string]string{argoAnnotation: "etcd-demo:etcdplan.io/EtcdCluster:" + ns + "/demo"}
-	require.NoError(t, env.client.Create(context.Background(), c))
-	p.check("just-created", get(t, ns, "demo"), status.InProgressStatus, "Progressing")
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	p.check("just-created", framework.Get(t, ns, "demo"), status.InProgressStatus, "Progressing")
 
 	// A cluster whose first step passes its deadline.
-	stuck := newCluster(ns, "stuck", 1)
+	stuck := framework.NewCluster(ns, "stuck", 1)
 	stuck.Spec.UpdateStrategy.ProgressDeadlineSeconds = 10
 	stuck.Spec.NodeSelector = map[string]string{"etcdplan.io/no-such-node": "true"}
-	require.NoError(t, env.client.Create(context.Background(), stuck))
+	require.NoError(t, framework.Env.Client.Create(context.Background(), stuck))
 
-	startOperator(t, ns)
-	p.check("bootstrapping", waitFor(t, ns, "demo", time.Minute, "bootstrapping", running), status.InProgressStatus, "Progressing")
-	p.check("ready", waitReady(t, ns, "demo"), status.CurrentStatus, "Healthy")
+	framework.StartOperator(t, ns)
+	p.check("bootstrapping", framework.WaitFor(t, ns, "demo", time.Minute, "bootstrapping", running), status.InProgressStatus, "Progressing")
+	p.check("ready", framework.WaitReady(t, ns, "demo"), status.CurrentStatus, "Healthy")
 
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-	p.check("scaling", waitFor(t, ns, "demo", time.Minute, "scaling", running), status.InProgressStatus, "Progressing")
-	c = waitReady(t, ns, "demo")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	p.check("scaling", framework.WaitFor(t, ns, "demo", time.Minute, "scaling", running), status.InProgressStatus, "Progressing")
+	c = framework.WaitReady(t, ns, "demo")
 	noTrackingOnChildren(t, ns)
 
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
 		c.Spec.UpdateStrategy.Approval = v1alpha1.ApprovalManual
 		c.Spec.Replicas = 3
 	})
 	c = awaitingApproval(t, ns)
 	p.check("awaiting-approval", c, status.InProgressStatus, "Suspended")
 	p.act("approve", c)
-	c = waitReady(t, ns, "demo")
+	c = framework.WaitReady(t, ns, "demo")
 	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase)
 
 	p.act("suspend", c)
-	c = waitFor(t, ns, "demo", time.Minute, "suspended", func(c *v1alpha1.EtcdCluster) bool {
-		r := condition(c, "Ready")
+	c = framework.WaitFor(t, ns, "demo", time.Minute, "suspended", func(c *v1alpha1.EtcdCluster) bool {
+		r := framework.Condition(c, "Ready")
 		return c.Status.ObservedGeneration == c.Generation && r != nil && r.Reason == "Suspended"
 	})
 	p.check("suspended", c, status.InProgressStatus, "Suspended")
 	p.act("resume", c)
-	waitReady(t, ns, "demo")
+	framework.WaitReady(t, ns, "demo")
 
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.8.0" })
-	p.check("blocked", refused(t, ns, "demo", time.Minute, string(plan.BlockSkippedMinor)), status.FailedStatus, "Degraded")
-	p.check("stalled", waitFor(t, ns, "stuck", 2*time.Minute, "Stalled past its deadline", func(c *v1alpha1.EtcdCluster) bool {
-		s := condition(c, "Stalled")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.8.0" })
+	p.check("blocked", framework.Refused(t, ns, "demo", time.Minute, string(plan.BlockSkippedMinor)), status.FailedStatus, "Degraded")
+	p.check("stalled", framework.WaitFor(t, ns, "stuck", 2*time.Minute, "Stalled past its deadline", func(c *v1alpha1.EtcdCluster) bool {
+		s := framework.Condition(c, "Stalled")
 		return s != nil && s.Status == metav1.ConditionTrue
 	}), status.FailedStatus, "Degraded")
 
 	// Argo CD deletes in the foreground: the cluster shows deleting until its Pods are gone.
-	require.NoError(t, env.client.Delete(context.Background(), get(t, ns, "demo"), client.PropagationPolicy(metav1.DeletePropagationForeground)))
-	p.check("deleting", waitFor(t, ns, "demo", 30*time.Second, "deleting", func(c *v1alpha1.EtcdCluster) bool {
+	require.NoError(t, framework.Env.Client.Delete(context.Background(), framework.Get(t, ns, "demo"), client.PropagationPolicy(metav1.DeletePropagationForeground)))
+	p.check("deleting", framework.WaitFor(t, ns, "demo", 30*time.Second, "deleting", func(c *v1alpha1.EtcdCluster) bool {
 		return c.DeletionTimestamp != nil
 	}), status.TerminatingStatus, "Progressing")
 }
@@ -155,7 +156,7 @@ func noTrackingOnChildren(t *testing.T, ns string) {
 	var pods corev1.PodList
 	var svcs corev1.ServiceList
 	for _, l := range []client.ObjectList{&pods, &corev1.PersistentVolumeClaimList{}, &svcs, &policyv1.PodDisruptionBudgetList{}} {
-		require.NoError(t, env.client.List(context.Background(), l, client.InNamespace(ns)))
+		require.NoError(t, framework.Env.Client.List(context.Background(), l, client.InNamespace(ns)))
 		// Members carry app.kubernetes.io/instance=<cluster name> of their own (Kubernetes'
 		// recommended labels), never the value Argo CD put on the EtcdCluster.
 		require.NoError(t, apimeta.EachListItem(l, func(item runtime.Object) error {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/framework"
 	"github.com/etcdplan/etcdplan/test/stack"
 )
 
@@ -21,28 +22,28 @@ import (
 // no Pod is restarted, and etcd keeps its members.
 func TestStorageGrowsInPlace(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 3)
-	pods := podUIDs(t, ns, "demo")
-	before := checkMembership(t, ns, "demo")
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("128Mi") })
-	c := waitFor(t, ns, "demo", time.Minute, "the claims grown", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && c.Status.ObservedGeneration == c.Generation && len(c.Status.History) > 0
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 3)
+	pods := framework.PodUIDs(t, ns, "demo")
+	before := framework.CheckMembership(t, ns, "demo")
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("128Mi") })
+	c := framework.WaitFor(t, ns, "demo", time.Minute, "the claims grown", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && c.Status.ObservedGeneration == c.Generation && len(c.Status.History) > 0
 	})
-	requireHistory(t, c, "ExpandVolume demo-0, ExpandVolume demo-1, ExpandVolume demo-2")
+	framework.RequireHistory(t, c, "ExpandVolume demo-0, ExpandVolume demo-1, ExpandVolume demo-2")
 	for _, pvc := range claims(t, ns) {
 		want := resource.MustParse("128Mi")
 		require.Zero(t, want.Cmp(pvc.Spec.Resources.Requests[corev1.ResourceStorage]), pvc.Name)
 		require.Eventually(t, func() bool {
 			got := &corev1.PersistentVolumeClaim{}
-			require.NoError(t, env.client.Get(context.Background(), client.ObjectKeyFromObject(&pvc), got))
+			require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKeyFromObject(&pvc), got))
 			have := got.Status.Capacity[corev1.ResourceStorage]
 			return have.Cmp(want) == 0
 		}, time.Minute, 200*time.Millisecond, "the class grows the volume of %s", pvc.Name)
 	}
-	require.Equal(t, pods, podUIDs(t, ns, "demo"), "no Pod restarted")
-	require.ElementsMatch(t, before.Members, checkMembership(t, ns, "demo").Members)
+	require.Equal(t, pods, framework.PodUIDs(t, ns, "demo"), "no Pod restarted")
+	require.ElementsMatch(t, before.Members, framework.CheckMembership(t, ns, "demo").Members)
 }
 
 // A new storage class moves the members one at a time with a writer running: a member joins
@@ -51,18 +52,18 @@ func TestStorageGrowsInPlace(t *testing.T) {
 // class cannot expand volumes, so a larger size then moves them again.
 func TestStorageMovesToANewClass(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
 	class := "fixed-" + ns // cluster-scoped: one per test
-	require.NoError(t, env.client.Create(context.Background(), &storagev1.StorageClass{
-		ObjectMeta: metaName("", class), Provisioner: stack.Provisioner,
+	require.NoError(t, framework.Env.Client.Create(context.Background(), &storagev1.StorageClass{
+		ObjectMeta: framework.MetaName("", class), Provisioner: stack.Provisioner,
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate), ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete),
 		AllowVolumeExpansion: ptr.To(false),
 	}))
 	t.Cleanup(func() {
-		_ = env.client.Delete(context.Background(), &storagev1.StorageClass{ObjectMeta: metaName("", class)})
+		_ = framework.Env.Client.Delete(context.Background(), &storagev1.StorageClass{ObjectMeta: framework.MetaName("", class)})
 	})
-	createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = stack.StorageClass })
+	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.StorageClassName = stack.StorageClass })
 	w := startWriter(t, ns, "demo")
 	for _, step := range []struct {
 		what   string
@@ -73,9 +74,9 @@ func TestStorageMovesToANewClass(t *testing.T) {
 		{"a size the class cannot grow to", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Size = resource.MustParse("96Mi") }, "96Mi"},
 	} {
 		voters := watchVoters(t, ns, "demo")
-		update(t, ns, "demo", step.change)
-		c := waitFor(t, ns, "demo", 4*time.Minute, "members moved for "+step.what, func(c *v1alpha1.EtcdCluster) bool {
-			if !ready(c) || c.Status.ObservedGeneration != c.Generation {
+		framework.Update(t, ns, "demo", step.change)
+		c := framework.WaitFor(t, ns, "demo", 4*time.Minute, "members moved for "+step.what, func(c *v1alpha1.EtcdCluster) bool {
+			if !framework.Ready(c) || c.Status.ObservedGeneration != c.Generation {
 				return false
 			}
 			for _, pvc := range claims(t, ns) {
@@ -87,7 +88,7 @@ func TestStorageMovesToANewClass(t *testing.T) {
 		})
 		require.GreaterOrEqual(t, voters.stop(), 3, "etcd had three voters throughout (%s)", step.what)
 		require.GreaterOrEqual(t, c.Status.NextOrdinal, int32(6), "three new members joined")
-		checkMembership(t, ns, "demo")
+		framework.CheckMembership(t, ns, "demo")
 	}
 	w.stopAndVerify()
 	t.Logf("moving storage twice: %d writes failed (5 s timeout), worst latency %v", w.failed, w.maxLat)
@@ -97,7 +98,7 @@ func TestStorageMovesToANewClass(t *testing.T) {
 func claims(t *testing.T, ns string) []corev1.PersistentVolumeClaim {
 	t.Helper()
 	var list corev1.PersistentVolumeClaimList
-	require.NoError(t, env.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: "demo"}))
+	require.NoError(t, framework.Env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: "demo"}))
 	return list.Items
 }
 
@@ -112,20 +113,20 @@ type voterWatch struct {
 func watchVoters(t *testing.T, ns, name string) *voterWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	v := &voterWatch{cancel: cancel, done: make(chan struct{}), least: 99}
-	id := get(t, ns, name).Status.ClusterID
-	cli := etcdClient(t, endpoints(t, ns, name))
+	id := framework.Get(t, ns, name).Status.ClusterID
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, name))
 	go func() {
 		defer close(v.done)
 		for i := 0; ctx.Err() == nil; i++ {
 			if i%10 == 0 {
-				if eps := endpoints(t, ns, name); len(eps) > 0 {
+				if eps := framework.Endpoints(t, ns, name); len(eps) > 0 {
 					cli.SetEndpoints(eps...)
 				}
 			}
 			lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
 			list, err := cli.MemberList(lctx)
 			lcancel()
-			if err == nil && sameCluster(list.Header, id) == nil {
+			if err == nil && framework.SameCluster(list.Header, id) == nil {
 				n := 0
 				for _, m := range list.Members {
 					if !m.IsLearner {
@@ -155,22 +156,22 @@ func (v *voterWatch) stop() int {
 // running and etcd never below three voters.
 func TestMemoryMembersAreReplaced(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	startOperator(t, ns)
-	createReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory })
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Storage.Medium = v1alpha1.StorageMediumMemory })
 	w := startWriter(t, ns, "demo")
 	voters := watchVoters(t, ns, "demo")
-	update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Options.SnapshotCount = ptr.To[int64](20000)
 	})
-	c := waitFor(t, ns, "demo", 4*time.Minute, "the members replaced", func(c *v1alpha1.EtcdCluster) bool {
-		return ready(c) && c.Status.ObservedGeneration == c.Generation && c.Status.NextOrdinal >= 6
+	c := framework.WaitFor(t, ns, "demo", 4*time.Minute, "the members replaced", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && c.Status.ObservedGeneration == c.Generation && c.Status.NextOrdinal >= 6
 	})
 	require.GreaterOrEqual(t, voters.stop(), 3, "etcd had three voters throughout")
 	w.stopAndVerify()
 	for _, h := range c.Status.History {
 		require.NotContains(t, h.Actions, "RestartMember", "no member in memory is restarted: %+v", c.Status.History)
 	}
-	checkMembership(t, ns, "demo")
+	framework.CheckMembership(t, ns, "demo")
 	t.Logf("replacing members in memory: %d writes failed (5 s timeout), worst latency %v", w.failed, w.maxLat)
 }

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // writer puts keys throughout an operation and remembers which writes etcd acknowledged.
@@ -29,8 +30,8 @@ type writer struct {
 
 func startWriter(t *testing.T, ns, cluster string) *writer {
 	t.Helper()
-	id := get(t, ns, cluster).Status.ClusterID
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	id := framework.Get(t, ns, cluster).Status.ClusterID
+	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, cluster), DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{}), revs: map[string]int64{}}
@@ -39,7 +40,7 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 		defer cli.Close()
 		for i := 0; ctx.Err() == nil; i++ {
 			if i%20 == 0 {
-				if eps := endpoints(t, ns, cluster); len(eps) > 0 {
+				if eps := framework.Endpoints(t, ns, cluster); len(eps) > 0 {
 					cli.SetEndpoints(eps...)
 				}
 			}
@@ -49,7 +50,7 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 			resp, err := cli.Put(wctx, key, key)
 			wcancel()
 			if err == nil {
-				err = sameCluster(resp.Header, id)
+				err = framework.SameCluster(resp.Header, id)
 			}
 			lat := time.Since(start)
 			w.mu.Lock()
@@ -80,12 +81,12 @@ func (w *writer) stopAndVerify() {
 	w.t.Helper()
 	w.cancel()
 	<-w.done
-	cli := etcdClient(w.t, endpoints(w.t, w.ns, w.cl))
+	cli := framework.EtcdClient(w.t, framework.Endpoints(w.t, w.ns, w.cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, "/writer/", clientv3.WithPrefix())
 	require.NoError(w.t, err)
-	require.NoError(w.t, sameCluster(resp.Header, get(w.t, w.ns, w.cl).Status.ClusterID))
+	require.NoError(w.t, framework.SameCluster(resp.Header, framework.Get(w.t, w.ns, w.cl).Status.ClusterID))
 	have := map[string]bool{}
 	for _, kv := range resp.Kvs {
 		have[string(kv.Key)] = true
@@ -136,13 +137,4 @@ func (w *writer) stillThere() {
 	w2.waitAcked()
 	w2.acked = append(w2.acked, w.acked...)
 	w2.stopAndVerify()
-}
-
-// sameCluster fails an answer from another etcd cluster than id: clients reach members at
-// Pod IPs, which another test's cluster may take over when a Pod goes.
-func sameCluster(h *etcdserverpb.ResponseHeader, id string) error {
-	if id != "" && (h == nil || memberID(h.ClusterId) != id) {
-		return fmt.Errorf("answered by another etcd cluster than %s", id)
-	}
-	return nil
 }

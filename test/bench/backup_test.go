@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/test/framework"
 	"github.com/etcdplan/etcdplan/test/objstore"
 )
 
@@ -34,7 +35,7 @@ func TestBenchBackup(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("BENCH_BACKUP_MIB")); err == nil && n > 0 {
 		mib = n
 	}
-	ns := namespace(t)
+	ns := framework.Namespace(t)
 	b := &bench{t: t}
 	op := b.managerWith(ns, "0")
 	big := func(c *v1alpha1.EtcdCluster) {
@@ -42,25 +43,25 @@ func TestBenchBackup(t *testing.T) {
 		quota := int64(2*mib+256) << 20
 		c.Spec.Options.QuotaBackendBytes = &quota
 	}
-	createReady(t, ns, 3, big)
+	framework.CreateReady(t, ns, 3, big)
 	ctx := context.Background()
-	cli := etcdClient(t, endpoints(t, ns, "demo"))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
 	value := make([]byte, 1<<20) // incompressible, as a store sees real data
 	for i := range mib {
 		_, _ = rand.Read(value)
 		_, err := cli.Put(ctx, fmt.Sprintf("/big/%05d", i), string(value))
 		require.NoError(t, err)
 	}
-	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, env.stack.Instance().BridgeIP()))
+	m := objstore.StartMinIO(t, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	m.Bucket(t, "etcd-backups")
-	require.NoError(t, env.client.Create(ctx, &corev1.Secret{ObjectMeta: metaName(ns, "s3"),
+	require.NoError(t, framework.Env.Client.Create(ctx, &corev1.Secret{ObjectMeta: framework.MetaName(ns, "s3"),
 		StringData: map[string]string{"accessKeyID": m.User, "secretAccessKey": m.Password}}))
 	rssBefore, peakBefore := memory(t, op.pid())
 	start := time.Now()
-	createBackup(t, ns, "big", minioDest(m.Endpoint))
+	framework.CreateBackup(t, ns, "big", framework.MinIODest(m.Endpoint))
 	bk := &v1alpha1.EtcdBackup{}
 	require.Eventually(t, func() bool {
-		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, bk))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, bk))
 		require.NotEqual(t, v1alpha1.BackupFailed, bk.Status.Phase, "%+v", bk.Status.Conditions)
 		return bk.Status.Phase == v1alpha1.BackupSucceeded
 	}, 20*time.Minute, 50*time.Millisecond)
@@ -71,17 +72,17 @@ func TestBenchBackup(t *testing.T) {
 	// What a backup's contents record costs (a backup reads it after the snapshot): etcd's
 	// HashKV at the snapshot's revision, read again here from the same member.
 	pod := &corev1.Pod{}
-	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bk.Status.Artifact.Member}, pod))
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bk.Status.Artifact.Member}, pod))
 	start = time.Now()
 	_, err := cli.HashKV(ctx, observe.ClientURL(pod), bk.Status.Artifact.Revision)
 	require.NoError(t, err)
 	hashTook := time.Since(start)
 
 	start = time.Now()
-	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, bk))
-	patchSpec(t, bk, func() { bk.Spec.Verify = true })
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, bk))
+	framework.PatchSpec(t, bk, func() { bk.Spec.Verify = true })
 	require.Eventually(t, func() bool {
-		require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, bk))
+		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, bk))
 		v := apimeta.FindStatusCondition(bk.Status.Conditions, v1alpha1.VerifiedCondition)
 		require.False(t, v != nil && v.Status == metav1.ConditionFalse, "%+v", v)
 		return v != nil && v.Status == metav1.ConditionTrue && v.ObservedGeneration == bk.Generation
@@ -89,13 +90,13 @@ func TestBenchBackup(t *testing.T) {
 	drillTook := time.Since(start)
 
 	start = time.Now()
-	restored := newCluster(ns, "restored", 3)
+	restored := framework.NewCluster(ns, "restored", 3)
 	big(restored)
 	restored.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "big"}}
-	require.NoError(t, env.client.Create(ctx, restored))
-	waitFor(t, ns, "restored", 20*time.Minute, "restored and Ready", ready)
+	require.NoError(t, framework.Env.Client.Create(ctx, restored))
+	framework.WaitFor(t, ns, "restored", 20*time.Minute, "restored and Ready", framework.Ready)
 	restoreTook := time.Since(start)
-	resp, err := etcdClient(t, endpoints(t, ns, "restored")).Get(ctx, "/big/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := framework.EtcdClient(t, framework.Endpoints(t, ns, "restored")).Get(ctx, "/big/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	require.NoError(t, err)
 	require.EqualValues(t, mib, resp.Count, "every key restored")
 

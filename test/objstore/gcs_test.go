@@ -1,4 +1,4 @@
-package store_test
+package objstore_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/store"
+	"github.com/etcdplan/etcdplan/executor/store/storetest"
 	"github.com/etcdplan/etcdplan/test/objstore"
 )
 
@@ -27,7 +28,7 @@ func TestGCSAgainstFakeServer(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, st.Close()) })
 		return st
 	}
-	roundTrips(t, open("backups", g.Endpoint), "gs://backups/etcd/")
+	storetest.RoundTrips(t, open("backups", g.Endpoint), "gs://backups/etcd/")
 
 	err := open("nope", g.Endpoint).Put(ctx, "x", bytes.NewReader([]byte("x")))
 	require.ErrorIs(t, err, store.ErrRefused, "a missing bucket")

@@ -1,10 +1,8 @@
-package e2e
+package bench
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/ptr"
+
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // scaleResult is one operator managing many clusters at rest, then restarted.
@@ -45,7 +45,7 @@ var slowAPILease = []string{"--leader-elect-lease-duration=60s", "--leader-elect
 func (b *bench) scale(n int) scaleResult {
 	t := b.t
 	t.Logf("bench: %d clusters", n)
-	ns := namespace(t)
+	ns := framework.Namespace(t)
 	op := b.managerWith(ns, operatorMetrics, slowAPILease...)
 	r := scaleResult{Clusters: n, Members: benchMembers()}
 	start := time.Now()
@@ -53,15 +53,15 @@ func (b *bench) scale(n int) scaleResult {
 	// starting together) overload a 2-core machine.
 	for first := 0; first < n; first += 10 {
 		for i := first; i < min(first+10, n); i++ {
-			c := newCluster(ns, fmt.Sprintf("s%02d", i), int32(r.Members))
+			c := framework.NewCluster(ns, fmt.Sprintf("s%02d", i), int32(r.Members))
 			// Idle members still heartbeat: at etcd's default of 10 a second, 150 of them
 			// keep a 2-core machine so busy that elections time out. A slower beat fits
 			// them; the operator's work is the same.
 			c.Spec.Options.HeartbeatInterval, c.Spec.Options.ElectionTimeout = ptr.To[int32](500), ptr.To[int32](5000)
-			require.NoError(t, env.client.Create(context.Background(), c))
+			require.NoError(t, framework.Env.Client.Create(context.Background(), c))
 		}
 		for i := first; i < min(first+10, n); i++ {
-			waitFor(t, ns, fmt.Sprintf("s%02d", i), 20*time.Minute, "Ready", ready)
+			framework.WaitFor(t, ns, fmt.Sprintf("s%02d", i), 20*time.Minute, "Ready", framework.Ready)
 		}
 	}
 	r.AllReady = time.Since(start)
@@ -75,13 +75,13 @@ func (b *bench) scale(n int) scaleResult {
 	r.RSS, r.PeakRSS = memory(t, op.pid())
 	r.Requests = map[string]float64{}
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
-		r.Requests[m] = sum(opAfter, "rest_client_requests_total", `method="`+m+`"`) - sum(opBefore, "rest_client_requests_total", `method="`+m+`"`)
+		r.Requests[m] = framework.Sum(opAfter, "rest_client_requests_total", `method="`+m+`"`) - framework.Sum(opBefore, "rest_client_requests_total", `method="`+m+`"`)
 	}
 	r.Writes = map[string]float64{}
 	for _, res := range []string{"etcdclusters", "pods", "persistentvolumeclaims", "services", "poddisruptionbudgets"} {
 		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
 			sel := []string{`resource="` + res + `"`, `verb="` + verb + `"`}
-			r.Writes[res] += sum(apiAfter, "apiserver_request_total", sel...) - sum(apiBefore, "apiserver_request_total", sel...)
+			r.Writes[res] += framework.Sum(apiAfter, "apiserver_request_total", sel...) - framework.Sum(apiBefore, "apiserver_request_total", sel...)
 		}
 	}
 
@@ -93,7 +93,7 @@ func (b *bench) scale(n int) scaleResult {
 	defer cancel()
 	for ctx.Err() == nil {
 		text, _ := operatorMetricsText()
-		done := sum(text, "controller_runtime_reconcile_total", `controller="etcdcluster"`)
+		done := framework.Sum(text, "controller_runtime_reconcile_total", `controller="etcdcluster"`)
 		if done > 0 && r.FirstAfterStart == 0 {
 			r.FirstAfterStart = time.Since(start)
 		}
@@ -115,21 +115,7 @@ func (b *bench) scale(n int) scaleResult {
 
 // operatorMetricsText is the operator's metrics; it fails while the operator starts.
 func operatorMetricsText() (string, error) {
-	return metricsText("http://" + operatorMetrics + "/metrics")
-}
-
-// metricsText reads a metrics endpoint in Prometheus's text format.
-func metricsText(url string) (string, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
+	return framework.MetricsText("http://" + operatorMetrics + "/metrics")
 }
 
 func scrape(t require.TestingT) string {
@@ -142,29 +128,9 @@ func scrape(t require.TestingT) string {
 func apiMetrics(t require.TestingT) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, err := env.stack.Client().Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	b, err := framework.Env.Stack.Client().Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	require.NoError(t, err)
 	return string(b)
-}
-
-// sum adds up the samples of a metric whose labels contain every selector.
-func sum(text, metric string, selectors ...string) float64 {
-	total := 0.0
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
-			continue
-		}
-		ok := true
-		for _, s := range selectors {
-			ok = ok && strings.Contains(line, s)
-		}
-		if i := strings.LastIndexByte(line, ' '); ok && i > 0 {
-			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-				total += v
-			}
-		}
-	}
-	return total
 }
 
 // benchMembers is how many members each of the many clusters has: BENCH_CLUSTER_MEMBERS,
@@ -181,11 +147,11 @@ func benchMembers() int {
 // mean is a histogram's mean, in seconds, over the samples whose labels contain every
 // selector.
 func mean(text, metric string, selectors ...string) time.Duration {
-	n := sum(text, metric+"_count", selectors...)
+	n := framework.Sum(text, metric+"_count", selectors...)
 	if n == 0 {
 		return 0
 	}
-	return time.Duration(sum(text, metric+"_sum", selectors...) / n * float64(time.Second))
+	return time.Duration(framework.Sum(text, metric+"_sum", selectors...) / n * float64(time.Second))
 }
 
 // cpuTicks is the CPU time a process used, in clock ticks (1/100 s).

@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd/etcdfake"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/planner"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // probe writes at a fixed rate, each write on a 2 s clock, and records every outcome: what
@@ -43,7 +44,7 @@ const probeEvery = 20 * time.Millisecond
 
 func startProbe(t *testing.T, ns, cluster string) *probe {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t, ns, cluster), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, cluster), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func startProbe(t *testing.T, ns, cluster string) *probe {
 			}
 			if i%25 == 0 { // follow the members as they come and go
 				go func() {
-					if eps := endpoints(t, ns, cluster); len(eps) > 0 {
+					if eps := framework.Endpoints(t, ns, cluster); len(eps) > 0 {
 						cli.SetEndpoints(eps...)
 					}
 				}()
@@ -163,7 +164,7 @@ func startSampler(t *testing.T, ns, name string) *sampler {
 	s.cancel = cancel
 	// Reads come from an informer cache, as the operator's do: looking often must not load
 	// the API server the operator works against.
-	kube, err := cache.New(env.stack.RESTConfig(), cache.Options{Scheme: env.client.Scheme(),
+	kube, err := cache.New(framework.Env.Stack.RESTConfig(), cache.Options{Scheme: framework.Env.Client.Scheme(),
 		DefaultNamespaces: map[string]cache.Config{ns: {}}})
 	require.NoError(t, err)
 	go func() { _ = kube.Start(ctx) }()

@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // floor drives the operations a plan is made of (Pods and claims created and deleted,
@@ -39,7 +40,7 @@ func newFloor(t *testing.T, ns string, c *v1alpha1.EtcdCluster) *floor {
 	c.Namespace = ns
 	ctx := context.Background()
 	for _, svc := range []*corev1.Service{resources.Headless(c), resources.Client(c)} {
-		if err := env.client.Create(ctx, svc); !apierrors.IsAlreadyExists(err) {
+		if err := framework.Env.Client.Create(ctx, svc); !apierrors.IsAlreadyExists(err) {
 			require.NoError(t, err) // a cluster of the same name was there before
 		}
 	}
@@ -51,7 +52,7 @@ func (f *floor) ctx() (context.Context, context.CancelFunc) {
 }
 
 func (f *floor) images() resources.Images {
-	return resources.Images{EtcdRepository: "quay.io/coreos/etcd", Operator: operatorImage}
+	return resources.Images{EtcdRepository: "quay.io/coreos/etcd", Operator: framework.OperatorImage}
 }
 
 // start creates a member's claim and Pod: a seed alone, or a member joining those listed.
@@ -71,10 +72,10 @@ func (f *floor) create(ms resources.MemberSpec) {
 	ctx, cancel := f.ctx()
 	defer cancel()
 	pvc := resources.MemberPVC(f.c, ms.Name)
-	if err := env.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := framework.Env.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(f.t, err)
 	}
-	require.NoError(f.t, env.client.Create(ctx, resources.MemberPod(f.c, f.images(), ms)))
+	require.NoError(f.t, framework.Env.Client.Create(ctx, resources.MemberPod(f.c, f.images(), ms)))
 }
 
 // endpoint waits for a member's Pod to have an IP and returns its client URL.
@@ -84,7 +85,7 @@ func (f *floor) endpoint(name string) string {
 	var ep string
 	require.NoError(f.t, kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
 		var p corev1.Pod
-		if env.client.Get(ctx, client.ObjectKey{Namespace: f.c.Namespace, Name: name}, &p) != nil || p.Status.PodIP == "" {
+		if framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: f.c.Namespace, Name: name}, &p) != nil || p.Status.PodIP == "" {
 			return false, nil
 		}
 		ep = observe.ClientURL(&p)
@@ -186,7 +187,7 @@ func (f *floor) leave(voter, name string) {
 	f.deletePod(name, false) // the next change need not wait for the Pod to go
 	ctx, cancel := f.ctx()
 	defer cancel()
-	require.NoError(f.t, client.IgnoreNotFound(env.client.Delete(ctx, resources.MemberPVC(f.c, name))))
+	require.NoError(f.t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, resources.MemberPVC(f.c, name))))
 }
 
 // handOff makes to the leader if from leads; etcd moves leadership only at the leader.
@@ -216,12 +217,12 @@ func (f *floor) deletePod(name string, wait bool) {
 	defer cancel()
 	p := &corev1.Pod{}
 	p.Namespace, p.Name = f.c.Namespace, name
-	require.NoError(f.t, client.IgnoreNotFound(env.client.Delete(ctx, p)))
+	require.NoError(f.t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, p)))
 	if !wait {
 		return
 	}
 	require.NoError(f.t, kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
-		return apierrors.IsNotFound(env.client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})), nil
+		return apierrors.IsNotFound(framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})), nil
 	}), "Pod %s goes", name)
 }
 

@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // benchMark is a moment of a scenario after its start, in the operator's run and in the
@@ -67,20 +68,20 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 		name, wiped = "quorum loss, all 3 wiped", []string{qlCluster + "-0", qlCluster + "-1", qlCluster + "-2"}
 	}
 	const version = "3.6.16"
-	c := newCluster(b.opNS, qlCluster, 3)
+	c := framework.NewCluster(b.opNS, qlCluster, 3)
 	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
-	require.NoError(t, env.client.Create(ctx, c))
+	require.NoError(t, framework.Env.Client.Create(ctx, c))
 	fl := newFloor(t, b.floorNS, c)
 	fl.bootstrap(3, version)
-	waitReady(t, b.opNS, qlCluster)
+	framework.WaitReady(t, b.opNS, qlCluster)
 	var source v1alpha1.SnapshotSource // the floor's snapshot, for a restore
 	if all {
 		for _, ns := range []string{b.opNS, b.floorNS} {
 			ensureClaim(t, ns, "backups")
 		}
 		backup := fmt.Sprintf("%s-before-%d", qlCluster, run)
-		createBackup(t, b.opNS, backup, claimDest("backups"), func(bk *v1alpha1.EtcdBackup) { bk.Spec.ClusterRef.Name = qlCluster })
-		waitBackup(t, b.opNS, backup, v1alpha1.BackupSucceeded)
+		framework.CreateBackup(t, b.opNS, backup, framework.ClaimDest("backups"), func(bk *v1alpha1.EtcdBackup) { bk.Spec.ClusterRef.Name = qlCluster })
+		framework.WaitBackup(t, b.opNS, backup, v1alpha1.BackupSucceeded)
 		source = fl.snapshot(qlCluster+"-0", "backups", fmt.Sprintf("floor/%s-%d.db", qlCluster, run))
 	}
 
@@ -101,7 +102,7 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 		b.wipe(b.floorNS, wiped...)
 		for _, m := range wiped {
 			delete(fl.members, m)
-			require.NoError(t, client.IgnoreNotFound(env.client.Delete(ctx, resources.MemberPVC(fl.c, m))))
+			require.NoError(t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, resources.MemberPVC(fl.c, m))))
 		}
 		seed := qlCluster + "-0"
 		if all {
@@ -196,10 +197,10 @@ func markMS(d time.Duration) string {
 func (b *bench) wipe(ns string, members ...string) {
 	ctx := context.Background()
 	for _, m := range members {
-		require.NoError(b.t, env.stack.WipePVC(ctx, ns, m))
+		require.NoError(b.t, framework.Env.Stack.WipePVC(ctx, ns, m))
 	}
 	for _, m := range members {
-		require.NoError(b.t, client.IgnoreNotFound(env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, m)})))
+		require.NoError(b.t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(ns, m)})))
 	}
 }
 
@@ -220,7 +221,7 @@ func (b *bench) watchReady(ns, cluster string, replicas int, gone []string) *rea
 		for ctx.Err() == nil {
 			at := time.Now()
 			var c v1alpha1.EtcdCluster
-			if env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, &c) == nil && ready(&c) &&
+			if framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, &c) == nil && framework.Ready(&c) &&
 				len(c.Status.Members) == replicas && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
 				return slices.Contains(gone, m.Name)
 			}) {
@@ -242,7 +243,7 @@ func (w *readyWatch) stop() time.Duration {
 
 // ensureClaim creates a volume claim of 1 GiB to back up to, unless it exists.
 func ensureClaim(t require.TestingT, ns, name string) {
-	err := env.client.Create(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: metaName(ns, name),
+	err := framework.Env.Client.Create(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: framework.MetaName(ns, name),
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}})
 	if !apierrors.IsAlreadyExists(err) {
@@ -283,7 +284,7 @@ func secs(d time.Duration) string {
 // forceNew starts a member alone on its data with --force-new-cluster, in a Pod rendered as
 // the operator's (its old Pod must be gone), and waits until it answers.
 func (f *floor) forceNew(name, version string) {
-	f.create(resources.MemberSpec{Name: name, Version: version, ExpectData: true, Voter: true, ForceNewCluster: memberID(f.members[name]),
+	f.create(resources.MemberSpec{Name: name, Version: version, ExpectData: true, Voter: true, ForceNewCluster: framework.MemberID(f.members[name]),
 		InitialCluster: []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name)}})
 }
 
@@ -295,17 +296,17 @@ func (f *floor) restoreSeed(name, version string, source v1alpha1.SnapshotSource
 }
 
 // snapshot stores a snapshot of a member's data on a claim of the floor's namespace, where
-// a backup to claimDest(claim) puts them, and returns where.
+// a backup to framework.ClaimDest(claim) puts them, and returns where.
 func (f *floor) snapshot(member, claim, key string) v1alpha1.SnapshotSource {
 	ctx, cancel := f.ctx()
 	defer cancel()
 	var dir string
 	require.Eventually(f.t, func() bool {
-		d, err := env.stack.ClaimDir(ctx, f.c.Namespace, claim)
+		d, err := framework.Env.Stack.ClaimDir(ctx, f.c.Namespace, claim)
 		dir = d
 		return err == nil
 	}, time.Minute, floorPoll, "claim %s is bound", claim)
-	dest := claimDest(claim)
+	dest := framework.ClaimDest(claim)
 	path := filepath.Join(dir, dest.PVC.SubPath, filepath.FromSlash(key))
 	require.NoError(f.t, os.MkdirAll(filepath.Dir(path), 0o755))
 	cli := f.client(member)
@@ -335,7 +336,7 @@ type podTrace struct {
 
 func tracePods(t *testing.T, ns string) *podTrace {
 	ctx, cancel := context.WithCancel(context.Background())
-	pods := kubernetes.NewForConfigOrDie(env.stack.RESTConfig()).CoreV1().Pods(ns)
+	pods := kubernetes.NewForConfigOrDie(framework.Env.Stack.RESTConfig()).CoreV1().Pods(ns)
 	list, err := pods.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
@@ -361,7 +362,7 @@ func tracePods(t *testing.T, ns string) *podTrace {
 			if p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
 				facts = append(facts, "phase "+string(p.Status.Phase))
 			}
-			if podReady(p) {
+			if framework.PodReady(p) {
 				facts = append(facts, "ready")
 			}
 			if p.DeletionTimestamp != nil {

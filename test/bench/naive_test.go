@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // naiveRun is a rollout done the way a tool that knows nothing of etcd's leader does it,
@@ -39,19 +40,19 @@ func (b *bench) upgrade() benchResult {
 	t := b.t
 	from, to := "3.5.35", "3.6.16"
 	ready := func(name string) *floor {
-		c := newCluster(b.floorNS, name, 3)
+		c := framework.NewCluster(b.floorNS, name, 3)
 		c.Spec.Version = from
 		fl := newFloor(t, b.floorNS, c)
 		fl.bootstrap(3, from)
 		return fl
 	}
-	up := newCluster(b.opNS, "up", 3)
+	up := framework.NewCluster(b.opNS, "up", 3)
 	up.Spec.Version = from
-	require.NoError(t, env.client.Create(context.Background(), up))
-	waitReady(t, b.opNS, "up")
+	require.NoError(t, framework.Env.Client.Create(context.Background(), up))
+	framework.WaitReady(t, b.opNS, "up")
 	flUp, naiveUp := ready("up"), ready("naive-up")
 	r := b.run("upgrade 3 members 3.5 -> 3.6", "up", 3, to, func() {
-		update(t, b.opNS, "up", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = to })
+		framework.Update(t, b.opNS, "up", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = to })
 	}, func() {
 		leader := flUp.leader()
 		for _, m := range []string{"up-0", "up-1", "up-2"} {
@@ -80,19 +81,19 @@ const defragLive, defragFree = 64, 32
 // `etcdctl defrag --cluster` does).
 func (b *bench) defrag() benchResult {
 	t := b.t
-	c := newCluster(b.opNS, "big", 3)
+	c := framework.NewCluster(b.opNS, "big", 3)
 	c.Spec.Storage.Size = resource.MustParse("256Mi")
-	require.NoError(t, env.client.Create(context.Background(), c))
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
 	fl := newFloor(t, b.floorNS, c)
 	fl.bootstrap(3, c.Spec.Version)
-	waitReady(t, b.opNS, "big")
+	framework.WaitReady(t, b.opNS, "big")
 	for _, ns := range []string{b.opNS, b.floorNS} {
 		load(t, ns, "big", defragLive)
-		fragment(t, ns, "big", defragFree)
+		framework.Fragment(t, ns, "big", defragFree)
 	}
 	done := func(ns string) bool { return b.defragmented(ns, "big") }
 	r := b.run(fmt.Sprintf("defragment 3 members, %d MiB each", defragLive+defragFree), "big", 3, c.Spec.Version, func() {
-		update(t, b.opNS, "big", func(c *v1alpha1.EtcdCluster) {
+		framework.Update(t, b.opNS, "big", func(c *v1alpha1.EtcdCluster) {
 			c.Spec.Maintenance = &v1alpha1.MaintenanceSpec{Defrag: &v1alpha1.DefragSpec{ThresholdPercent: 20}}
 		})
 	}, func() {
@@ -105,7 +106,7 @@ func (b *bench) defrag() benchResult {
 		fl.handOff(leader, fl.other(leader))
 		fl.defrag(leader)
 	}, done)
-	fragment(t, b.floorNS, "big", defragFree)
+	framework.Fragment(t, b.floorNS, "big", defragFree)
 	b.naive(&r, "every member in turn, the leader in place", "big", c.Spec.Version, func() {
 		for _, m := range []string{"big-0", "big-1", "big-2"} {
 			fl.defrag(m)
@@ -117,7 +118,7 @@ func (b *bench) defrag() benchResult {
 // load writes mib MiB of keys that stay, four writers at once.
 func load(t *testing.T, ns, cluster string, mib int) {
 	t.Helper()
-	cli := etcdClient(t, endpoints(t, ns, cluster))
+	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, cluster))
 	value := strings.Repeat("x", 512<<10)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -141,8 +142,8 @@ func load(t *testing.T, ns, cluster string, mib int) {
 
 // defragmented: every member answers, with less than a tenth of its database free.
 func (b *bench) defragmented(ns, cluster string) bool {
-	eps := endpoints(b.t, ns, cluster)
-	cli := etcdClient(b.t, eps)
+	eps := framework.Endpoints(b.t, ns, cluster)
+	cli := framework.EtcdClient(b.t, eps)
 	defer cli.Close()
 	for _, ep := range eps {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // benchResult is one scenario: the operator's run and the floor's, side by side.
@@ -62,7 +63,7 @@ func TestBench(t *testing.T) {
 		t.Skip("BENCH is not set: make bench runs the benchmarks")
 	}
 	ctrllog.SetLogger(logr.Discard()) // the sampler's informers log through it
-	opNS, floorNS := namespace(t), namespace(t)
+	opNS, floorNS := framework.Namespace(t), framework.Namespace(t)
 	b := &bench{t: t, opNS: opNS, floorNS: floorNS}
 	// BENCH_ONLY=clusters measures only the operator restart and the many clusters
 	// (restart: the restart alone), and writes no docs: for looking into those alone.
@@ -94,7 +95,7 @@ func TestBench(t *testing.T) {
 	}
 	// BENCH_OPERATOR_ARGS adds flags to the operator's (--zap-log-level=5 logs each
 	// reconcile's start and end).
-	startOperator(t, opNS, strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))...)
+	framework.StartOperator(t, opNS, strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))...)
 	// BENCH_ONLY=day2 measures only the upgrade and the defragmentation, each against a
 	// naive rollout, and writes no docs.
 	if os.Getenv("BENCH_ONLY") == "day2" {
@@ -142,7 +143,7 @@ func TestBench(t *testing.T) {
 			return err
 		})
 		delete(fl.members, "demo-1")
-		require.NoError(t, client.IgnoreNotFound(env.client.Delete(context.Background(), resources.MemberPVC(fl.c, "demo-1"))))
+		require.NoError(t, client.IgnoreNotFound(framework.Env.Client.Delete(context.Background(), resources.MemberPVC(fl.c, "demo-1"))))
 		fl.join("demo-0", "demo-5", "3.6.16")
 	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
 	results = append(results, b.quorumLosses(runs)...)
@@ -165,10 +166,10 @@ func benchClusters() int {
 // bootstrap measures creating a cluster of n members, and returns the floor's for the
 // scenarios that follow.
 func (b *bench) bootstrap(name string, n int32) (benchResult, *floor) {
-	c := newCluster(b.opNS, name, n)
+	c := framework.NewCluster(b.opNS, name, n)
 	fl := newFloor(b.t, b.floorNS, c)
 	r := b.run(fmt.Sprintf("bootstrap %d", n), name, int(n), "3.6.16", func() {
-		require.NoError(b.t, env.client.Create(context.Background(), c))
+		require.NoError(b.t, framework.Env.Client.Create(context.Background(), c))
 	}, func() { fl.bootstrap(int(n), "3.6.16") }, nil)
 	return r, fl
 }
@@ -176,12 +177,12 @@ func (b *bench) bootstrap(name string, n int32) (benchResult, *floor) {
 // freshBootstrap measures creating a cluster of 3 the moment its operator starts (as
 // deployed, with leader election), as after an install or with a rollout under way.
 func (b *bench) freshBootstrap() benchResult {
-	c := newCluster(b.opNS, "fresh", 3)
+	c := framework.NewCluster(b.opNS, "fresh", 3)
 	fl := newFloor(b.t, b.floorNS, c)
 	var op *benchOperator
 	r := b.run("bootstrap 3, operator started with it", "fresh", 3, "3.6.16", func() {
 		op = b.managerWith(b.opNS, "0")
-		require.NoError(b.t, env.client.Create(context.Background(), c))
+		require.NoError(b.t, framework.Env.Client.Create(context.Background(), c))
 	}, func() { fl.bootstrap(3, "3.6.16") }, nil)
 	b.deleteCluster("fresh")
 	op.stop()
@@ -194,11 +195,11 @@ func (b *bench) podDeleted(fl *floor, member string) benchResult {
 	old := map[string]types.UID{}
 	for _, ns := range []string{b.opNS, b.floorNS} {
 		var p corev1.Pod
-		require.NoError(b.t, env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: member}, &p))
+		require.NoError(b.t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: member}, &p))
 		old[ns] = p.UID
 	}
 	del := func(ns string) {
-		require.NoError(b.t, env.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metaName(ns, member)}))
+		require.NoError(b.t, framework.Env.Client.Delete(context.Background(), &corev1.Pod{ObjectMeta: framework.MetaName(ns, member)}))
 	}
 	return b.run("a member's Pod deleted", fl.c.Name, 3, "3.6.16", func() { del(b.opNS) }, func() {
 		del(b.floorNS)
@@ -206,7 +207,7 @@ func (b *bench) podDeleted(fl *floor, member string) benchResult {
 		fl.start(member, "3.6.16", false, true)
 	}, func(ns string) bool {
 		var p corev1.Pod
-		return env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: member}, &p) == nil && p.UID != old[ns]
+		return framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: member}, &p) == nil && p.UID != old[ns]
 	})
 }
 
@@ -217,17 +218,17 @@ func (b *bench) restart(n int) benchResult {
 	t := b.t
 	name := fmt.Sprintf("operator restart, %d clusters with a member Pod gone", n)
 	t.Logf("bench: %s", name)
-	ns := namespace(t)
+	ns := framework.Namespace(t)
 	b.restartNS = ns
 	stop := b.manager(ns)
 	var clusters []*v1alpha1.EtcdCluster
 	for i := range n {
-		c := newCluster(ns, fmt.Sprintf("r%d", i), 3)
-		require.NoError(t, env.client.Create(context.Background(), c))
+		c := framework.NewCluster(ns, fmt.Sprintf("r%d", i), 3)
+		require.NoError(t, framework.Env.Client.Create(context.Background(), c))
 		clusters = append(clusters, c)
 	}
 	for _, c := range clusters {
-		waitReady(t, ns, c.Name)
+		framework.WaitReady(t, ns, c.Name)
 	}
 	allSettled := func() bool {
 		for _, c := range clusters {
@@ -239,7 +240,7 @@ func (b *bench) restart(n int) benchResult {
 	}
 	loseOne := func() {
 		for _, c := range clusters {
-			require.NoError(t, env.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metaName(ns, c.Name+"-1")}))
+			require.NoError(t, framework.Env.Client.Delete(context.Background(), &corev1.Pod{ObjectMeta: framework.MetaName(ns, c.Name+"-1")}))
 		}
 		for _, c := range clusters {
 			require.Eventually(t, func() bool { return !b.podExists(ns, c.Name+"-1") }, time.Minute, 20*time.Millisecond)
@@ -259,8 +260,8 @@ func (b *bench) restart(n int) benchResult {
 	start := time.Now()
 	for _, c := range clusters {
 		fl := &floor{t: t, c: c, members: map[string]uint64{}}
-		for _, m := range get(t, ns, c.Name).Status.Members {
-			fl.members[m.Name] = parseID(t, m.ID)
+		for _, m := range framework.Get(t, ns, c.Name).Status.Members {
+			fl.members[m.Name] = framework.ParseID(t, m.ID)
 		}
 		fl.start(c.Name+"-1", c.Spec.Version, false, true)
 	}
@@ -273,7 +274,7 @@ func (b *bench) restart(n int) benchResult {
 // clear deletes namespaces and waits until none of their Pods runs.
 func (b *bench) clear(namespaces ...string) {
 	for _, ns := range namespaces {
-		require.NoError(b.t, client.IgnoreNotFound(env.client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metaName("", ns)})))
+		require.NoError(b.t, client.IgnoreNotFound(framework.Env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: framework.MetaName("", ns)})))
 	}
 	for _, ns := range namespaces {
 		b.noPods(5*time.Minute, "the Pods of "+ns, client.InNamespace(ns))
@@ -284,7 +285,7 @@ func (b *bench) clear(namespaces ...string) {
 func (b *bench) noPods(within time.Duration, what string, opts ...client.ListOption) {
 	require.Eventually(b.t, func() bool {
 		var pods corev1.PodList
-		return env.client.List(context.Background(), &pods, opts...) == nil && len(pods.Items) == 0
+		return framework.Env.Client.List(context.Background(), &pods, opts...) == nil && len(pods.Items) == 0
 	}, within, 200*time.Millisecond, "%s go", what)
 }
 
@@ -307,13 +308,13 @@ type benchOperator struct {
 // managerWith is manager with the operator's metrics served at metricsAddr ("0": none)
 // and extra flags.
 func (b *bench) managerWith(ns, metricsAddr string, extra ...string) *benchOperator {
-	log, err := os.OpenFile(filepath.Join(env.root, ".stack", "logs", "operator-"+ns+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(filepath.Join(framework.Env.Root, ".stack", "logs", "operator-"+ns+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(b.t, err)
 	start := func() (*exec.Cmd, error) {
-		args := append([]string{"--namespaces=" + ns, "--operator-image=" + operatorImage, "--metrics-bind-address=" + metricsAddr,
+		args := append([]string{"--namespaces=" + ns, "--operator-image=" + framework.OperatorImage, "--metrics-bind-address=" + metricsAddr,
 			"--health-probe-bind-address=0", "--leader-elect", "--leader-election-namespace=" + ns}, extra...)
-		cmd := exec.Command(env.manager, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.stack.Kubeconfig())
+		cmd := exec.Command(framework.Env.Manager, args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+framework.Env.Stack.Kubeconfig())
 		cmd.Stdout, cmd.Stderr = log, log
 		return cmd, cmd.Start()
 	}
@@ -380,18 +381,18 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	// Both runs start more than 5 s after their cluster's last membership change: etcd
 	// refuses a new one until its leader has been connected to every voter that long.
 	var p *probe
-	if len(endpoints(t, b.opNS, cluster)) > 0 {
+	if len(framework.Endpoints(t, b.opNS, cluster)) > 0 {
 		idle := startProbe(t, b.opNS, cluster)
 		time.Sleep(6 * time.Second)
 		r.Idle = statsOf(idle.stop())
 		p = startProbe(t, b.opNS, cluster)
 	}
 	s := startSampler(t, b.opNS, cluster)
-	opBefore, floorBefore := podUIDs(t, b.opNS, cluster), podUIDs(t, b.floorNS, cluster)
+	opBefore, floorBefore := framework.PodUIDs(t, b.opNS, cluster), framework.PodUIDs(t, b.floorNS, cluster)
 	r.Start = time.Now()
 	change()
 	r.Operator = b.until(r.Start, done(b.opNS))
-	waitReady(t, b.opNS, cluster)
+	framework.WaitReady(t, b.opNS, cluster)
 	time.Sleep(time.Second) // the sampler reads the last status
 	s.stop()
 	r.Steps, r.Notes = s.timings(), s.notes
@@ -417,7 +418,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 // cluster's last membership change, as run says.
 func (b *bench) probed(ns, cluster string, do func(), done func() bool) (time.Duration, writeStats) {
 	var p *probe
-	if len(endpoints(b.t, ns, cluster)) > 0 {
+	if len(framework.Endpoints(b.t, ns, cluster)) > 0 {
 		time.Sleep(6 * time.Second)
 		p = startProbe(b.t, ns, cluster)
 	}
@@ -451,7 +452,7 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 	sel := client.MatchingLabels{v1alpha1.LabelCluster: cluster}
 	var pods corev1.PodList
 	var pvcs corev1.PersistentVolumeClaimList
-	if env.client.List(ctx, &pods, client.InNamespace(ns), sel) != nil || env.client.List(ctx, &pvcs, client.InNamespace(ns), sel) != nil {
+	if framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), sel) != nil || framework.Env.Client.List(ctx, &pvcs, client.InNamespace(ns), sel) != nil {
 		return false
 	}
 	if len(pods.Items) != replicas || len(pvcs.Items) != replicas {
@@ -459,12 +460,12 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 	}
 	var eps []string
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || !podReady(&p) || p.Annotations[vocab.AnnotationVersion] != version {
+		if p.DeletionTimestamp != nil || !framework.PodReady(&p) || p.Annotations[vocab.AnnotationVersion] != version {
 			return false
 		}
 		eps = append(eps, observe.ClientURL(&p))
 	}
-	cli := etcdClient(b.t, eps[:1])
+	cli := framework.EtcdClient(b.t, eps[:1])
 	defer cli.Close() // polled every 20 ms: not left to the test's end
 	list, err := cli.MemberList(ctx)
 	if err != nil || len(list.Members) != replicas {
@@ -483,26 +484,8 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 	return true
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func (b *bench) podExists(ns, name string) bool {
-	return env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}) == nil
-}
-
-// podUIDs are the UIDs of a cluster's member Pods.
-func podUIDs(t *testing.T, ns, cluster string) map[types.UID]bool {
-	uids := map[types.UID]bool{}
-	for _, p := range memberPods(t, ns, cluster) {
-		uids[p.UID] = true
-	}
-	return uids
+	return framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}) == nil
 }
 
 // publishWaits counts the times etcd, in the cluster's member Pods not in before, waited
@@ -511,11 +494,11 @@ func podUIDs(t *testing.T, ns, cluster string) map[types.UID]bool {
 // again only after the timeout, serving no client until then.
 func (b *bench) publishWaits(ns, cluster string, before map[types.UID]bool) int {
 	n := 0
-	for _, p := range memberPods(b.t, ns, cluster) {
+	for _, p := range framework.MemberPods(b.t, ns, cluster) {
 		if before[p.UID] {
 			continue
 		}
-		log, err := env.stack.ContainerLog(context.Background(), ns, p.Name, "etcd")
+		log, err := framework.Env.Stack.ContainerLog(context.Background(), ns, p.Name, "etcd")
 		require.NoError(b.t, err)
 		n += strings.Count(log, "failed to publish local member to cluster through raft")
 	}
@@ -524,14 +507,14 @@ func (b *bench) publishWaits(ns, cluster string, before map[types.UID]bool) int 
 
 // loseData wipes a member's volume and deletes its Pod: its disk was replaced.
 func (b *bench) loseData(ns, member string) {
-	require.NoError(b.t, env.stack.WipePVC(context.Background(), ns, member))
-	require.NoError(b.t, client.IgnoreNotFound(env.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metaName(ns, member)})))
+	require.NoError(b.t, framework.Env.Stack.WipePVC(context.Background(), ns, member))
+	require.NoError(b.t, client.IgnoreNotFound(framework.Env.Client.Delete(context.Background(), &corev1.Pod{ObjectMeta: framework.MetaName(ns, member)})))
 }
 
 // newest is the member of the operator's cluster with the highest ordinal.
 func (b *bench) newest(cluster string) string {
 	newest := ""
-	for _, m := range get(b.t, b.opNS, cluster).Status.Members {
+	for _, m := range framework.Get(b.t, b.opNS, cluster).Status.Members {
 		if newest == "" || vocab.Ordinal(cluster, m.Name) > vocab.Ordinal(cluster, newest) {
 			newest = m.Name
 		}
@@ -543,24 +526,24 @@ func (b *bench) newest(cluster string) string {
 // same name, and waits until their Pods and claims are gone.
 func (b *bench) deleteCluster(name string) {
 	ctx := context.Background()
-	require.NoError(b.t, env.client.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metaName(b.opNS, name)}))
+	require.NoError(b.t, framework.Env.Client.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: framework.MetaName(b.opNS, name)}))
 	sel := client.MatchingLabels{v1alpha1.LabelCluster: name}
 	for _, ns := range []string{b.opNS, b.floorNS} {
-		require.NoError(b.t, env.client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), sel))
-		require.NoError(b.t, env.client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(ns), sel))
+		require.NoError(b.t, framework.Env.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), sel))
+		require.NoError(b.t, framework.Env.Client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(ns), sel))
 		b.noPods(2*time.Minute, "the Pods of "+ns+"/"+name, client.InNamespace(ns), sel)
 		require.Eventually(b.t, func() bool {
 			var pvcs corev1.PersistentVolumeClaimList
-			return env.client.List(ctx, &pvcs, client.InNamespace(ns), sel) == nil && len(pvcs.Items) == 0
+			return framework.Env.Client.List(ctx, &pvcs, client.InNamespace(ns), sel) == nil && len(pvcs.Items) == 0
 		}, time.Minute, 200*time.Millisecond, "the claims of %s/%s go", ns, name)
 	}
 }
 
 // operatorLeader makes member lead the operator's cluster.
 func (b *bench) operatorLeader(cluster, member string) {
-	for _, m := range get(b.t, b.opNS, cluster).Status.Members {
+	for _, m := range framework.Get(b.t, b.opNS, cluster).Status.Members {
 		if m.Name == member {
-			moveLeader(b.t, b.opNS, cluster, parseID(b.t, m.ID))
+			framework.MoveLeader(b.t, b.opNS, cluster, framework.ParseID(b.t, m.ID))
 		}
 	}
 }
@@ -585,7 +568,7 @@ func (f *floor) leader() string {
 func report(t *testing.T, results []benchResult, sr scaleResult, rollouts []rolloutResult) {
 	figures := table(results) + scaleReport(sr) + rolloutReport(rollouts)
 	fmt.Println(figures)
-	root := env.root
+	root := framework.Env.Root
 	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), figures, plots(t, results))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "benchmarks.md"), []byte(doc), 0o644))
 }
@@ -593,7 +576,7 @@ func report(t *testing.T, results []benchResult, sr scaleResult, rollouts []roll
 // plots writes the plot of each scenario's first run to docs/benchmarks/ and returns the
 // docs' section on each: its plot and its steps.
 func plots(t *testing.T, results []benchResult) string {
-	dir := filepath.Join(env.root, "docs", "benchmarks")
+	dir := filepath.Join(framework.Env.Root, "docs", "benchmarks")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	var steps strings.Builder
 	for _, r := range results {
@@ -772,7 +755,7 @@ type podTimes struct {
 
 func watchPods(t *testing.T, ns string) *podTimes {
 	ctx, cancel := context.WithCancel(context.Background())
-	pods := kubernetes.NewForConfigOrDie(env.stack.RESTConfig()).CoreV1().Pods(ns)
+	pods := kubernetes.NewForConfigOrDie(framework.Env.Stack.RESTConfig()).CoreV1().Pods(ns)
 	list, err := pods.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion}) // new Pods only
@@ -790,7 +773,7 @@ func watchPods(t *testing.T, ns string) *podTimes {
 			if _, seen := pt.created[p.Name]; !seen {
 				pt.created[p.Name] = time.Now()
 			}
-			if _, seen := pt.ready[p.Name]; !seen && podReady(p) {
+			if _, seen := pt.ready[p.Name]; !seen && framework.PodReady(p) {
 				pt.ready[p.Name] = time.Now()
 			}
 			pt.mu.Unlock()
@@ -828,7 +811,7 @@ func (b *bench) scaling(fl *floor, runs int) []benchResult {
 	var results []benchResult
 	for i := 1; i <= runs; i++ {
 		up := b.run("scale 3 -> 5", "demo", 5, "3.6.16", func() {
-			update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+			framework.Update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
 		}, func() {
 			fl.join("demo-0", "demo-3", "3.6.16")
 			fl.join("demo-0", "demo-4", "3.6.16")
@@ -836,7 +819,7 @@ func (b *bench) scaling(fl *floor, runs int) []benchResult {
 		b.operatorLeader("demo", b.newest("demo"))
 		fl.lead("demo-4")
 		down := b.run("scale 5 -> 3, the leader removed", "demo", 3, "3.6.16", func() {
-			update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+			framework.Update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 		}, func() {
 			fl.leave("demo-0", "demo-4")
 			fl.leave("demo-0", "demo-3")

@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/test/framework"
 )
 
 // clientGoRetry is client-go's leader election retry period, the operator's before its own.
@@ -42,21 +44,21 @@ func (b *bench) rollouts(runs int) []rolloutResult {
 	t := b.t
 	t.Log("bench: operator rollouts")
 	ctx := context.Background()
-	ns := namespace(t)
-	dir := filepath.Join(env.root, ".stack", "bench-rollout")
+	ns := framework.Namespace(t)
+	dir := filepath.Join(framework.Env.Root, ".stack", "bench-rollout")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), fmt.Appendf(nil,
 		"namespace: %s\nnamePrefix: %s-\nresources: [../../kustomize/namespaced]\n", ns, ns), 0o644))
-	require.NoError(t, kubectl(ctx, "apply", "-k", dir))
-	t.Cleanup(func() { _ = kubectl(ctx, "delete", "--ignore-not-found", "--wait=false", "-k", dir) })
+	require.NoError(t, framework.Kubectl(ctx, "apply", "-k", dir))
+	t.Cleanup(func() { _ = framework.Kubectl(ctx, "delete", "--ignore-not-found", "--wait=false", "-k", dir) })
 	deploy := ns + "-etcdplan"
 	rolledOut := func() {
-		require.NoError(t, kubectl(ctx, "-n", ns, "rollout", "status", "deployment/"+deploy, "--timeout=3m"))
+		require.NoError(t, framework.Kubectl(ctx, "-n", ns, "rollout", "status", "deployment/"+deploy, "--timeout=3m"))
 	}
 	rolledOut()
-	c := newCluster(ns, "demo", 3)
-	require.NoError(t, env.client.Create(ctx, c))
-	waitReady(t, ns, c.Name)
+	c := framework.NewCluster(ns, "demo", 3)
+	require.NoError(t, framework.Env.Client.Create(ctx, c))
+	framework.WaitReady(t, ns, c.Name)
 
 	var out []rolloutResult
 	for i := range 2 * runs {
@@ -80,14 +82,14 @@ func (b *bench) rollout(ns, deploy, member string, retry time.Duration) rolloutR
 	t, ctx := b.t, context.Background()
 	lease := func() string {
 		var l coordinationv1.Lease
-		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "etcdplan.io"}, &l); err != nil || l.Spec.HolderIdentity == nil {
+		if err := framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "etcdplan.io"}, &l); err != nil || l.Spec.HolderIdentity == nil {
 			return ""
 		}
 		return *l.Spec.HolderIdentity
 	}
 	operators := func() []corev1.Pod {
 		var pods corev1.PodList
-		require.NoError(t, env.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "etcdplan"}))
+		require.NoError(t, framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "etcdplan"}))
 		return pods.Items
 	}
 	old := map[string]bool{}
@@ -97,10 +99,10 @@ func (b *bench) rollout(ns, deploy, member string, retry time.Duration) rolloutR
 	holder := lease()
 	require.NotEmpty(t, holder, "the old operator holds the lease")
 	var memberPod corev1.Pod
-	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &memberPod))
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &memberPod))
 
 	var d appsv1.Deployment
-	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: deploy}, &d))
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: deploy}, &d))
 	ctr := &d.Spec.Template.Spec.Containers[0]
 	ctr.Args = slices.DeleteFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--leader-elect-retry-period=") })
 	if retry != 0 {
@@ -108,14 +110,14 @@ func (b *bench) rollout(ns, deploy, member string, retry time.Duration) rolloutR
 	}
 	r := rolloutResult{Retry: retry}
 	start := time.Now()
-	require.NoError(t, env.client.Update(ctx, &d))
+	require.NoError(t, framework.Env.Client.Update(ctx, &d))
 	var deleted, gone, taken, created time.Time
 	for deadline := start.Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "the rollout with retry %v: %+v", retry, r)
 		now := time.Since(start)
 		for _, p := range operators() {
 			switch {
-			case !old[p.Name] && podReady(&p) && r.Ready == 0:
+			case !old[p.Name] && framework.PodReady(&p) && r.Ready == 0:
 				r.Ready = now
 			case old[p.Name] && p.DeletionTimestamp != nil && r.OldStopping == 0:
 				r.OldStopping = now
@@ -124,7 +126,7 @@ func (b *bench) rollout(ns, deploy, member string, retry time.Duration) rolloutR
 		if h := lease(); h != holder {
 			if r.Released == 0 {
 				r.Released = now
-				require.NoError(t, env.client.Delete(ctx, &corev1.Pod{ObjectMeta: metaName(ns, member)}))
+				require.NoError(t, framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(ns, member)}))
 				deleted = time.Now()
 			}
 			if h != "" && r.Taken == 0 {
@@ -135,7 +137,7 @@ func (b *bench) rollout(ns, deploy, member string, retry time.Duration) rolloutR
 			continue
 		}
 		var p corev1.Pod
-		err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &p)
+		err := framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, &p)
 		if err != nil && gone.IsZero() {
 			gone = time.Now()
 		}
