@@ -31,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/backupctl"
 	"github.com/etcdplan/etcdplan/executor/clustermetrics"
 	"github.com/etcdplan/etcdplan/executor/controller"
 	"github.com/etcdplan/etcdplan/executor/etcd"
@@ -86,7 +87,7 @@ func run() error {
 	flag.IntVar(&o.workers, "workers", 16, "clusters reconciled at once")
 	// A drill's Pod that never serves (no node fits it, an image that does not pull, a store
 	// too slow for the snapshot) ends the drill as not run, and it is tried again later.
-	flag.DurationVar(&o.drillDeadline, "drill-deadline", controller.DefaultDrillDeadline,
+	flag.DurationVar(&o.drillDeadline, "drill-deadline", backupctl.DefaultDrillDeadline,
 		"how long a restore drill's scratch etcd has to serve, from its Pod's creation, before the drill is taken as not run (DrillDeadlineExceeded) and tried again later")
 	flag.StringVar(&o.crashAfterEffectMarkersDir, "test-crash-after-effect", "", "testing only: exit right after each step's effect, once per step, leaving markers in this directory")
 	// Milliseconds in log times: steps take a few hundred of them.
@@ -151,12 +152,12 @@ func run() error {
 	if err := r.SetupWithManager(mgr, o.workers); err != nil {
 		return err
 	}
-	br := &controller.BackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dial: etcd.Dial, Open: store.Open,
+	br := &backupctl.BackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dial: etcd.Dial, Open: store.Open,
 		Images: r.Images, Inspect: etcd.ContentsAt, DrillDeadline: o.drillDeadline}
 	if err := br.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	sr := &controller.ScheduleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Open: store.Open, Images: r.Images}
+	sr := &backupctl.ScheduleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Open: store.Open, Images: r.Images}
 	if err := sr.SetupWithManager(mgr); err != nil {
 		return err
 	}

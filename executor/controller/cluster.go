@@ -1,6 +1,9 @@
-// Package controller is the executor's reconciler: observe, plan, record, then apply a
-// step, and the next ones in the same reconcile while each shows its effect at once
-// (maxChained); every step is recorded before the next starts.
+// Package controller is the EtcdCluster reconciler: each look observes the cluster (its
+// Kubernetes objects and etcd), keeps its Services and labels in order, and plans; the
+// recorded plan is settled against the fresh one, gated (blocked, approval), and its
+// current step applied. Steps whose effect shows at once are chained in one reconcile, up
+// to maxChained more, each on record before the next starts. Backups are reconciled in
+// executor/backupctl.
 package controller
 
 import (
@@ -30,10 +33,12 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/backupctl"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/schedule"
+	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -63,7 +68,7 @@ type Reconciler struct {
 	// Dial connects to etcd members; etcd.Dial outside tests.
 	Dial func(endpoints map[string]string) (etcd.Cluster, error)
 	// Open prepares the store a restore reads from; nil is store.Open.
-	Open openFunc
+	Open backupctl.OpenFunc
 	// AfterEffect runs after a step's effect and before it is recorded (a failpoint in tests).
 	AfterEffect func(planID string, step int)
 	// Now is the clock.
@@ -113,9 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		r.clients.forget(req.NamespacedName)
 		return reconcile.Result{}, nil // owner references take Pods and Services along
 	}
-	status := newStatusWriter(r.Client, c)
+	writer := status.NewWriter(r.Client, c)
 	defer func() {
-		if err := status.write(ctx, c); err != nil {
+		if err := writer.Write(ctx, c); err != nil {
 			retErr = err
 		}
 	}()
@@ -155,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// while the look goes on, and the next step waits for the write, so each step is on
 	// record before the next one starts.
 	for n := 0; err == nil && n < maxChained && settleLooks(o.applied) > 0; n++ {
-		written := status.send(ctx, c)
+		written := writer.Send(ctx, c)
 		next, fresh, done := r.lookUntilDone(ctx, c, settleLooks(o.applied))
 		if err := written(); err != nil {
 			return reconcile.Result{}, err
@@ -235,15 +240,7 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 	return o, fresh, nil
 }
 
-func (r *Reconciler) now() time.Time { return now(r.Now) }
-
-// now reads a reconciler's clock, the system's when it has none.
-func now(clock func() time.Time) time.Time {
-	if clock != nil {
-		return clock()
-	}
-	return time.Now()
-}
+func (r *Reconciler) now() time.Time { return status.Now(r.Now) }
 
 // advance brings the recorded plan in line with the fresh one, then applies the current
 // step when it may run.
@@ -305,7 +302,7 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := fmt.Sprintf("plan %s (%d steps) awaits approval: kubectl etcd approve %s --plan %s", rec.ID, len(rec.Steps), c.Name, rec.ID)
-		progressing(c, "AwaitingApproval", msg)
+		status.Progressing(c, "AwaitingApproval", msg)
 		return reconcile.Result{}, nil
 	}
 	rec.Phase = v1alpha1.PlanRunning
@@ -354,7 +351,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	rec.Summary = summary(rec)
 	wasStalled := conditions.IsStalled(c)
 	msg := fmt.Sprintf("plan %s step %d/%d: %s %s", rec.ID, i+1, len(rec.Steps), s.Action, s.Member)
-	progressing(c, meta.ProgressingReason, msg)
+	status.Progressing(c, meta.ProgressingReason, msg)
 
 	result := reconcile.Result{RequeueAfter: pollWaiting}
 	reason := "ProgressDeadlineExceeded"
@@ -365,7 +362,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		if r.AfterEffect != nil {
 			r.AfterEffect(rec.ID, i)
 		}
-		var se *stepError
+		var se *status.StepError
 		switch {
 		case err == nil:
 			r.recoveryStarted(c, rec.ID, s, from, now)
@@ -378,9 +375,9 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 			result.RequeueAfter = pollApplied
 			stepsTotal.WithLabelValues(string(s.Action), "applied").Inc()
 		case errors.As(err, &se):
-			why = se.msg
-			if se.reason != "" {
-				reason = se.reason
+			why = se.Msg
+			if se.Reason != "" {
+				reason = se.Reason
 			}
 		default:
 			why = err.Error()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/internal/kubetest"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
@@ -307,9 +308,9 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	ctx := context.Background()
 	backup("nightly", "c1", f.now.Add(-time.Hour))
 	c := f.cluster()
-	learner := memberPod(c, "demo-3")
+	learner := kubetest.MemberPod(c, "demo-3")
 	require.NoError(t, f.kube.Create(ctx, learner))
-	require.NoError(t, f.kube.Create(ctx, memberPVC(c, "demo-3", "4")))
+	require.NoError(t, f.kube.Create(ctx, kubetest.MemberPVC(c, "demo-3", "4")))
 	old := &planner.EtcdView{ClusterID: "c1", LeaderID: "", Members: []planner.EtcdMember{
 		{ID: "1", Name: "demo-0", PeerURLs: []string{resources.PeerURL(c, "demo-0")}},
 		{ID: "2", Name: "demo-1", PeerURLs: []string{resources.PeerURL(c, "demo-1")}},

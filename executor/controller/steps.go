@@ -22,19 +22,9 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/planner"
 )
-
-// stepError is a step (or a backup) that cannot go on for now, with what it waits for and
-// the reason its condition gives ("" for the general one): a step's Stalled reason once it
-// passes its deadline, a backup's reason while it is retried.
-type stepError struct{ reason, msg string }
-
-func (e *stepError) Error() string { return e.msg }
-
-func waiting(format string, args ...any) error {
-	return &stepError{msg: fmt.Sprintf(format, args...)}
-}
 
 // apply carries out one step. Every action is idempotent: applying it again after it took
 // effect, or after the operator stopped midway, changes nothing more. Membership changes act
@@ -43,7 +33,7 @@ func waiting(format string, args ...any) error {
 func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	err := r.effect(ctx, c, o, s)
 	if errors.Is(err, etcd.ErrNotYet) {
-		return waiting("%s %s: %v", s.Action, s.Member, err)
+		return status.Waiting("%s %s: %v", s.Action, s.Member, err)
 	}
 	return err
 }
@@ -79,12 +69,12 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		// Two requests at once: the claim's deletion waits for no Pod (its protection does).
 		pvc := make(chan error, 1)
 		go func() { pvc <- r.deletePVC(ctx, c, o, s) }()
-		return errors.Join(r.deletePod(ctx, c, o, s.Member), <-pvc)
+		return errors.Join(r.deleteMemberPod(ctx, c, o, s.Member), <-pvc)
 	case plan.StopMember:
 		if p := o.pods[s.Member]; p != nil && p.DeletionTimestamp != nil {
 			return r.podGoing(ctx, p) // a stop is done once the Pod is gone
 		}
-		return r.deletePod(ctx, c, o, s.Member)
+		return r.deleteMemberPod(ctx, c, o, s.Member)
 	case plan.ExpandVolume:
 		return r.expandPVC(ctx, c, o, s)
 	case plan.UpgradeMember, plan.RestartMember:
@@ -133,7 +123,7 @@ func owned(c *v1alpha1.EtcdCluster, obj metav1.Object, claim bool) bool {
 // nameTaken is the error of a step whose object name is held by an object the cluster does
 // not own: the operator never adopts it silently.
 func nameTaken(kind, name string) error {
-	return &stepError{reason: "NameTaken", msg: fmt.Sprintf(
+	return &status.StepError{Reason: "NameTaken", Msg: fmt.Sprintf(
 		"%s %s exists and is not this cluster's (its labels or controller differ): the name is taken by another object; "+
 			"delete or rename that %s if it is not needed, or give the EtcdCluster another name", kind, name, kind)}
 }
@@ -169,15 +159,15 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		}
 		if podEnded(p) {
 			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s))); seed && why != "" {
-				return &stepError{reason: "RestoreFailed", msg: why}
+				return &status.StepError{Reason: "RestoreFailed", Msg: why}
 			}
 			if why := observe.PreflightError(p); why != "" {
 				return preflightFailed(p, why)
 			}
-			if err := r.deletePod(ctx, c, o, s.Member); err != nil {
+			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
 				return err
 			}
-			return waiting("waiting for the ended Pod of %s to go", s.Member)
+			return status.Waiting("waiting for the ended Pod of %s to go", s.Member)
 		}
 		return nil
 	}
@@ -189,7 +179,7 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return err
 		}
 		if r.binding(ctx, c, o, s.Member) {
-			return waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
+			return status.Waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
 		}
 	}
 	ms := r.memberSpec(c, o, s, seed)
@@ -231,7 +221,7 @@ func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, mem
 	}
 	for i := range pods {
 		if p := &pods[i]; p.Labels[resources.LabelMember] != member && !podEnded(p) {
-			return waiting("waiting for the Pod %s to end before seed %s starts a new cluster: one cluster alone serves behind the client Service", p.Name, member)
+			return status.Waiting("waiting for the Pod %s to end before seed %s starts a new cluster: one cluster alone serves behind the client Service", p.Name, member)
 		}
 	}
 	return nil
@@ -241,7 +231,7 @@ func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, mem
 // directory: a new Pod would fail the same way, and the data may be intact, so the member
 // is neither replaced nor its volume deleted until a person mends the volume.
 func preflightFailed(p *corev1.Pod, why string) error {
-	return &stepError{reason: "PreflightFailed", msg: fmt.Sprintf(
+	return &status.StepError{Reason: "PreflightFailed", Msg: fmt.Sprintf(
 		"the preflight check of Pod %s could not read the member's data directory (%s): the data may be intact, so the member is not replaced "+
 			"and its volume is kept; mend the volume (its permissions for the Pod's non-root user and fsGroup, the node's disk, the mount), "+
 			"then delete Pod %s and a new one starts", p.Name, why, p.Name)}
@@ -265,11 +255,11 @@ func seedRestore(c *v1alpha1.EtcdCluster, s plan.Step) *v1alpha1.RestoreSpec {
 func (r *Reconciler) podGoing(ctx context.Context, p *corev1.Pod) error {
 	node := &corev1.Node{}
 	if p.Spec.NodeName != "" && r.APIReader.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node) == nil && !nodeReady(node) {
-		return &stepError{reason: "PodStuckTerminating", msg: fmt.Sprintf(
+		return &status.StepError{Reason: "PodStuckTerminating", Msg: fmt.Sprintf(
 			"Pod %s is terminating on node %s, which is not ready: if the node is gone for good, force-delete the Pod "+
 				"(kubectl delete pod %s --force --grace-period=0; its volume is kept) and the member starts elsewhere", p.Name, p.Spec.NodeName, p.Name)}
 	}
-	return waiting("waiting for the old Pod of %s to go", p.Name)
+	return status.Waiting("waiting for the old Pod of %s to go", p.Name)
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -326,7 +316,7 @@ func (r *Reconciler) classExists(ctx context.Context, c *v1alpha1.EtcdCluster, o
 	}
 	err := r.Get(ctx, client.ObjectKey{Name: name}, &storagev1.StorageClass{})
 	if apierrors.IsNotFound(err) {
-		return &stepError{reason: "StorageClassNotFound", msg: fmt.Sprintf(
+		return &status.StepError{Reason: "StorageClassNotFound", Msg: fmt.Sprintf(
 			"storage class %s (spec.storage.storageClassName) does not exist, so the volume claim of %s cannot be created: "+
 				"create the class, or set spec.storage.storageClassName to one that exists", name, member)}
 	}
@@ -369,7 +359,9 @@ func (r *Reconciler) ensurePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 	return r.create(ctx, c, pvc, "PersistentVolumeClaim", true)
 }
 
-func (r *Reconciler) deletePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
+// deleteMemberPod deletes a member's Pod for good (the claim stays); one gone or going is
+// no error.
+func (r *Reconciler) deleteMemberPod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
 	p := o.pods[member]
 	if p == nil || p.DeletionTimestamp != nil {
 		return nil
@@ -455,7 +447,7 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 
 // removePod deletes a member's Pod and waits, within its grace period, until it is gone.
 func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, p *corev1.Pod) error {
-	if err := r.deletePod(ctx, c, o, p.Name); err != nil {
+	if err := r.deleteMemberPod(ctx, c, o, p.Name); err != nil {
 		return err
 	}
 	gone := false

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/controller"
+	"github.com/etcdplan/etcdplan/executor/backupctl"
 	"github.com/etcdplan/etcdplan/test/objstore"
 )
 
@@ -58,7 +58,7 @@ func TestUnschedulableDrillLeavesTheBackupUsable(t *testing.T) {
 	require.NoError(t, env.client.Create(ctx, s))
 	backups := func() []v1alpha1.EtcdBackup {
 		var l v1alpha1.EtcdBackupList
-		require.NoError(t, env.client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{controller.LabelSchedule: s.Name}))
+		require.NoError(t, env.client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{backupctl.LabelSchedule: s.Name}))
 		slices.SortFunc(l.Items, func(a, b v1alpha1.EtcdBackup) int { return strings.Compare(a.Name, b.Name) }) // names end in their time
 		return l.Items
 	}

@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/status"
 )
 
 // DefaultDrillDeadline bounds a restore drill, from its Pod's creation, unless the
@@ -63,13 +64,13 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	case p == nil:
 		return r.startDrill(ctx, b)
 	}
-	if why := failedContainer(append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...)); why != "" {
+	if why := observe.FailedContainer(append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...)); why != "" {
 		r.verdict(b, false, "DrillFailed", fmt.Sprintf("restoring %s failed in %s", b.Status.Artifact.URI, why))
-		return reconcile.Result{}, deletePod(ctx, r, b, "drill")
+		return reconcile.Result{}, deleteBackupPod(ctx, r, b, "drill")
 	}
-	if deadline := r.drillDeadline(); now(r.Now).Sub(p.CreationTimestamp.Time) > deadline {
+	if deadline := r.drillDeadline(); status.Now(r.Now).Sub(p.CreationTimestamp.Time) > deadline {
 		msg := fmt.Sprintf("the scratch etcd restored from %s did not serve within %v%s", b.Status.Artifact.URI, deadline, waitingOn(p))
-		return r.notRun(b, reasonDrillDeadlineExceeded, msg), deletePod(ctx, r, b, "drill")
+		return r.notRun(b, reasonDrillDeadlineExceeded, msg), deleteBackupPod(ctx, r, b, "drill")
 	}
 	if !observe.PodReady(p) || p.Status.PodIP == "" {
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
@@ -86,7 +87,7 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	}
 	ok, reason, msg := compareContents(a, got)
 	r.verdict(b, ok, reason, msg)
-	return reconcile.Result{}, deletePod(ctx, r, b, "drill")
+	return reconcile.Result{}, deleteBackupPod(ctx, r, b, "drill")
 }
 
 // startDrill makes the drill's Pod, on the version and placement of the backup's cluster
@@ -94,7 +95,7 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 // cluster is gone.
 func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBackup) (reconcile.Result, error) {
 	a := b.Status.Artifact
-	src, err := snapshotOf(b)
+	src, err := SnapshotOf(b)
 	if err != nil {
 		r.verdict(b, false, "DrillFailed", err.Error())
 		return reconcile.Result{}, nil
@@ -104,16 +105,16 @@ func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBacku
 		return reconcile.Result{}, err
 	}
 	version := c.Spec.Version
-	if version == "" || newerMinor(a.EtcdVersion, version) {
+	if version == "" || NewerMinor(a.EtcdVersion, version) {
 		version = a.EtcdVersion
 	}
 	p := resources.DrillPod(b, c, r.Images, resources.Restore{From: b.Name, Source: src, SHA256: a.SHA256}, version)
-	if err := createPod(ctx, r, b, p); err != nil {
+	if err := createBackupPod(ctx, r, b, p); err != nil {
 		return reconcile.Result{}, err
 	}
 	b.Status.NextDrillTime = nil
 	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "restoring %s into a scratch etcd of version %s (Pod %s)", a.URI, version, p.Name)
-	progressing(b, "Drilling", "restore drill running in Pod "+p.Name) // Ready again once verified
+	status.Progressing(b, "Drilling", "restore drill running in Pod "+p.Name) // Ready again once verified
 	return reconcile.Result{RequeueAfter: drillPoll}, nil
 }
 
@@ -129,7 +130,7 @@ func (r *BackupReconciler) verdict(b *v1alpha1.EtcdBackup, ok bool, reason, msg 
 		return
 	}
 	conditions.MarkFalse(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
-	stall(b, reason, msg)
+	status.Stall(b, reason, msg)
 }
 
 // notRun records a drill that could not run: no verdict, so the backup stays Ready and
@@ -139,7 +140,7 @@ func (r *BackupReconciler) notRun(b *v1alpha1.EtcdBackup, reason, msg string) re
 	if n := b.Status.DrillTries; n < 6 { // 1 min << 6 is past the hour
 		wait = drillRetryFirst << n
 	}
-	next := now(r.Now).Add(wait)
+	next := status.Now(r.Now).Add(wait)
 	b.Status.DrillTries++
 	b.Status.NextDrillTime = &metav1.Time{Time: next}
 	msg = fmt.Sprintf("%s; tried again at %s", msg, next.UTC().Format(time.RFC3339))
@@ -166,7 +167,7 @@ func (r *BackupReconciler) drillWait(b *v1alpha1.EtcdBackup) time.Duration {
 	if b.Status.NextDrillTime == nil || v == nil || v.ObservedGeneration != b.Generation {
 		return 0
 	}
-	return b.Status.NextDrillTime.Sub(now(r.Now))
+	return b.Status.NextDrillTime.Sub(status.Now(r.Now))
 }
 
 // waitingOn says what keeps a drill's Pod from serving, as the scheduler or kubelet says

@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -18,22 +18,30 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/etcd/etcdfake"
+	"github.com/etcdplan/etcdplan/executor/internal/kubetest"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
 )
 
-// backupFixture is the cluster fixture with a backup reconciler whose destinations all
-// open one in-memory store.
+// backupFixture is the cluster "demo" of three members with a fake etcd behind them, a
+// backup reconciler whose destinations all open one in-memory store, and a clock the test
+// moves.
 type backupFixture struct {
-	*fixture
+	t     *testing.T
+	kube  client.Client
+	etcd  *etcdfake.Cluster
+	now   time.Time
 	br    *BackupReconciler
 	store *storefake.Store
 	creds store.Credentials // what the last Open was given
 }
 
 func newBackupFixture(t *testing.T) *backupFixture {
-	f := &backupFixture{fixture: newFixture(t, 3, nil), store: storefake.New()}
+	objs, view := kubetest.Demo(3, nil)
+	f := &backupFixture{t: t, etcd: etcdfake.New(view), now: time.Unix(1_800_000_000, 0), store: storefake.New()}
+	f.kube = kubetest.Client(t, func() error { return nil }, objs...)
 	f.etcd.Database, f.etcd.Revision = []byte(strings.Repeat("kv", 1000)), 4711
 	f.etcd.Held = etcd.Contents{Keys: 1000, HashKV: 0xfeedbeef, CompactRevision: 4000}
 	f.br = &BackupReconciler{Client: f.kube, APIReader: f.kube, Dial: f.etcd.Dial, Now: func() time.Time { return f.now },

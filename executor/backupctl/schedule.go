@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -20,8 +20,10 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/schedule"
+	"github.com/etcdplan/etcdplan/executor/status"
 )
 
 // LabelSchedule on an EtcdBackup names the EtcdBackupSchedule that created it.
@@ -34,7 +36,7 @@ type ScheduleReconciler struct {
 	// APIReader reads Secrets around the cache.
 	APIReader client.Reader
 	// Open prepares a destination's store; store.Open outside tests.
-	Open openFunc
+	Open OpenFunc
 	// Now is the clock.
 	Now func() time.Time
 	// Images are what a Pod that prunes a claim runs.
@@ -53,16 +55,16 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.Get(ctx, req.NamespacedName, s); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	status := newStatusWriter(r.Client, s)
+	writer := status.NewWriter(r.Client, s)
 	s.Status.ObservedGeneration = s.Generation // a schedule's spec is judged at every reconcile
 	defer func() {
-		if err := status.write(ctx, s); err != nil && retErr == nil {
+		if err := writer.Write(ctx, s); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()
 	sched, err := schedule.Parse(s.Spec.Schedule)
 	if err != nil {
-		stall(s, "InvalidSchedule", fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err))
+		status.Stall(s, "InvalidSchedule", fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err))
 		return reconcile.Result{}, nil
 	}
 	conditions.Delete(s, meta.StalledCondition)
@@ -71,7 +73,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, err
 	}
 	owned := ownedBy(list.Items, s)
-	at := now(r.Now)
+	at := status.Now(r.Now)
 	recordSuccess(s, owned)
 	waitingFor, due, err := r.take(ctx, s, sched, owned, at)
 	if err != nil {
@@ -261,7 +263,7 @@ func (r *ScheduleReconciler) deleteStored(ctx context.Context, b *v1alpha1.EtcdB
 	if b.Spec.Destination.PVC != nil {
 		return r.pruneOnClaim(ctx, b, key)
 	}
-	st, err := openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
+	st, err := OpenDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
 	if err != nil {
 		return err
 	}
@@ -281,7 +283,7 @@ func (r *ScheduleReconciler) pruneOnClaim(ctx context.Context, b *v1alpha1.EtcdB
 	case err != nil:
 		return err
 	case p == nil:
-		if err := createPod(ctx, r, b, resources.PrunePod(b, r.Images, key)); err != nil {
+		if err := createBackupPod(ctx, r, b, resources.PrunePod(b, r.Images, key)); err != nil {
 			return err
 		}
 		return errPruning
@@ -290,8 +292,8 @@ func (r *ScheduleReconciler) pruneOnClaim(ctx context.Context, b *v1alpha1.EtcdB
 	case corev1.PodSucceeded:
 		return nil
 	case corev1.PodFailed:
-		why := failedContainer(p.Status.ContainerStatuses)
-		return errors.Join(fmt.Errorf("the Pod %s failed in %s", p.Name, why), deletePod(ctx, r, b, "prune"))
+		why := observe.FailedContainer(p.Status.ContainerStatuses)
+		return errors.Join(fmt.Errorf("the Pod %s failed in %s", p.Name, why), deleteBackupPod(ctx, r, b, "prune"))
 	}
 	return errPruning
 }

@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -16,7 +16,9 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -39,14 +41,14 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 	claim := b.Spec.Destination.PVC.ClaimName
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: claim}, &corev1.PersistentVolumeClaim{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, true, &stepError{reason: "ClaimNotFound", msg: fmt.Sprintf("PersistentVolumeClaim %s does not exist in %s", claim, b.Namespace)}
+			return nil, true, &status.StepError{Reason: "ClaimNotFound", Msg: fmt.Sprintf("PersistentVolumeClaim %s does not exist in %s", claim, b.Namespace)}
 		}
 		return nil, true, err
 	}
 	p, err := backupPod(ctx, r, b, "snapshot")
 	switch {
 	case errors.Is(err, errInTheWay):
-		return nil, true, &stepError{reason: "PodInTheWay", msg: err.Error()}
+		return nil, true, &status.StepError{Reason: "PodInTheWay", Msg: err.Error()}
 	case err != nil:
 		return nil, true, err
 	case p == nil:
@@ -58,17 +60,17 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 		if err != nil {
 			return nil, true, err
 		}
-		return a, true, deletePod(ctx, r, b, "snapshot")
+		return a, true, deleteBackupPod(ctx, r, b, "snapshot")
 	case corev1.PodFailed:
-		why := failedContainer(p.Status.ContainerStatuses)
-		if err := deletePod(ctx, r, b, "snapshot"); err != nil {
+		why := observe.FailedContainer(p.Status.ContainerStatuses)
+		if err := deleteBackupPod(ctx, r, b, "snapshot"); err != nil {
 			return nil, true, err
 		}
-		err := &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s failed in %s", p.Name, why)}
+		err := &status.StepError{Reason: "SnapshotFailed", Msg: fmt.Sprintf("the snapshot Pod %s failed in %s", p.Name, why)}
 		if slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
 			return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == resources.SnapshotStoreFull
 		}) {
-			err.reason = reasonStoreFull
+			err.Reason = reasonStoreFull
 		}
 		return nil, true, err
 	}
@@ -85,11 +87,11 @@ func claimArtifact(b *v1alpha1.EtcdBackup, p *corev1.Pod) (*v1alpha1.Artifact, e
 	}
 	var t backup.Taken
 	if err := json.Unmarshal([]byte(msg), &t); err != nil || t.Key == "" {
-		return nil, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s ended without saying what it stored: %q", p.Name, msg)}
+		return nil, &status.StepError{Reason: "SnapshotFailed", Msg: fmt.Sprintf("the snapshot Pod %s ended without saying what it stored: %q", p.Name, msg)}
 	}
 	at, err := time.Parse(time.RFC3339, p.Annotations[annotationTakenAt])
 	if err != nil {
-		return nil, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s has no time it was taken at", p.Name)}
+		return nil, &status.StepError{Reason: "SnapshotFailed", Msg: fmt.Sprintf("the snapshot Pod %s has no time it was taken at", p.Name)}
 	}
 	return artifact(b.Spec.Destination.URI(t.Key), t, p.Annotations[annotationVersion], p.Annotations[annotationMember],
 		p.Annotations[annotationClusterID], at), nil
@@ -104,7 +106,7 @@ func (r *BackupReconciler) startClaimSnapshot(ctx context.Context, b *v1alpha1.E
 		"--at=" + at.UTC().Format(time.RFC3339), "--unique=" + unique})
 	p.Annotations = map[string]string{annotationMember: m.Name, annotationVersion: m.Version, annotationClusterID: clusterID,
 		annotationTakenAt: at.UTC().Format(time.RFC3339)}
-	if err := createPod(ctx, r, b, p); err != nil {
+	if err := createBackupPod(ctx, r, b, p); err != nil {
 		return err
 	}
 	return errSnapshotRunning
@@ -130,7 +132,7 @@ func backupPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, wha
 }
 
 // createPod creates a Pod the backup owns (it goes with the backup); one there is no error.
-func createPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, p *corev1.Pod) error {
+func createBackupPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, p *corev1.Pod) error {
 	if err := controllerutil.SetControllerReference(b, p, c.Scheme()); err != nil {
 		return err
 	}
@@ -139,7 +141,7 @@ func createPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, p *
 
 // deletePod deletes the backup's Pod that does what, when it is the backup's; one gone is
 // no error.
-func deletePod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, what string) error {
+func deleteBackupPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, what string) error {
 	p, err := backupPod(ctx, c, b, what)
 	if p == nil || errors.Is(err, errInTheWay) {
 		return nil // none, or another's: nothing of the backup's to delete
