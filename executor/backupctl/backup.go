@@ -36,8 +36,6 @@ import (
 const (
 	backupDeadline = 10 * time.Minute
 	backupRetry    = 10 * time.Second
-	// reasonStoreFull: the destination is out of space; the backup is tried again.
-	reasonStoreFull = "StoreFull"
 )
 
 // BackupReconciler takes the one snapshot each EtcdBackup asks for.
@@ -94,14 +92,14 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	taken, err := r.take(ctx, b, func() error {
 		b.Status.Phase = v1alpha1.BackupRunning
-		status.Progressing(b, "Running", "streaming a snapshot to "+b.Spec.Destination.URI(""))
+		status.Progressing(b, v1alpha1.ReasonRunning, "streaming a snapshot to "+b.Spec.Destination.URI(""))
 		return write()
 	})
 	switch {
 	case err == nil:
 		b.Status.Phase, b.Status.Artifact = v1alpha1.BackupSucceeded, taken
 		conditions.Delete(b, meta.ReconcilingCondition)
-		conditions.MarkTrue(b, meta.ReadyCondition, "Succeeded", "stored %s (%d bytes, revision %d), matching etcd's integrity hash",
+		conditions.MarkTrue(b, meta.ReadyCondition, v1alpha1.ReasonSucceeded, "stored %s (%d bytes, revision %d), matching etcd's integrity hash",
 			taken.URI, taken.Size, taken.Revision)
 		if drillDue(b) {
 			return r.drill(ctx, b)
@@ -111,13 +109,13 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		fail(b, FailureReason(err), err.Error())
 		return reconcile.Result{}, nil
 	case status.Now(r.Now).Sub(b.CreationTimestamp.Time) > backupDeadline:
-		fail(b, "DeadlineExceeded", fmt.Sprintf("no snapshot stored within %v; last: %v", backupDeadline, err))
+		fail(b, v1alpha1.ReasonDeadlineExceeded, fmt.Sprintf("no snapshot stored within %v; last: %v", backupDeadline, err))
 		return reconcile.Result{}, deleteBackupPod(ctx, r, b, "snapshot")
 	case errors.Is(err, errSnapshotRunning):
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
 	}
 	b.Status.Phase = v1alpha1.BackupPending
-	if FailureReason(err) == reasonStoreFull {
+	if FailureReason(err) == v1alpha1.ReasonStoreFull {
 		err = fmt.Errorf("%w; free space there (delete older backups, or lower a schedule's keepLast or maxAge)", err)
 	}
 	conditions.MarkReconciling(b, FailureReason(err), "%v; trying again", err)
@@ -132,7 +130,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	c := &v1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, c); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &status.StepError{Reason: "ClusterNotFound", Msg: fmt.Sprintf("EtcdCluster %s does not exist", b.Spec.ClusterRef.Name)}
+			return nil, status.Stuck(v1alpha1.ReasonClusterNotFound, "EtcdCluster %s does not exist", b.Spec.ClusterRef.Name)
 		}
 		return nil, err
 	}
@@ -149,7 +147,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		defer st.Close()
 	}
 	if c.Status.ClusterID == "" {
-		return nil, &status.StepError{Reason: "ClusterNotReady", Msg: fmt.Sprintf("EtcdCluster %s has not formed yet", c.Name)}
+		return nil, status.Stuck(v1alpha1.ReasonClusterNotReady, "EtcdCluster %s has not formed yet", c.Name)
 	}
 	pods, err := observe.MemberPods(ctx, r, c)
 	if err != nil {
@@ -157,7 +155,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	}
 	endpoints := observe.Endpoints(pods)
 	if len(endpoints) == 0 {
-		return nil, &status.StepError{Reason: "NoMemberAnswers", Msg: fmt.Sprintf("no member of %s runs", c.Name)}
+		return nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "no member of %s runs", c.Name)
 	}
 	conn, err := r.Dial(endpoints)
 	if err != nil {
@@ -167,14 +165,14 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	conn.SetCluster(c.Status.ClusterID, endpoints)
 	view, err := conn.View(ctx)
 	if err != nil {
-		return nil, &status.StepError{Reason: "NoMemberAnswers", Msg: err.Error()}
+		return nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "%v", err)
 	}
 	m, err := backup.Source(view)
 	if b.Spec.Member != "" {
 		m, err = backup.Member(view, b.Spec.Member)
 	}
 	if err != nil {
-		return nil, &status.StepError{Reason: "NoMemberAnswers", Msg: err.Error()}
+		return nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "%v", err)
 	}
 	if err := running(); err != nil {
 		return nil, err
@@ -190,7 +188,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	t, err := backup.Take(ctx, conn, m, st, func(rev int64) string { return backup.Key(c.Namespace, c.Name, at, rev, unique) })
 	if err != nil {
 		if errors.Is(err, snapshot.ErrCorrupt) {
-			return nil, &status.StepError{Reason: "SnapshotCorrupt", Msg: fmt.Sprintf("the snapshot of %s did not match etcd's integrity hash and was not kept", m.Name)}
+			return nil, status.Stuck(v1alpha1.ReasonSnapshotCorrupt, "the snapshot of %s did not match etcd's integrity hash and was not kept", m.Name)
 		}
 		return nil, err
 	}

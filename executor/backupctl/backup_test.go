@@ -264,7 +264,7 @@ func TestDrillPastItsDeadlineIsRetriedLater(t *testing.T) {
 	b, res := f.reconcile()
 	v := conditions.Get(b, v1alpha1.VerifiedCondition)
 	require.Equal(t, metav1.ConditionUnknown, v.Status, "a drill that could not run says nothing of the data")
-	require.Equal(t, reasonDrillDeadlineExceeded, v.Reason)
+	require.Equal(t, v1alpha1.ReasonDrillDeadlineExceeded, v.Reason)
 	require.Contains(t, v.Message, "did not serve within 15m0s (not scheduled: 0/3 nodes are available: 3 Insufficient memory.); tried again at ")
 	require.True(t, conditions.IsReady(b), "the backup may restore")
 	require.False(t, conditions.IsStalled(b))
@@ -309,7 +309,7 @@ func TestDrillDeadlineIsConfigurable(t *testing.T) {
 	b, res := f.reconcile()
 	v := conditions.Get(b, v1alpha1.VerifiedCondition)
 	require.Equal(t, metav1.ConditionUnknown, v.Status)
-	require.Equal(t, reasonDrillDeadlineExceeded, v.Reason)
+	require.Equal(t, v1alpha1.ReasonDrillDeadlineExceeded, v.Reason)
 	require.Contains(t, v.Message, "did not serve within 20s")
 	require.Equal(t, drillRetryFirst, res.RequeueAfter, "the retries keep their own waits")
 	require.True(t, f.drillGone())
@@ -324,7 +324,7 @@ func TestDrillBlockedIsRetried(t *testing.T) {
 	require.NoError(t, f.kube.Create(ctx, other))
 	b, res := f.reconcile()
 	require.Equal(t, metav1.ConditionUnknown, conditions.Get(b, v1alpha1.VerifiedCondition).Status)
-	require.Equal(t, reasonDrillBlocked, conditions.GetReason(b, v1alpha1.VerifiedCondition))
+	require.Equal(t, v1alpha1.ReasonDrillBlocked, conditions.GetReason(b, v1alpha1.VerifiedCondition))
 	require.Contains(t, conditions.GetMessage(b, v1alpha1.VerifiedCondition), "the Pod b1-drill is not the backup's and is in the way")
 	require.True(t, conditions.IsReady(b))
 	require.False(t, b.DrillFailed())
@@ -349,7 +349,7 @@ func TestDrillRetryWaitsDoubleUpToAnHour(t *testing.T) {
 	b := &v1alpha1.EtcdBackup{}
 	var waits []time.Duration
 	for range 9 {
-		waits = append(waits, r.notRun(b, reasonDrillBlocked, "blocked").RequeueAfter)
+		waits = append(waits, r.notRun(b, v1alpha1.ReasonDrillBlocked, "blocked").RequeueAfter)
 	}
 	require.Equal(t, []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute,
 		time.Hour, time.Hour, time.Hour}, waits)

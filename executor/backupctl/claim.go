@@ -41,14 +41,14 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 	claim := b.Spec.Destination.PVC.ClaimName
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: claim}, &corev1.PersistentVolumeClaim{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, true, &status.StepError{Reason: "ClaimNotFound", Msg: fmt.Sprintf("PersistentVolumeClaim %s does not exist in %s", claim, b.Namespace)}
+			return nil, true, status.Stuck(v1alpha1.ReasonClaimNotFound, "PersistentVolumeClaim %s does not exist in %s", claim, b.Namespace)
 		}
 		return nil, true, err
 	}
 	p, err := backupPod(ctx, r, b, "snapshot")
 	switch {
 	case errors.Is(err, errInTheWay):
-		return nil, true, &status.StepError{Reason: "PodInTheWay", Msg: err.Error()}
+		return nil, true, status.Stuck(v1alpha1.ReasonPodInTheWay, "%v", err)
 	case err != nil:
 		return nil, true, err
 	case p == nil:
@@ -66,13 +66,13 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 		if err := deleteBackupPod(ctx, r, b, "snapshot"); err != nil {
 			return nil, true, err
 		}
-		err := &status.StepError{Reason: "SnapshotFailed", Msg: fmt.Sprintf("the snapshot Pod %s failed in %s", p.Name, why)}
+		reason := v1alpha1.ReasonSnapshotFailed
 		if slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
 			return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == resources.SnapshotStoreFull
 		}) {
-			err.Reason = reasonStoreFull
+			reason = v1alpha1.ReasonStoreFull
 		}
-		return nil, true, err
+		return nil, true, status.Stuck(reason, "the snapshot Pod %s failed in %s", p.Name, why)
 	}
 	return nil, true, errSnapshotRunning
 }
@@ -87,11 +87,11 @@ func claimArtifact(b *v1alpha1.EtcdBackup, p *corev1.Pod) (*v1alpha1.Artifact, e
 	}
 	var t backup.Taken
 	if err := json.Unmarshal([]byte(msg), &t); err != nil || t.Key == "" {
-		return nil, &status.StepError{Reason: "SnapshotFailed", Msg: fmt.Sprintf("the snapshot Pod %s ended without saying what it stored: %q", p.Name, msg)}
+		return nil, status.Stuck(v1alpha1.ReasonSnapshotFailed, "the snapshot Pod %s ended without saying what it stored: %q", p.Name, msg)
 	}
 	at, err := time.Parse(time.RFC3339, p.Annotations[annotationTakenAt])
 	if err != nil {
-		return nil, &status.StepError{Reason: "SnapshotFailed", Msg: fmt.Sprintf("the snapshot Pod %s has no time it was taken at", p.Name)}
+		return nil, status.Stuck(v1alpha1.ReasonSnapshotFailed, "the snapshot Pod %s has no time it was taken at", p.Name)
 	}
 	return artifact(b.Spec.Destination.URI(t.Key), t, p.Annotations[annotationVersion], p.Annotations[annotationMember],
 		p.Annotations[annotationClusterID], at), nil

@@ -33,13 +33,6 @@ const (
 	drillRetryMax        = time.Hour
 )
 
-// Reasons of a drill that could not run. It says nothing of the data: Verified stays
-// Unknown, the backup stays usable, and the drill is tried again.
-const (
-	reasonDrillBlocked          = "DrillBlocked"
-	reasonDrillDeadlineExceeded = "DrillDeadlineExceeded"
-)
-
 // drillDue: the backup asks for a drill and has no verdict on its spec as it is now.
 func drillDue(b *v1alpha1.EtcdBackup) bool {
 	if !b.Spec.Verify || b.Status.Phase != v1alpha1.BackupSucceeded || b.Status.Artifact == nil {
@@ -58,19 +51,19 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	p, err := backupPod(ctx, r, b, "drill")
 	switch {
 	case errors.Is(err, errInTheWay):
-		return r.notRun(b, reasonDrillBlocked, err.Error()), nil
+		return r.notRun(b, v1alpha1.ReasonDrillBlocked, err.Error()), nil
 	case err != nil:
 		return reconcile.Result{}, err
 	case p == nil:
 		return r.startDrill(ctx, b)
 	}
 	if why := observe.FailedContainer(append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...)); why != "" {
-		r.verdict(b, false, "DrillFailed", fmt.Sprintf("restoring %s failed in %s", b.Status.Artifact.URI, why))
+		r.verdict(b, false, v1alpha1.ReasonDrillFailed, fmt.Sprintf("restoring %s failed in %s", b.Status.Artifact.URI, why))
 		return reconcile.Result{}, deleteBackupPod(ctx, r, b, "drill")
 	}
 	if deadline := r.drillDeadline(); status.Now(r.Now).Sub(p.CreationTimestamp.Time) > deadline {
 		msg := fmt.Sprintf("the scratch etcd restored from %s did not serve within %v%s", b.Status.Artifact.URI, deadline, waitingOn(p))
-		return r.notRun(b, reasonDrillDeadlineExceeded, msg), deleteBackupPod(ctx, r, b, "drill")
+		return r.notRun(b, v1alpha1.ReasonDrillDeadlineExceeded, msg), deleteBackupPod(ctx, r, b, "drill")
 	}
 	if !observe.PodReady(p) || p.Status.PodIP == "" {
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
@@ -82,7 +75,7 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	}
 	got, err := inspect(ctx, observe.ClientURL(p), a.Revision)
 	if err != nil {
-		conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "reading the scratch etcd %s: %v; trying again", p.Name, err)
+		conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, v1alpha1.ReasonDrilling, "reading the scratch etcd %s: %v; trying again", p.Name, err)
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
 	}
 	ok, reason, msg := compareContents(a, got)
@@ -97,7 +90,7 @@ func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBacku
 	a := b.Status.Artifact
 	src, err := SnapshotOf(b)
 	if err != nil {
-		r.verdict(b, false, "DrillFailed", err.Error())
+		r.verdict(b, false, v1alpha1.ReasonDrillFailed, err.Error())
 		return reconcile.Result{}, nil
 	}
 	c := &v1alpha1.EtcdCluster{}
@@ -113,8 +106,8 @@ func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBacku
 		return reconcile.Result{}, err
 	}
 	b.Status.NextDrillTime = nil
-	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "restoring %s into a scratch etcd of version %s (Pod %s)", a.URI, version, p.Name)
-	status.Progressing(b, "Drilling", "restore drill running in Pod "+p.Name) // Ready again once verified
+	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, v1alpha1.ReasonDrilling, "restoring %s into a scratch etcd of version %s (Pod %s)", a.URI, version, p.Name)
+	status.Progressing(b, v1alpha1.ReasonDrilling, "restore drill running in Pod "+p.Name) // Ready again once verified
 	return reconcile.Result{RequeueAfter: drillPoll}, nil
 }
 
@@ -126,7 +119,7 @@ func (r *BackupReconciler) verdict(b *v1alpha1.EtcdBackup, ok bool, reason, msg 
 	if ok {
 		conditions.MarkTrue(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
 		conditions.Delete(b, meta.StalledCondition)
-		conditions.MarkTrue(b, meta.ReadyCondition, "Verified", "%s", msg)
+		conditions.MarkTrue(b, meta.ReadyCondition, v1alpha1.ReasonVerified, "%s", msg)
 		return
 	}
 	conditions.MarkFalse(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
@@ -199,18 +192,18 @@ func compareContents(a *v1alpha1.Artifact, got etcd.Contents) (bool, string, str
 	want := a.Contents
 	switch {
 	case want == nil:
-		return true, "Restored", fmt.Sprintf("%s restored into a scratch etcd, which serves revision %d (%d keys; the backup recorded no contents to compare)",
+		return true, v1alpha1.ReasonRestored, fmt.Sprintf("%s restored into a scratch etcd, which serves revision %d (%d keys; the backup recorded no contents to compare)",
 			a.URI, a.Revision, got.Keys)
 	case got.Keys != want.Keys:
-		return false, "ContentsDiffer", fmt.Sprintf("%s restored, but holds %d keys at revision %d where the cluster held %d",
+		return false, v1alpha1.ReasonContentsDiffer, fmt.Sprintf("%s restored, but holds %d keys at revision %d where the cluster held %d",
 			a.URI, got.Keys, a.Revision, want.Keys)
 	case got.CompactRevision == want.CompactRevision && int64(got.HashKV) != want.HashKV:
-		return false, "ContentsDiffer", fmt.Sprintf("%s restored, but the hash of its history up to revision %d is %d where the cluster's was %d",
+		return false, v1alpha1.ReasonContentsDiffer, fmt.Sprintf("%s restored, but the hash of its history up to revision %d is %d where the cluster's was %d",
 			a.URI, a.Revision, got.HashKV, want.HashKV)
 	case got.CompactRevision != want.CompactRevision:
-		return true, "Restored", fmt.Sprintf("%s restored into a scratch etcd, which holds the %d keys the cluster held at revision %d (history hash not compared: compacted at %d, the cluster at %d)",
+		return true, v1alpha1.ReasonRestored, fmt.Sprintf("%s restored into a scratch etcd, which holds the %d keys the cluster held at revision %d (history hash not compared: compacted at %d, the cluster at %d)",
 			a.URI, got.Keys, a.Revision, got.CompactRevision, want.CompactRevision)
 	}
-	return true, "Restored", fmt.Sprintf("%s restored into a scratch etcd, which holds the %d keys and the history hash the cluster had at revision %d",
+	return true, v1alpha1.ReasonRestored, fmt.Sprintf("%s restored into a scratch etcd, which holds the %d keys and the history hash the cluster had at revision %d",
 		a.URI, got.Keys, a.Revision)
 }

@@ -64,7 +64,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	}()
 	sched, err := schedule.Parse(s.Spec.Schedule)
 	if err != nil {
-		status.Stall(s, "InvalidSchedule", fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err))
+		status.Stall(s, string(v1alpha1.ReasonInvalidSchedule), fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err))
 		return reconcile.Result{}, nil
 	}
 	conditions.Delete(s, meta.StalledCondition)
@@ -88,32 +88,32 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	}
 	switch {
 	case pruneErr != nil:
-		conditions.MarkFalse(s, meta.ReadyCondition, "RetentionFailed", "%v", pruneErr)
+		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonRetentionFailed, "%v", pruneErr)
 		return reconcile.Result{RequeueAfter: backupRetry}, nil
 	case waitingFor != "":
-		conditions.MarkReconciling(s, "BackupRunning", "waiting for %s to end before the backup due at %s", waitingFor, due.UTC().Format(time.RFC3339))
+		conditions.MarkReconciling(s, v1alpha1.ReasonBackupRunning, "waiting for %s to end before the backup due at %s", waitingFor, due.UTC().Format(time.RFC3339))
 	default:
 		conditions.Delete(s, meta.ReconcilingCondition)
 	}
 	last, failedDrill := lastEnded(owned), lastDrillFailed(owned)
 	switch {
 	case s.Spec.Suspend:
-		conditions.MarkTrue(s, meta.ReadyCondition, "Suspended", "suspended: no new backups")
+		conditions.MarkTrue(s, meta.ReadyCondition, v1alpha1.ReasonSuspended, "suspended: no new backups")
 		if pruning {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 		return reconcile.Result{}, nil
 	case last != nil && last.Status.Phase == v1alpha1.BackupFailed:
-		conditions.MarkFalse(s, meta.ReadyCondition, "LastBackupFailed", "the last backup, %s, failed: %s; next at %s",
+		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonLastBackupFailed, "the last backup, %s, failed: %s; next at %s",
 			last.Name, conditions.GetMessage(last, meta.ReadyCondition), next.UTC().Format(time.RFC3339))
 	case failedDrill != nil:
-		conditions.MarkFalse(s, meta.ReadyCondition, "LastDrillFailed", "the last restore drill, of %s, failed: %s; next backup at %s",
+		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonLastDrillFailed, "the last restore drill, of %s, failed: %s; next backup at %s",
 			failedDrill.Name, conditions.GetMessage(failedDrill, v1alpha1.VerifiedCondition), next.UTC().Format(time.RFC3339))
 	case waitingFor != "":
 		// A backup is late: not Ready while Reconciling, as kstatus and Flux expect.
-		conditions.MarkFalse(s, meta.ReadyCondition, "BackupRunning", "%s", conditions.GetMessage(s, meta.ReconcilingCondition))
+		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonBackupRunning, "%s", conditions.GetMessage(s, meta.ReconcilingCondition))
 	default:
-		conditions.MarkTrue(s, meta.ReadyCondition, "Scheduled", "next backup at %s", next.UTC().Format(time.RFC3339))
+		conditions.MarkTrue(s, meta.ReadyCondition, v1alpha1.ReasonScheduled, "next backup at %s", next.UTC().Format(time.RFC3339))
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
 }

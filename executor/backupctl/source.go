@@ -26,7 +26,7 @@ func OpenDestination(ctx context.Context, secrets client.Reader, open OpenFunc, 
 		var s corev1.Secret
 		if err := secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, &status.StepError{Reason: "CredentialsNotFound", Msg: fmt.Sprintf("Secret %s does not exist", name)}
+				return nil, status.Stuck(v1alpha1.ReasonCredentialsNotFound, "Secret %s does not exist", name)
 			}
 			return nil, err
 		}
@@ -43,7 +43,7 @@ func SnapshotOf(b *v1alpha1.EtcdBackup) (v1alpha1.SnapshotSource, error) {
 	uri := b.Status.Artifact.URI
 	key, ok := b.Spec.Destination.KeyOf(uri)
 	if !ok {
-		return v1alpha1.SnapshotSource{}, &status.StepError{Reason: "RestoreSourceFailed", Msg: fmt.Sprintf("EtcdBackup %s: %s is not at its destination", b.Name, uri)}
+		return v1alpha1.SnapshotSource{}, fmt.Errorf("EtcdBackup %s: %s is not at its destination", b.Name, uri)
 	}
 	return v1alpha1.SnapshotSource{BackupDestination: b.Spec.Destination, Key: key}, nil
 }
@@ -62,11 +62,11 @@ func FailureReason(err error) string {
 	case errors.As(err, &se) && se.Reason != "":
 		return se.Reason
 	case errors.Is(err, backup.ErrSnapshot):
-		return "SnapshotFailed"
+		return v1alpha1.ReasonSnapshotFailed
 	case errors.Is(err, store.ErrFull):
-		return reasonStoreFull
+		return v1alpha1.ReasonStoreFull
 	case errors.Is(err, store.ErrRefused):
-		return "StoreRefused"
+		return v1alpha1.ReasonStoreRefused
 	}
-	return "StoreUnavailable"
+	return v1alpha1.ReasonStoreUnavailable
 }

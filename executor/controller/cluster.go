@@ -133,19 +133,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	observed := c.Status.ObservedGeneration
 	c.Status.ObservedGeneration = c.Generation
 	if c.Spec.Suspend {
-		conditions.Delete(c, meta.ReconcilingCondition)
-		conditions.Delete(c, meta.StalledCondition)
-		conditions.MarkFalse(c, meta.ReadyCondition, "Suspended", "reconciliation is suspended (spec.suspend)")
+		markSuspended(c)
 		return reconcile.Result{}, nil
 	}
 	if why := c.Spec.Unsupported(); why != "" {
-		conditions.MarkStalled(c, "Unsupported", "%s", why)
-		conditions.MarkFalse(c, meta.ReadyCondition, "Unsupported", "%s", why)
+		markStalled(c, v1alpha1.ReasonUnsupported, why)
 		return reconcile.Result{}, nil
 	}
 	if why := schedule.DefragInvalid(&c.Spec); why != "" {
-		conditions.MarkStalled(c, "InvalidSchedule", "%s", why)
-		conditions.MarkFalse(c, meta.ReadyCondition, "InvalidSchedule", "%s", why)
+		markStalled(c, v1alpha1.ReasonInvalidSchedule, why)
 		return reconcile.Result{}, nil
 	}
 	o, fresh, err := r.look(ctx, c)
@@ -268,7 +264,7 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 			}
 			rec.Current = int32(max(k, int(rec.Current)))
 			why := supersededWhy(rec)
-			r.event(c, corev1.EventTypeNormal, "PlanSuperseded", "plan %s superseded: %s", rec.ID, why)
+			r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonPlanSuperseded, "plan %s superseded: %s", rec.ID, why)
 			finish(st, rec, v1alpha1.PlanSuperseded, why, now)
 		}
 	} else if rec != nil && (fresh.Blocked == nil || *fresh.Blocked != *rec.Blocked) {
@@ -277,7 +273,7 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	if st.Plan == nil && (len(fresh.Steps) > 0 || fresh.Blocked != nil) {
 		st.Plan = newRecord(fresh, now)
 		if fresh.Blocked == nil {
-			r.event(c, corev1.EventTypeNormal, "PlanCreated", "plan %s: %d steps", fresh.ID, len(fresh.Steps))
+			r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonPlanCreated, "plan %s: %d steps", fresh.ID, len(fresh.Steps))
 		}
 	}
 	rec := st.Plan
@@ -289,20 +285,19 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		}
 		return reconcile.Result{RequeueAfter: pollUnhealthy}, nil
 	case rec.Blocked != nil:
-		conditions.MarkStalled(c, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
-		conditions.MarkFalse(c, meta.ReadyCondition, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
+		markBlocked(c, rec.Blocked)
 		return reconcile.Result{RequeueAfter: pollIdle}, nil
 	case c.Annotations[resources.AnnotationApprove] != rec.ID && recoveryHeld(c, rec):
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := recoveryMessage(c, o, rec)
-		r.stalled(c, conditions.IsStalled(c), string(plan.BlockQuorumLost), msg)
+		r.stalled(c, conditions.IsStalled(c), v1alpha1.StalledReason(plan.BlockQuorumLost), msg)
 		return reconcile.Result{RequeueAfter: pollIdle}, nil
 	case c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual && c.Annotations[resources.AnnotationApprove] != rec.ID:
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := fmt.Sprintf("plan %s (%d steps) awaits approval: kubectl etcd approve %s --plan %s", rec.ID, len(rec.Steps), c.Name, rec.ID)
-		status.Progressing(c, "AwaitingApproval", msg)
+		markProgressing(c, v1alpha1.ReasonAwaitingApproval, msg)
 		return reconcile.Result{}, nil
 	}
 	rec.Phase = v1alpha1.PlanRunning
@@ -316,15 +311,6 @@ func staleMembership(o *observation, steps []plan.Step) bool {
 		return false
 	}
 	return slices.ContainsFunc(steps, func(s plan.Step) bool { return s.Action.ShowsInMembership() })
-}
-
-// stalled marks the cluster Stalled; the Warning event goes out only when it becomes so.
-func (r *Reconciler) stalled(c *v1alpha1.EtcdCluster, was bool, reason, msg string) {
-	if !was {
-		r.event(c, corev1.EventTypeWarning, "StepStalled", "%s", msg)
-	}
-	conditions.MarkStalled(c, reason, "%s", msg)
-	conditions.MarkFalse(c, meta.ReadyCondition, reason, "%s", msg)
 }
 
 // backoff is how long to wait after the n-th failed attempt of a step in a row.
@@ -346,15 +332,15 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	if pr.StartedAt == nil {
 		deadline := now.Add(time.Duration(c.Spec.UpdateStrategy.ProgressDeadlineSeconds) * time.Second)
 		pr.State, pr.StartedAt, pr.Deadline = v1alpha1.StepRunning, v1alpha1.At(now), &metav1.Time{Time: deadline}
-		r.event(c, corev1.EventTypeNormal, "StepStarted", "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Member, s.Reason)
+		r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonStepStarted, "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Member, s.Reason)
 	}
 	rec.Summary = summary(rec)
 	wasStalled := conditions.IsStalled(c)
 	msg := fmt.Sprintf("plan %s step %d/%d: %s %s", rec.ID, i+1, len(rec.Steps), s.Action, s.Member)
-	status.Progressing(c, meta.ProgressingReason, msg)
+	markProgressing(c, v1alpha1.ReasonProgressing, msg)
 
 	result := reconcile.Result{RequeueAfter: pollWaiting}
-	reason := "ProgressDeadlineExceeded"
+	reason := v1alpha1.ReasonProgressDeadlineExceeded
 	ok, why := planner.Check(observe.Desired(c), s, o.Observed)
 	if ok {
 		from := c.Status.ClusterID // a restore forgets it
@@ -377,7 +363,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		case errors.As(err, &se):
 			why = se.Msg
 			if se.Reason != "" {
-				reason = se.Reason
+				reason = v1alpha1.StalledReason(se.Reason) // a step's effect stops only for a StalledReason
 			}
 		default:
 			why = err.Error()
@@ -412,7 +398,7 @@ func (r *Reconciler) stepFinished(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanSta
 		stepWait.WithLabelValues(string(s.Action), "effect").Observe(now.Sub(pr.AppliedAt.Time).Seconds())
 	}
 	stepsTotal.WithLabelValues(string(s.Action), "succeeded").Inc()
-	r.event(c, corev1.EventTypeNormal, "StepSucceeded", "step %d/%d %s %s succeeded", i+1, len(rec.Steps), s.Action, s.Member)
+	r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonStepSucceeded, "step %d/%d %s %s succeeded", i+1, len(rec.Steps), s.Action, s.Member)
 }
 
 func (r *Reconciler) event(c *v1alpha1.EtcdCluster, kind, reason, format string, args ...any) {

@@ -28,27 +28,27 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 		b := &v1alpha1.EtcdBackup{}
 		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: spec.BackupName}, b); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, &status.StepError{Reason: "RestoreSourceNotFound", Msg: fmt.Sprintf(
-					"EtcdBackup %s does not exist in %s", spec.BackupName, c.Namespace)}
+				return nil, stuck(v1alpha1.ReasonRestoreSourceNotFound,
+					"EtcdBackup %s does not exist in %s", spec.BackupName, c.Namespace)
 			}
 			return nil, err
 		}
 		a := b.Status.Artifact
 		switch {
 		case b.Status.Phase == v1alpha1.BackupFailed:
-			return nil, &status.StepError{Reason: "RestoreSourceFailed", Msg: fmt.Sprintf(
-				"EtcdBackup %s failed, so there is nothing to restore: name a backup that succeeded", b.Name)}
+			return nil, stuck(v1alpha1.ReasonRestoreSourceFailed,
+				"EtcdBackup %s failed, so there is nothing to restore: name a backup that succeeded", b.Name)
 		case b.Status.Phase != v1alpha1.BackupSucceeded || a == nil:
 			return nil, status.Waiting("waiting for EtcdBackup %s to succeed before restoring from it", b.Name)
 		}
 		src, err := backupctl.SnapshotOf(b)
 		if err != nil {
-			return nil, err
+			return nil, stuck(v1alpha1.ReasonRestoreSourceFailed, "%v", err)
 		}
 		if backupctl.NewerMinor(a.EtcdVersion, c.Spec.Version) {
-			return nil, &status.StepError{Reason: "RestoreVersionTooOld", Msg: fmt.Sprintf(
+			return nil, stuck(v1alpha1.ReasonRestoreVersionTooOld,
 				"EtcdBackup %s was taken from etcd %s, which spec.version %s cannot restore: set spec.version to %s or later",
-				b.Name, a.EtcdVersion, c.Spec.Version, a.EtcdVersion)}
+				b.Name, a.EtcdVersion, c.Spec.Version, a.EtcdVersion)
 		}
 		rs.Source, rs.SHA256 = src, a.SHA256
 	}
@@ -56,8 +56,8 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 		// Only a Pod that mounts the claim reads it: the seed's fetch says what it finds.
 		err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: pvc.ClaimName}, &corev1.PersistentVolumeClaim{})
 		if apierrors.IsNotFound(err) {
-			return nil, &status.StepError{Reason: "RestoreSourceRefused", Msg: fmt.Sprintf("cannot read %s to restore from: PersistentVolumeClaim %s does not exist in %s",
-				rs.Source.URI(rs.Source.Key), pvc.ClaimName, c.Namespace)}
+			return nil, stuck(v1alpha1.ReasonRestoreSourceRefused, "cannot read %s to restore from: PersistentVolumeClaim %s does not exist in %s",
+				rs.Source.URI(rs.Source.Key), pvc.ClaimName, c.Namespace)
 		}
 		return rs, err
 	}
@@ -77,11 +77,11 @@ func (r *Reconciler) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 
 // restoreError says why a snapshot cannot be read; a store that did not answer is retried.
 func restoreError(rs *resources.Restore, err error) error {
-	if backupctl.FailureReason(err) == "StoreUnavailable" {
+	if backupctl.FailureReason(err) == v1alpha1.ReasonStoreUnavailable {
 		return err
 	}
-	return &status.StepError{Reason: "RestoreSourceRefused", Msg: fmt.Sprintf("cannot read %s to restore from: %v",
-		rs.Source.URI(rs.Source.Key), err)}
+	return stuck(v1alpha1.ReasonRestoreSourceRefused, "cannot read %s to restore from: %v",
+		rs.Source.URI(rs.Source.Key), err)
 }
 
 // restoreFailed says why an ended seed Pod's restore failed, when it was restoring from the

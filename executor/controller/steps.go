@@ -123,9 +123,9 @@ func owned(c *v1alpha1.EtcdCluster, obj metav1.Object, claim bool) bool {
 // nameTaken is the error of a step whose object name is held by an object the cluster does
 // not own: the operator never adopts it silently.
 func nameTaken(kind, name string) error {
-	return &status.StepError{Reason: "NameTaken", Msg: fmt.Sprintf(
+	return stuck(v1alpha1.ReasonNameTaken,
 		"%s %s exists and is not this cluster's (its labels or controller differ): the name is taken by another object; "+
-			"delete or rename that %s if it is not needed, or give the EtcdCluster another name", kind, name, kind)}
+			"delete or rename that %s if it is not needed, or give the EtcdCluster another name", kind, name, kind)
 }
 
 // create creates an object; one that exists already counts only when the cluster owns it.
@@ -159,7 +159,7 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		}
 		if podEnded(p) {
 			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s))); seed && why != "" {
-				return &status.StepError{Reason: "RestoreFailed", Msg: why}
+				return stuck(v1alpha1.ReasonRestoreFailed, "%s", why)
 			}
 			if why := observe.PreflightError(p); why != "" {
 				return preflightFailed(p, why)
@@ -231,10 +231,10 @@ func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, mem
 // directory: a new Pod would fail the same way, and the data may be intact, so the member
 // is neither replaced nor its volume deleted until a person mends the volume.
 func preflightFailed(p *corev1.Pod, why string) error {
-	return &status.StepError{Reason: "PreflightFailed", Msg: fmt.Sprintf(
+	return stuck(v1alpha1.ReasonPreflightFailed,
 		"the preflight check of Pod %s could not read the member's data directory (%s): the data may be intact, so the member is not replaced "+
 			"and its volume is kept; mend the volume (its permissions for the Pod's non-root user and fsGroup, the node's disk, the mount), "+
-			"then delete Pod %s and a new one starts", p.Name, why, p.Name)}
+			"then delete Pod %s and a new one starts", p.Name, why, p.Name)
 }
 
 // seedRestore is what a seed's data is restored from: the backup a recovery names, else
@@ -255,9 +255,9 @@ func seedRestore(c *v1alpha1.EtcdCluster, s plan.Step) *v1alpha1.RestoreSpec {
 func (r *Reconciler) podGoing(ctx context.Context, p *corev1.Pod) error {
 	node := &corev1.Node{}
 	if p.Spec.NodeName != "" && r.APIReader.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node) == nil && !nodeReady(node) {
-		return &status.StepError{Reason: "PodStuckTerminating", Msg: fmt.Sprintf(
+		return stuck(v1alpha1.ReasonPodStuckTerminating,
 			"Pod %s is terminating on node %s, which is not ready: if the node is gone for good, force-delete the Pod "+
-				"(kubectl delete pod %s --force --grace-period=0; its volume is kept) and the member starts elsewhere", p.Name, p.Spec.NodeName, p.Name)}
+				"(kubectl delete pod %s --force --grace-period=0; its volume is kept) and the member starts elsewhere", p.Name, p.Spec.NodeName, p.Name)
 	}
 	return status.Waiting("waiting for the old Pod of %s to go", p.Name)
 }
@@ -316,9 +316,9 @@ func (r *Reconciler) classExists(ctx context.Context, c *v1alpha1.EtcdCluster, o
 	}
 	err := r.Get(ctx, client.ObjectKey{Name: name}, &storagev1.StorageClass{})
 	if apierrors.IsNotFound(err) {
-		return &status.StepError{Reason: "StorageClassNotFound", Msg: fmt.Sprintf(
+		return stuck(v1alpha1.ReasonStorageClassNotFound,
 			"storage class %s (spec.storage.storageClassName) does not exist, so the volume claim of %s cannot be created: "+
-				"create the class, or set spec.storage.storageClassName to one that exists", name, member)}
+				"create the class, or set spec.storage.storageClassName to one that exists", name, member)
 	}
 	return nil
 }

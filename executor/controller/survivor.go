@@ -36,8 +36,8 @@ func (r *Reconciler) snapshotSurvivor(ctx context.Context, c *v1alpha1.EtcdClust
 
 func (r *Reconciler) createSnapshot(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	if o.snapshotTo == nil {
-		return &status.StepError{Reason: "NoBackupDestination", Msg: "the cluster has no successful backup and no EtcdBackupSchedule: " +
-			"no destination is known to store the snapshot of " + s.Member + " in"}
+		return stuck(v1alpha1.ReasonNoBackupDestination, "the cluster has no successful backup and no EtcdBackupSchedule: "+
+			"no destination is known to store the snapshot of %s in", s.Member)
 	}
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s.Backup,
 		Labels: map[string]string{resources.LabelCluster: c.Name, resources.LabelManagedBy: resources.ManagerName}}}
