@@ -105,18 +105,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 // Reconcile observes a cluster, plans, records the plan in status and applies its steps in
 // order, chaining those whose effect shows at once.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
-	c := &v1alpha1.EtcdCluster{}
-	// Read around the cache: the recorded plan must be the one the last reconcile wrote,
-	// and the status patch is computed against what this read returns.
-	if err := r.APIReader.Get(ctx, req.NamespacedName, c); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.clients.forget(req.NamespacedName)
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if c.DeletionTimestamp != nil {
-		r.clients.forget(req.NamespacedName)
-		return reconcile.Result{}, nil // owner references take Pods and Services along
+	c, err := r.read(ctx, req.NamespacedName)
+	if c == nil {
+		return reconcile.Result{}, err
 	}
 	writer := status.NewWriter(r.Client, c)
 	defer func() {
@@ -124,24 +115,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 			retErr = err
 		}
 	}()
-	if v, ok := meta.ReconcileAnnotationValue(c.GetAnnotations()); ok {
-		c.Status.LastHandledReconcileAt = v
-	}
-	c.Status.Selector = resources.Selector(c)
 	// The status below describes this generation, except when the look fails before the
 	// planner ran: then it keeps the generation it described.
 	observed := c.Status.ObservedGeneration
-	c.Status.ObservedGeneration = c.Generation
-	if c.Spec.Suspend {
-		markSuspended(c)
-		return reconcile.Result{}, nil
-	}
-	if why := c.Spec.Unsupported(); why != "" {
-		markStalled(c, v1alpha1.ReasonUnsupported, why)
-		return reconcile.Result{}, nil
-	}
-	if why := schedule.DefragInvalid(&c.Spec); why != "" {
-		markStalled(c, v1alpha1.ReasonInvalidSchedule, why)
+	if !preflight(c) {
 		return reconcile.Result{}, nil
 	}
 	o, fresh, err := r.look(ctx, c)
@@ -149,17 +126,66 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		c.Status.ObservedGeneration = observed
 		return reconcile.Result{}, err
 	}
-	result, err = r.advance(ctx, c, o, fresh)
-	// A step whose effect shows within moments (etcd's answer to a membership call, a
-	// deletion once the cache has its event) is taken in a fresh look right away, and the
-	// next step goes on in this reconcile instead of after a requeue. Status is written
-	// while the look goes on, and the next step waits for the write, so each step is on
-	// record before the next one starts.
+	result, o, err = r.chain(ctx, c, writer, o, fresh)
+	if err == nil {
+		result = untilDefrag(result, o.defragNext, r.now())
+	}
+	return result, err
+}
+
+// read gets the cluster around the cache: the recorded plan must be the one the last
+// reconcile wrote, and the status patch is computed against what this read returns. nil
+// when the cluster is gone or going (owner references take its Pods and Services along).
+func (r *Reconciler) read(ctx context.Context, key client.ObjectKey) (*v1alpha1.EtcdCluster, error) {
+	c := &v1alpha1.EtcdCluster{}
+	if err := r.APIReader.Get(ctx, key, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.clients.forget(key)
+		}
+		return nil, client.IgnoreNotFound(err)
+	}
+	if c.DeletionTimestamp != nil {
+		r.clients.forget(key)
+		return nil, nil
+	}
+	return c, nil
+}
+
+// preflight records what status says of every generation, and whether the cluster may be
+// looked at: not while suspended, nor with a spec this version cannot carry out.
+func preflight(c *v1alpha1.EtcdCluster) bool {
+	if v, ok := meta.ReconcileAnnotationValue(c.GetAnnotations()); ok {
+		c.Status.LastHandledReconcileAt = v
+	}
+	c.Status.Selector = resources.Selector(c)
+	c.Status.ObservedGeneration = c.Generation
+	if c.Spec.Suspend {
+		markSuspended(c)
+		return false
+	}
+	if why := c.Spec.Unsupported(); why != "" {
+		markStalled(c, v1alpha1.ReasonUnsupported, why)
+		return false
+	}
+	if why := schedule.DefragInvalid(&c.Spec); why != "" {
+		markStalled(c, v1alpha1.ReasonInvalidSchedule, why)
+		return false
+	}
+	return true
+}
+
+// chain advances the plan, then goes on in this reconcile while the step it applied shows
+// within moments (etcd's answer to a membership call, a deletion once the cache has its
+// event): a fresh look takes the next step instead of a requeue. Status is written while
+// the look goes on, and the next step waits for the write, so each step is on record
+// before the next one starts. It returns the last look.
+func (r *Reconciler) chain(ctx context.Context, c *v1alpha1.EtcdCluster, writer *status.Writer, o *observation, fresh plan.Plan) (reconcile.Result, *observation, error) {
+	result, err := r.advance(ctx, c, o, fresh)
 	for n := 0; err == nil && n < maxChained && settleLooks(o.applied) > 0; n++ {
 		written := writer.Send(ctx, c)
 		next, fresh, done := r.lookUntilDone(ctx, c, settleLooks(o.applied))
 		if err := written(); err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, o, err
 		}
 		if !done {
 			break // the requeue looks again
@@ -167,12 +193,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		o = next
 		result, err = r.advance(ctx, c, o, fresh)
 	}
-	if !o.defragNext.IsZero() && err == nil { // be there when the schedule comes
-		if until := o.defragNext.Sub(r.now()) + 10*time.Millisecond; result.RequeueAfter == 0 || until < result.RequeueAfter {
-			result.RequeueAfter = until
-		}
+	return result, o, err
+}
+
+// untilDefrag has the reconcile back when the defrag schedule next comes, if sooner.
+func untilDefrag(result reconcile.Result, next, now time.Time) reconcile.Result {
+	if next.IsZero() {
+		return result
 	}
-	return result, err
+	if until := next.Sub(now) + 10*time.Millisecond; result.RequeueAfter == 0 || until < result.RequeueAfter {
+		result.RequeueAfter = until
+	}
+	return result
 }
 
 // settleLooks is how many looks an applied step's effect gets to show in before the
@@ -201,7 +233,7 @@ func (r *Reconciler) lookUntilDone(ctx context.Context, c *v1alpha1.EtcdCluster,
 		if err != nil {
 			break
 		}
-		if k, _ := shownUpTo(c, rec, o, fresh); k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
+		if k, _ := shownUpTo(rec, o, fresh); k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
 			return o, fresh, true
 		}
 	}
@@ -231,7 +263,8 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 	recordObserved(c, o)
 	r.recoveryFinished(c, o, r.now())
 	o.defragNext = r.scheduleDefrag(c, o)
-	fresh := planner.Plan(observe.Desired(c), o.Observed)
+	o.desired = observe.Desired(c)
+	fresh := planner.Plan(o.desired, o.Observed)
 	c.Status.Warnings = fresh.Warnings
 	return o, fresh, nil
 }
@@ -239,69 +272,88 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 func (r *Reconciler) now() time.Time { return status.Now(r.Now) }
 
 // advance brings the recorded plan in line with the fresh one, then applies the current
-// step when it may run.
+// step when the gate lets it run.
 func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan) (reconcile.Result, error) {
 	now := r.now()
-	st := &c.Status
-	if rec := st.Plan; rec != nil && rec.Blocked == nil {
-		k, ok := shownUpTo(c, rec, o, fresh)
-		switch {
-		case ok && staleMembership(o, rec.Steps[rec.Current:k]):
-			// A member list not read through a quorum proves no membership change done: the
-			// planner makes none on it, so a plan without them looks finished. The current
-			// step waits; Check refuses membership changes on such a view.
-		case ok:
-			for i := int(rec.Current); i < k; i++ {
-				r.stepFinished(c, rec, i, now)
-			}
-			rec.Current = int32(k)
-			if k == len(rec.Steps) {
-				finish(st, rec, v1alpha1.PlanSucceeded, "", now)
-			}
-		default:
-			for i := int(rec.Current); i < k; i++ {
-				r.stepFinished(c, rec, i, now)
-			}
-			rec.Current = int32(max(k, int(rec.Current)))
-			why := supersededWhy(rec)
-			r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonPlanSuperseded, "plan %s superseded: %s", rec.ID, why)
-			finish(st, rec, v1alpha1.PlanSuperseded, why, now)
-		}
-	} else if rec != nil && (fresh.Blocked == nil || *fresh.Blocked != *rec.Blocked) {
-		finish(st, rec, v1alpha1.PlanBlocked, "", now)
-	}
-	if st.Plan == nil && (len(fresh.Steps) > 0 || fresh.Blocked != nil) {
+	r.settle(c, o, fresh, now)
+	if st := &c.Status; st.Plan == nil && (len(fresh.Steps) > 0 || fresh.Blocked != nil) {
 		st.Plan = newRecord(fresh, now)
 		if fresh.Blocked == nil {
 			r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonPlanCreated, "plan %s: %d steps", fresh.ID, len(fresh.Steps))
 		}
 	}
+	if result, held := r.gate(c, o, now); held {
+		return result, nil
+	}
+	rec := c.Status.Plan
+	rec.Phase = v1alpha1.PlanRunning
+	return r.runStep(ctx, c, o, rec, now)
+}
+
+// settle finishes the recorded steps this look shows done, and the recorded plan when it
+// is done, superseded by the fresh one, or a blocker the fresh plan no longer gives.
+func (r *Reconciler) settle(c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan, now time.Time) {
+	st := &c.Status
 	rec := st.Plan
+	switch {
+	case rec == nil:
+	case rec.Blocked != nil:
+		if fresh.Blocked == nil || *fresh.Blocked != *rec.Blocked {
+			finish(st, rec, v1alpha1.PlanBlocked, "", now)
+		}
+	default:
+		k, ok := shownUpTo(rec, o, fresh)
+		if ok && staleMembership(o, rec.Steps[rec.Current:k]) {
+			// A member list not read through a quorum proves no membership change done: the
+			// planner makes none on it, so a plan without them looks finished. The current
+			// step waits; Check refuses membership changes on such a view.
+			return
+		}
+		for i := int(rec.Current); i < k; i++ {
+			r.stepFinished(c, rec, i, now)
+		}
+		rec.Current = int32(max(k, int(rec.Current)))
+		switch {
+		case !ok:
+			why := supersededWhy(rec)
+			r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonPlanSuperseded, "plan %s superseded: %s", rec.ID, why)
+			finish(st, rec, v1alpha1.PlanSuperseded, why, now)
+		case k == len(rec.Steps):
+			finish(st, rec, v1alpha1.PlanSucceeded, "", now)
+		}
+	}
+}
+
+// gate says whether the recorded plan's current step is held: no plan (converged), a
+// blocked one, a recovery from quorum loss or a plan awaiting approval. It sets the
+// conditions of each, and the result to requeue with.
+func (r *Reconciler) gate(c *v1alpha1.EtcdCluster, o *observation, now time.Time) (reconcile.Result, bool) {
+	rec := c.Status.Plan
+	approved := rec != nil && c.Annotations[resources.AnnotationApprove] == rec.ID
 	switch {
 	case rec == nil:
 		markConverged(c, o, now)
 		if conditions.IsReady(c) {
-			return reconcile.Result{RequeueAfter: pollIdle}, nil
+			return reconcile.Result{RequeueAfter: pollIdle}, true
 		}
-		return reconcile.Result{RequeueAfter: pollUnhealthy}, nil
+		return reconcile.Result{RequeueAfter: pollUnhealthy}, true
 	case rec.Blocked != nil:
 		markBlocked(c, rec.Blocked)
-		return reconcile.Result{RequeueAfter: pollIdle}, nil
-	case c.Annotations[resources.AnnotationApprove] != rec.ID && recoveryHeld(c, rec):
+		return reconcile.Result{RequeueAfter: pollIdle}, true
+	case !approved && recoveryHeld(c, rec):
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := recoveryMessage(c, o, rec)
 		r.stalled(c, conditions.IsStalled(c), v1alpha1.StalledReason(plan.BlockQuorumLost), msg)
-		return reconcile.Result{RequeueAfter: pollIdle}, nil
-	case c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual && c.Annotations[resources.AnnotationApprove] != rec.ID:
+		return reconcile.Result{RequeueAfter: pollIdle}, true
+	case !approved && c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual:
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := fmt.Sprintf("plan %s (%d steps) awaits approval: kubectl etcd approve %s --plan %s", rec.ID, len(rec.Steps), c.Name, rec.ID)
 		markProgressing(c, v1alpha1.ReasonAwaitingApproval, msg)
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, true
 	}
-	rec.Phase = v1alpha1.PlanRunning
-	return r.runStep(ctx, c, o, rec, now)
+	return reconcile.Result{}, false
 }
 
 // staleMembership: steps show in etcd's membership or leader, and this look at the cluster
@@ -341,7 +393,10 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 
 	result := reconcile.Result{RequeueAfter: pollWaiting}
 	reason := v1alpha1.ReasonProgressDeadlineExceeded
-	ok, why := planner.Check(observe.Desired(c), s, o.Observed)
+	// The planner is entered again: Check judges the recorded step, made on an earlier look
+	// or by an earlier operator version, by the safety rules of the present on this look,
+	// whatever the plan it came from.
+	ok, why := planner.Check(o.desired, s, o.Observed)
 	if ok {
 		from := c.Status.ClusterID // a restore forgets it
 		err := r.apply(ctx, c, o, s)

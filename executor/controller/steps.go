@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,7 +21,6 @@ import (
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/status"
-	"github.com/etcdplan/etcdplan/planner"
 )
 
 // apply carries out one step. Every action is idempotent: applying it again after it took
@@ -307,58 +304,6 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 	return ms
 }
 
-// classExists refuses to create a member's claim of a storage class that does not exist:
-// it would never bind.
-func (r *Reconciler) classExists(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
-	name := c.Spec.Storage.StorageClassName
-	if _, ok := o.pvcs[member]; ok || name == "" {
-		return nil
-	}
-	err := r.Get(ctx, client.ObjectKey{Name: name}, &storagev1.StorageClass{})
-	if apierrors.IsNotFound(err) {
-		return stuck(v1alpha1.ReasonStorageClassNotFound,
-			"storage class %s (spec.storage.storageClassName) does not exist, so the volume claim of %s cannot be created: "+
-				"create the class, or set spec.storage.storageClassName to one that exists", name, member)
-	}
-	return nil
-}
-
-// binding reports whether a member's claim is still being bound by a storage class that
-// binds at once: a Pod created before that would be found unschedulable, and the scheduler
-// retries it only after a backoff of up to 10 s. The claim's binding wakes the next
-// reconcile. When the class cannot be read, nothing waits.
-func (r *Reconciler) binding(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) bool {
-	if p := o.pvcs[member]; p != nil && p.Status.Phase == corev1.ClaimBound {
-		return false
-	}
-	pvc := &corev1.PersistentVolumeClaim{}
-	if r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: member}, pvc) != nil ||
-		(pvc.Status.Phase != corev1.ClaimPending && pvc.Status.Phase != "") || ptr.Deref(pvc.Spec.StorageClassName, "") == "" {
-		return false
-	}
-	sc := &storagev1.StorageClass{} // from the cache: StorageClasses are watched
-	if r.Get(ctx, client.ObjectKey{Name: *pvc.Spec.StorageClassName}, sc) != nil {
-		return false
-	}
-	return ptr.Deref(sc.VolumeBindingMode, storagev1.VolumeBindingImmediate) == storagev1.VolumeBindingImmediate
-}
-
-func (r *Reconciler) ensurePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
-	if pvc, ok := o.pvcs[member]; ok {
-		if !owned(c, pvc, true) {
-			return nameTaken("PersistentVolumeClaim", member)
-		}
-		return nil
-	}
-	pvc := resources.MemberPVC(c, member)
-	if c.Spec.Storage.RetainPolicy == v1alpha1.RetainPolicyDelete {
-		if err := controllerutil.SetOwnerReference(c, pvc, r.Scheme()); err != nil {
-			return err
-		}
-	}
-	return r.create(ctx, c, pvc, "PersistentVolumeClaim", true)
-}
-
 // deleteMemberPod deletes a member's Pod for good (the claim stays); one gone or going is
 // no error.
 func (r *Reconciler) deleteMemberPod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
@@ -374,55 +319,6 @@ func (r *Reconciler) deleteMemberPod(ctx context.Context, c *v1alpha1.EtcdCluste
 		return nil
 	}
 	return err
-}
-
-// expandPVC asks a member's claim for spec.storage.size; the claim's class grows the
-// volume. A claim that records another member ID than the step's is not touched.
-func (r *Reconciler) expandPVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc, err := stepClaim(c, o, s)
-	if err != nil {
-		return err
-	}
-	if pvc == nil {
-		return fmt.Errorf("member %s has no volume claim to expand", s.Member)
-	}
-	want := c.Spec.Storage.Size
-	if have := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; have.Cmp(want) >= 0 {
-		return nil
-	}
-	grown := pvc.DeepCopy()
-	grown.Spec.Resources.Requests[corev1.ResourceStorage] = want
-	return r.Patch(ctx, grown, client.MergeFromWithOptions(pvc, client.MergeFromWithOptimisticLock{}))
-}
-
-// deletePVC deletes the volume claim of a member that left. A claim that records a member
-// ID is deleted only as that member's: the step carries the ID the planner saw gone. A
-// retained claim is never deleted.
-func (r *Reconciler) deletePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc, err := stepClaim(c, o, s)
-	if pvc == nil || err != nil || pvc.Labels[resources.LabelRetained] != "" {
-		return err
-	}
-	err = r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return err
-}
-
-// stepClaim is the member's volume claim a step may act on: this cluster's, and recording
-// the step's member ID (or none, as the step). nil when there is none or it is going.
-func stepClaim(c *v1alpha1.EtcdCluster, o *observation, s plan.Step) (*corev1.PersistentVolumeClaim, error) {
-	pvc := o.pvcs[s.Member]
-	switch {
-	case pvc == nil || pvc.DeletionTimestamp != nil:
-		return nil, nil
-	case !owned(c, pvc, true):
-		return nil, nameTaken("PersistentVolumeClaim", s.Member)
-	case pvc.Annotations[resources.AnnotationMemberID] != s.MemberID:
-		return nil, fmt.Errorf("volume claim %s records member %s, not %s: it is kept as it is", s.Member, pvc.Annotations[resources.AnnotationMemberID], s.MemberID)
-	}
-	return pvc, nil
 }
 
 // recreatePod replaces a member's Pod with one rendered from the current spec at the
@@ -462,144 +358,4 @@ func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 	}
 	delete(o.pods, p.Name)
 	return nil
-}
-
-// forceNewCluster restarts the step's member alone on its data with --force-new-cluster.
-// Its claim is marked first: while its Pod is replaced the member does not answer, and the
-// mark keeps the plan and the check on it (Check decided on a fresh look that it may).
-// The new Pod runs etcd once, as every member Pod does.
-func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc := o.pvcs[s.Member]
-	if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[resources.AnnotationMemberID] != s.MemberID {
-		return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
-	}
-	if err := r.mark(ctx, pvc, resources.AnnotationForceNewCluster, s.MemberID); err != nil {
-		return err
-	}
-	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("%s (ID %s) restarted alone with --force-new-cluster", s.Member, s.MemberID)); err != nil {
-		return err
-	}
-	if p := o.pods[s.Member]; p != nil {
-		if !owned(c, p, false) {
-			return nameTaken("Pod", s.Member)
-		}
-		ended := podEnded(p)
-		if p.Annotations[resources.AnnotationForceNewCluster] == s.MemberID && !ended && p.DeletionTimestamp == nil {
-			return nil // it runs alone, or starts to
-		}
-		if err := r.removePod(ctx, c, o, p); err != nil {
-			return err
-		}
-	}
-	ms := r.memberSpec(c, o, s, false)
-	ms.ExpectData, ms.Voter, ms.ForceNewCluster = true, true, s.MemberID
-	pod := resources.MemberPod(c, r.Images, ms)
-	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
-		return err
-	}
-	return r.create(ctx, c, pod, "Pod", false)
-}
-
-// retainOthers marks, before a recovery on s's member runs, the claims of the other members
-// that held data (planner.Retains); what says what the recovery did.
-func (r *Reconciler) retainOthers(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, what string) error {
-	for _, member := range planner.Retains(observe.Desired(c), o.Observed, s.Member) {
-		if err := r.retain(ctx, c, o, member, what); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// retain marks the claim of a member that held data when a recovery replaced its cluster:
-// the member leaves the cluster, and the writes only it received live on its volume alone.
-// The claim loses its owner reference, so it outlives the cluster whatever spec.storage
-// says. It is marked before the recovery, so no later plan can take it for a plain leftover.
-func (r *Reconciler) retain(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member, what string) error {
-	pvc := o.pvcs[member]
-	if pvc == nil || !owned(c, pvc, true) || pvc.Labels[resources.LabelRetained] != "" {
-		return nil
-	}
-	patch := client.MergeFrom(pvc.DeepCopy())
-	pvc.Labels[resources.LabelRetained] = "true"
-	if pvc.Annotations == nil {
-		pvc.Annotations = map[string]string{}
-	}
-	pvc.Annotations[resources.AnnotationRetained] = fmt.Sprintf("member %s (ID %s) held data when %s "+
-		"in a recovery from quorum loss: it may hold writes the cluster lacks; the operator never deletes this claim (docs/operations.md, retained volume claims)",
-		member, pvc.Annotations[resources.AnnotationMemberID], what)
-	// A claim kept under retainPolicy Retain has no owner to lose.
-	pvc.OwnerReferences = slices.DeleteFunc(pvc.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == c.UID })
-	if err := r.Patch(ctx, pvc, patch); err != nil {
-		return fmt.Errorf("retaining the volume claim %s: %w", pvc.Name, err)
-	}
-	return nil
-}
-
-// mark sets an annotation on a member's volume claim, unless it has it already.
-func (r *Reconciler) mark(ctx context.Context, pvc *corev1.PersistentVolumeClaim, key, value string) error {
-	if pvc.Annotations[key] == value {
-		return nil
-	}
-	patch := client.MergeFrom(pvc.DeepCopy())
-	if pvc.Annotations == nil {
-		pvc.Annotations = map[string]string{}
-	}
-	pvc.Annotations[key] = value
-	if err := r.Patch(ctx, pvc, patch); err != nil {
-		return fmt.Errorf("marking the volume claim %s: %w", pvc.Name, err)
-	}
-	return nil
-}
-
-// restoreUnfinished: status.clusterID is of a cluster a restore started that has not answered
-// through a quorum yet (status.lastRecovery).
-func restoreUnfinished(c *v1alpha1.EtcdCluster) bool {
-	l := c.Status.LastRecovery
-	return l != nil && l.Action == string(plan.RestoreFromBackup) && l.FinishedAt == nil && c.Status.ClusterID != l.FromClusterID
-}
-
-// restoreFromBackup starts the cluster anew from a backup on a new seed. The backup is
-// checked before anything changes; then the seed's claim is marked, which keeps the plan
-// and the check on this seed and backup while the old cluster's ID is forgotten (answers
-// from the new cluster count from then on) and the seed's Pod restores and starts. The old
-// members' Pods and claims go later, once the new cluster's member list, read through its
-// quorum, shows them gone.
-func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("the cluster was restored from EtcdBackup %s on seed %s", s.Backup, s.Member)); err != nil {
-		return err
-	}
-	begun := c.Status.ClusterID == ""
-	if !begun {
-		if _, err := r.restoreSource(ctx, c, seedRestore(c, s)); err != nil {
-			return err
-		}
-	}
-	if c.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
-		pvc := o.pvcs[s.Member]
-		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
-			return err
-		}
-		if pvc == nil {
-			pvc = &corev1.PersistentVolumeClaim{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Member}, pvc); err != nil {
-				return err
-			}
-			o.pvcs[s.Member] = pvc
-		}
-		if err := r.mark(ctx, pvc, resources.AnnotationRestoreSeed, s.Backup); err != nil {
-			return err
-		}
-	}
-	if !begun {
-		// The ID of a restored cluster that never formed a quorum (its seed answered alone,
-		// then went) is forgotten too, but the cluster before the restore stays the
-		// previous one: its backups are still the cluster's.
-		if !restoreUnfinished(c) {
-			c.Status.PreviousClusterID = c.Status.ClusterID
-		}
-		c.Status.ClusterID, c.Status.ClusterVersion = "", ""
-		r.clients.forget(client.ObjectKeyFromObject(c))
-	}
-	return r.startMember(ctx, c, o, s, true)
 }
