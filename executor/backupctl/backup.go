@@ -29,6 +29,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/snapshot"
 	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/executor/store"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // backupDeadline is how long a backup is tried before it fails; backupRetry is the wait
@@ -124,8 +125,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 }
 
 // take streams the snapshot: from the member spec.member names, else from one chosen on
-// etcd's own view, to the destination.
-// running records that it starts.
+// etcd's own view, to the destination. running records that it starts.
 func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, running func() error) (*v1alpha1.Artifact, error) {
 	c := &v1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, c); err != nil {
@@ -146,27 +146,11 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		}
 		defer st.Close()
 	}
-	if c.Status.ClusterID == "" {
-		return nil, status.Stuck(v1alpha1.ReasonClusterNotReady, "EtcdCluster %s has not formed yet", c.Name)
-	}
-	pods, err := observe.MemberPods(ctx, r, c)
-	if err != nil {
-		return nil, err
-	}
-	endpoints := observe.Endpoints(pods)
-	if len(endpoints) == 0 {
-		return nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "no member of %s runs", c.Name)
-	}
-	conn, err := r.Dial(endpoints)
+	conn, view, endpoints, err := r.connect(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	conn.SetCluster(c.Status.ClusterID, endpoints)
-	view, err := conn.View(ctx)
-	if err != nil {
-		return nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "%v", err)
-	}
 	m, err := backup.Source(view)
 	if b.Spec.Member != "" {
 		m, err = backup.Member(view, b.Spec.Member)
@@ -193,6 +177,33 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		return nil, err
 	}
 	return artifact(st.URI(t.Key), t, m.Version, m.Name, view.ClusterID, at), nil
+}
+
+// connect dials the cluster's running members and reads etcd's view through them; the
+// caller closes the connection.
+func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster) (etcd.Cluster, *planner.EtcdView, map[string]string, error) {
+	if c.Status.ClusterID == "" {
+		return nil, nil, nil, status.Stuck(v1alpha1.ReasonClusterNotReady, "EtcdCluster %s has not formed yet", c.Name)
+	}
+	pods, err := observe.MemberPods(ctx, r, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	endpoints := observe.Endpoints(pods)
+	if len(endpoints) == 0 {
+		return nil, nil, nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "no member of %s runs", c.Name)
+	}
+	conn, err := r.Dial(endpoints)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn.SetCluster(c.Status.ClusterID, endpoints)
+	view, err := conn.View(ctx)
+	if err != nil {
+		_ = conn.Close()
+		return nil, nil, nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "%v", err)
+	}
+	return conn, view, endpoints, nil
 }
 
 // artifact describes a stored snapshot.

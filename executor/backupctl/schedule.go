@@ -80,29 +80,33 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, err
 	}
 	pruning, pruneErr := r.prune(ctx, s, owned, at)
-	next := sched.Next(at)
-	wait := next.Sub(at) + 10*time.Millisecond
-	if pruning {
-		// A Pod deletes a snapshot from a claim: look again soon.
-		wait = drillPoll
-	}
-	switch {
-	case pruneErr != nil:
+	if pruneErr != nil {
 		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonRetentionFailed, "%v", pruneErr)
 		return reconcile.Result{RequeueAfter: backupRetry}, nil
-	case waitingFor != "":
+	}
+	next := sched.Next(at)
+	markScheduled(s, owned, waitingFor, due, next)
+	switch {
+	case pruning: // a Pod deletes a snapshot from a claim: look again soon
+		return reconcile.Result{RequeueAfter: drillPoll}, nil
+	case s.Spec.Suspend:
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{RequeueAfter: next.Sub(at) + 10*time.Millisecond}, nil
+}
+
+// markScheduled sets the schedule's conditions: Reconciling while a backup is late behind
+// one that runs, Ready unless the last backup or drill failed.
+func markScheduled(s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup, waitingFor string, due, next time.Time) {
+	if waitingFor != "" {
 		conditions.MarkReconciling(s, v1alpha1.ReasonBackupRunning, "waiting for %s to end before the backup due at %s", waitingFor, due.UTC().Format(time.RFC3339))
-	default:
+	} else {
 		conditions.Delete(s, meta.ReconcilingCondition)
 	}
 	last, failedDrill := lastEnded(owned), lastDrillFailed(owned)
 	switch {
 	case s.Spec.Suspend:
 		conditions.MarkTrue(s, meta.ReadyCondition, v1alpha1.ReasonSuspended, "suspended: no new backups")
-		if pruning {
-			return reconcile.Result{RequeueAfter: wait}, nil
-		}
-		return reconcile.Result{}, nil
 	case last != nil && last.Status.Phase == v1alpha1.BackupFailed:
 		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonLastBackupFailed, "the last backup, %s, failed: %s; next at %s",
 			last.Name, conditions.GetMessage(last, meta.ReadyCondition), next.UTC().Format(time.RFC3339))
@@ -115,7 +119,6 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	default:
 		conditions.MarkTrue(s, meta.ReadyCondition, v1alpha1.ReasonScheduled, "next backup at %s", next.UTC().Format(time.RFC3339))
 	}
-	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
 // take creates the backup for the schedule's last time, unless it was taken or the schedule
