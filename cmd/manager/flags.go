@@ -8,7 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/etcdplan/etcdplan/executor/controller"
+	"github.com/etcdplan/etcdplan/executor/backupctl"
 )
 
 type options struct {
@@ -47,7 +47,7 @@ func parseFlags() options {
 	flag.IntVar(&o.workers, "workers", 16, "clusters reconciled at once")
 	// A drill's Pod that never serves (no node fits it, an image that does not pull, a store
 	// too slow for the snapshot) ends the drill as not run, and it is tried again later.
-	flag.DurationVar(&o.drillDeadline, "drill-deadline", controller.DefaultDrillDeadline,
+	flag.DurationVar(&o.drillDeadline, "drill-deadline", backupctl.DefaultDrillDeadline,
 		"how long a restore drill's scratch etcd has to serve, from its Pod's creation, before the drill is taken as not run (DrillDeadlineExceeded) and tried again later")
 	flag.StringVar(&o.crashAfterEffectMarkersDir, "test-crash-after-effect", "", "testing only: exit right after each step's effect, once per step, leaving markers in this directory")
 	// Milliseconds in log times: steps take a few hundred of them.

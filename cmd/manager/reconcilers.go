@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/etcdplan/etcdplan/executor/backupctl"
 	"github.com/etcdplan/etcdplan/executor/controller"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -30,12 +31,12 @@ func addReconcilers(mgr manager.Manager, o options) error {
 	if err := r.SetupWithManager(mgr, o.workers); err != nil {
 		return err
 	}
-	br := &controller.BackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dial: etcd.Dial, Open: store.Open,
+	br := &backupctl.BackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dial: etcd.Dial, Open: store.Open,
 		Images: images, Inspect: etcd.ContentsAt, DrillDeadline: o.drillDeadline}
 	if err := br.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	sr := &controller.ScheduleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Open: store.Open, Images: images}
+	sr := &backupctl.ScheduleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Open: store.Open, Images: images}
 	return sr.SetupWithManager(mgr)
 }
 

@@ -1,6 +1,9 @@
-// Package controller is the executor's reconciler: observe, plan, record, then apply a
-// step, and the next ones in the same reconcile while each shows its effect at once
-// (maxChained); every step is recorded before the next starts.
+// Package controller is the EtcdCluster reconciler: each look observes the cluster (its
+// Kubernetes objects and etcd), keeps its Services and labels in order, and plans; the
+// recorded plan is settled against the fresh one, gated (blocked, approval), and its
+// current step applied. Steps whose effect shows at once are chained in one reconcile, up
+// to maxChained more, each on record before the next starts. Backups are reconciled in
+// executor/backupctl.
 package controller
 
 import (
@@ -30,10 +33,12 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/backupctl"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/schedule"
+	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -63,7 +68,7 @@ type Reconciler struct {
 	// Dial connects to etcd members; etcd.Dial outside tests.
 	Dial func(endpoints map[string]string) (etcd.Cluster, error)
 	// Open prepares the store a restore reads from; nil is store.Open.
-	Open openFunc
+	Open backupctl.OpenFunc
 	// AfterEffect runs after a step's effect and before it is recorded (a failpoint in tests).
 	AfterEffect func(planID string, step int)
 	// Now is the clock.
@@ -100,47 +105,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 // Reconcile observes a cluster, plans, records the plan in status and applies its steps in
 // order, chaining those whose effect shows at once.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
-	c := &v1alpha1.EtcdCluster{}
-	// Read around the cache: the recorded plan must be the one the last reconcile wrote,
-	// and the status patch is computed against what this read returns.
-	if err := r.APIReader.Get(ctx, req.NamespacedName, c); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.clients.forget(req.NamespacedName)
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	c, err := r.read(ctx, req.NamespacedName)
+	if c == nil {
+		return reconcile.Result{}, err
 	}
-	if c.DeletionTimestamp != nil {
-		r.clients.forget(req.NamespacedName)
-		return reconcile.Result{}, nil // owner references take Pods and Services along
-	}
-	status := newStatusWriter(r.Client, c)
+	writer := status.NewWriter(r.Client, c)
 	defer func() {
-		if err := status.write(ctx, c); err != nil {
+		if err := writer.Write(ctx, c); err != nil {
 			retErr = err
 		}
 	}()
-	if v, ok := meta.ReconcileAnnotationValue(c.GetAnnotations()); ok {
-		c.Status.LastHandledReconcileAt = v
-	}
-	c.Status.Selector = resources.Selector(c)
 	// The status below describes this generation, except when the look fails before the
 	// planner ran: then it keeps the generation it described.
 	observed := c.Status.ObservedGeneration
-	c.Status.ObservedGeneration = c.Generation
-	if c.Spec.Suspend {
-		conditions.Delete(c, meta.ReconcilingCondition)
-		conditions.Delete(c, meta.StalledCondition)
-		conditions.MarkFalse(c, meta.ReadyCondition, "Suspended", "reconciliation is suspended (spec.suspend)")
-		return reconcile.Result{}, nil
-	}
-	if why := c.Spec.Unsupported(); why != "" {
-		conditions.MarkStalled(c, "Unsupported", "%s", why)
-		conditions.MarkFalse(c, meta.ReadyCondition, "Unsupported", "%s", why)
-		return reconcile.Result{}, nil
-	}
-	if why := schedule.DefragInvalid(&c.Spec); why != "" {
-		conditions.MarkStalled(c, "InvalidSchedule", "%s", why)
-		conditions.MarkFalse(c, meta.ReadyCondition, "InvalidSchedule", "%s", why)
+	if !preflight(c) {
 		return reconcile.Result{}, nil
 	}
 	o, fresh, err := r.look(ctx, c)
@@ -148,17 +126,66 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		c.Status.ObservedGeneration = observed
 		return reconcile.Result{}, err
 	}
-	result, err = r.advance(ctx, c, o, fresh)
-	// A step whose effect shows within moments (etcd's answer to a membership call, a
-	// deletion once the cache has its event) is taken in a fresh look right away, and the
-	// next step goes on in this reconcile instead of after a requeue. Status is written
-	// while the look goes on, and the next step waits for the write, so each step is on
-	// record before the next one starts.
+	result, o, err = r.chain(ctx, c, writer, o, fresh)
+	if err == nil {
+		result = untilDefrag(result, o.defragNext, r.now())
+	}
+	return result, err
+}
+
+// read gets the cluster around the cache: the recorded plan must be the one the last
+// reconcile wrote, and the status patch is computed against what this read returns. nil
+// when the cluster is gone or going (owner references take its Pods and Services along).
+func (r *Reconciler) read(ctx context.Context, key client.ObjectKey) (*v1alpha1.EtcdCluster, error) {
+	c := &v1alpha1.EtcdCluster{}
+	if err := r.APIReader.Get(ctx, key, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.clients.forget(key)
+		}
+		return nil, client.IgnoreNotFound(err)
+	}
+	if c.DeletionTimestamp != nil {
+		r.clients.forget(key)
+		return nil, nil
+	}
+	return c, nil
+}
+
+// preflight records what status says of every generation, and whether the cluster may be
+// looked at: not while suspended, nor with a spec this version cannot carry out.
+func preflight(c *v1alpha1.EtcdCluster) bool {
+	if v, ok := meta.ReconcileAnnotationValue(c.GetAnnotations()); ok {
+		c.Status.LastHandledReconcileAt = v
+	}
+	c.Status.Selector = resources.Selector(c)
+	c.Status.ObservedGeneration = c.Generation
+	if c.Spec.Suspend {
+		markSuspended(c)
+		return false
+	}
+	if why := c.Spec.Unsupported(); why != "" {
+		markStalled(c, v1alpha1.ReasonUnsupported, why)
+		return false
+	}
+	if why := schedule.DefragInvalid(&c.Spec); why != "" {
+		markStalled(c, v1alpha1.ReasonInvalidSchedule, why)
+		return false
+	}
+	return true
+}
+
+// chain advances the plan, then goes on in this reconcile while the step it applied shows
+// within moments (etcd's answer to a membership call, a deletion once the cache has its
+// event): a fresh look takes the next step instead of a requeue. Status is written while
+// the look goes on, and the next step waits for the write, so each step is on record
+// before the next one starts. It returns the last look.
+func (r *Reconciler) chain(ctx context.Context, c *v1alpha1.EtcdCluster, writer *status.Writer, o *observation, fresh plan.Plan) (reconcile.Result, *observation, error) {
+	result, err := r.advance(ctx, c, o, fresh)
 	for n := 0; err == nil && n < maxChained && settleLooks(o.applied) > 0; n++ {
-		written := status.send(ctx, c)
+		written := writer.Send(ctx, c)
 		next, fresh, done := r.lookUntilDone(ctx, c, settleLooks(o.applied))
 		if err := written(); err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, o, err
 		}
 		if !done {
 			break // the requeue looks again
@@ -166,12 +193,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		o = next
 		result, err = r.advance(ctx, c, o, fresh)
 	}
-	if !o.defragNext.IsZero() && err == nil { // be there when the schedule comes
-		if until := o.defragNext.Sub(r.now()) + 10*time.Millisecond; result.RequeueAfter == 0 || until < result.RequeueAfter {
-			result.RequeueAfter = until
-		}
+	return result, o, err
+}
+
+// untilDefrag has the reconcile back when the defrag schedule next comes, if sooner.
+func untilDefrag(result reconcile.Result, next, now time.Time) reconcile.Result {
+	if next.IsZero() {
+		return result
 	}
-	return result, err
+	if until := next.Sub(now) + 10*time.Millisecond; result.RequeueAfter == 0 || until < result.RequeueAfter {
+		result.RequeueAfter = until
+	}
+	return result
 }
 
 // settleLooks is how many looks an applied step's effect gets to show in before the
@@ -200,7 +233,7 @@ func (r *Reconciler) lookUntilDone(ctx context.Context, c *v1alpha1.EtcdCluster,
 		if err != nil {
 			break
 		}
-		if k, _ := shownUpTo(c, rec, o, fresh); k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
+		if k, _ := shownUpTo(rec, o, fresh); k > int(rec.Current) && !staleMembership(o, rec.Steps[rec.Current:k]) {
 			return o, fresh, true
 		}
 	}
@@ -230,86 +263,97 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 	recordObserved(c, o)
 	r.recoveryFinished(c, o, r.now())
 	o.defragNext = r.scheduleDefrag(c, o)
-	fresh := planner.Plan(observe.Desired(c), o.Observed)
+	o.desired = observe.Desired(c)
+	fresh := planner.Plan(o.desired, o.Observed)
 	c.Status.Warnings = fresh.Warnings
 	return o, fresh, nil
 }
 
-func (r *Reconciler) now() time.Time { return now(r.Now) }
-
-// now reads a reconciler's clock, the system's when it has none.
-func now(clock func() time.Time) time.Time {
-	if clock != nil {
-		return clock()
-	}
-	return time.Now()
-}
+func (r *Reconciler) now() time.Time { return status.Now(r.Now) }
 
 // advance brings the recorded plan in line with the fresh one, then applies the current
-// step when it may run.
+// step when the gate lets it run.
 func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan) (reconcile.Result, error) {
 	now := r.now()
+	r.settle(c, o, fresh, now)
+	if st := &c.Status; st.Plan == nil && (len(fresh.Steps) > 0 || fresh.Blocked != nil) {
+		st.Plan = newRecord(fresh, now)
+		if fresh.Blocked == nil {
+			r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonPlanCreated, "plan %s: %d steps", fresh.ID, len(fresh.Steps))
+		}
+	}
+	if result, held := r.gate(c, o, now); held {
+		return result, nil
+	}
+	rec := c.Status.Plan
+	rec.Phase = v1alpha1.PlanRunning
+	return r.runStep(ctx, c, o, rec, now)
+}
+
+// settle finishes the recorded steps this look shows done, and the recorded plan when it
+// is done, superseded by the fresh one, or a blocker the fresh plan no longer gives.
+func (r *Reconciler) settle(c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan, now time.Time) {
 	st := &c.Status
-	if rec := st.Plan; rec != nil && rec.Blocked == nil {
-		k, ok := shownUpTo(c, rec, o, fresh)
-		switch {
-		case ok && staleMembership(o, rec.Steps[rec.Current:k]):
+	rec := st.Plan
+	switch {
+	case rec == nil:
+	case rec.Blocked != nil:
+		if fresh.Blocked == nil || *fresh.Blocked != *rec.Blocked {
+			finish(st, rec, v1alpha1.PlanBlocked, "", now)
+		}
+	default:
+		k, ok := shownUpTo(rec, o, fresh)
+		if ok && staleMembership(o, rec.Steps[rec.Current:k]) {
 			// A member list not read through a quorum proves no membership change done: the
 			// planner makes none on it, so a plan without them looks finished. The current
 			// step waits; Check refuses membership changes on such a view.
-		case ok:
-			for i := int(rec.Current); i < k; i++ {
-				r.stepFinished(c, rec, i, now)
-			}
-			rec.Current = int32(k)
-			if k == len(rec.Steps) {
-				finish(st, rec, v1alpha1.PlanSucceeded, "", now)
-			}
-		default:
-			for i := int(rec.Current); i < k; i++ {
-				r.stepFinished(c, rec, i, now)
-			}
-			rec.Current = int32(max(k, int(rec.Current)))
+			return
+		}
+		for i := int(rec.Current); i < k; i++ {
+			r.stepFinished(c, rec, i, now)
+		}
+		rec.Current = int32(max(k, int(rec.Current)))
+		switch {
+		case !ok:
 			why := supersededWhy(rec)
-			r.event(c, corev1.EventTypeNormal, "PlanSuperseded", "plan %s superseded: %s", rec.ID, why)
+			r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonPlanSuperseded, "plan %s superseded: %s", rec.ID, why)
 			finish(st, rec, v1alpha1.PlanSuperseded, why, now)
-		}
-	} else if rec != nil && (fresh.Blocked == nil || *fresh.Blocked != *rec.Blocked) {
-		finish(st, rec, v1alpha1.PlanBlocked, "", now)
-	}
-	if st.Plan == nil && (len(fresh.Steps) > 0 || fresh.Blocked != nil) {
-		st.Plan = newRecord(fresh, now)
-		if fresh.Blocked == nil {
-			r.event(c, corev1.EventTypeNormal, "PlanCreated", "plan %s: %d steps", fresh.ID, len(fresh.Steps))
+		case k == len(rec.Steps):
+			finish(st, rec, v1alpha1.PlanSucceeded, "", now)
 		}
 	}
-	rec := st.Plan
+}
+
+// gate says whether the recorded plan's current step is held: no plan (converged), a
+// blocked one, a recovery from quorum loss or a plan awaiting approval. It sets the
+// conditions of each, and the result to requeue with.
+func (r *Reconciler) gate(c *v1alpha1.EtcdCluster, o *observation, now time.Time) (reconcile.Result, bool) {
+	rec := c.Status.Plan
+	approved := rec != nil && c.Annotations[v1alpha1.AnnotationApprove] == rec.ID
 	switch {
 	case rec == nil:
 		markConverged(c, o, now)
 		if conditions.IsReady(c) {
-			return reconcile.Result{RequeueAfter: pollIdle}, nil
+			return reconcile.Result{RequeueAfter: pollIdle}, true
 		}
-		return reconcile.Result{RequeueAfter: pollUnhealthy}, nil
+		return reconcile.Result{RequeueAfter: pollUnhealthy}, true
 	case rec.Blocked != nil:
-		conditions.MarkStalled(c, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
-		conditions.MarkFalse(c, meta.ReadyCondition, string(rec.Blocked.Reason), "%s", rec.Blocked.Message)
-		return reconcile.Result{RequeueAfter: pollIdle}, nil
-	case c.Annotations[v1alpha1.AnnotationApprove] != rec.ID && recoveryHeld(c, rec):
+		markBlocked(c, rec.Blocked)
+		return reconcile.Result{RequeueAfter: pollIdle}, true
+	case !approved && recoveryHeld(c, rec):
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := recoveryMessage(c, o, rec)
-		r.stalled(c, conditions.IsStalled(c), string(plan.BlockQuorumLost), msg)
-		return reconcile.Result{RequeueAfter: pollIdle}, nil
-	case c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual && c.Annotations[v1alpha1.AnnotationApprove] != rec.ID:
+		r.stalled(c, conditions.IsStalled(c), v1alpha1.StalledReason(plan.BlockQuorumLost), msg)
+		return reconcile.Result{RequeueAfter: pollIdle}, true
+	case !approved && c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual:
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
 		msg := fmt.Sprintf("plan %s (%d steps) awaits approval: kubectl etcd approve %s --plan %s", rec.ID, len(rec.Steps), c.Name, rec.ID)
-		progressing(c, "AwaitingApproval", msg)
-		return reconcile.Result{}, nil
+		markProgressing(c, v1alpha1.ReasonAwaitingApproval, msg)
+		return reconcile.Result{}, true
 	}
-	rec.Phase = v1alpha1.PlanRunning
-	return r.runStep(ctx, c, o, rec, now)
+	return reconcile.Result{}, false
 }
 
 // staleMembership: steps show in etcd's membership or leader, and this look at the cluster
@@ -319,15 +363,6 @@ func staleMembership(o *observation, steps []plan.Step) bool {
 		return false
 	}
 	return slices.ContainsFunc(steps, func(s plan.Step) bool { return s.Action.ShowsInMembership() })
-}
-
-// stalled marks the cluster Stalled; the Warning event goes out only when it becomes so.
-func (r *Reconciler) stalled(c *v1alpha1.EtcdCluster, was bool, reason, msg string) {
-	if !was {
-		r.event(c, corev1.EventTypeWarning, "StepStalled", "%s", msg)
-	}
-	conditions.MarkStalled(c, reason, "%s", msg)
-	conditions.MarkFalse(c, meta.ReadyCondition, reason, "%s", msg)
 }
 
 // backoff is how long to wait after the n-th failed attempt of a step in a row.
@@ -349,23 +384,26 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	if pr.StartedAt == nil {
 		deadline := now.Add(time.Duration(c.Spec.UpdateStrategy.ProgressDeadlineSeconds) * time.Second)
 		pr.State, pr.StartedAt, pr.Deadline = v1alpha1.StepRunning, v1alpha1.At(now), &metav1.Time{Time: deadline}
-		r.event(c, corev1.EventTypeNormal, "StepStarted", "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Member, s.Reason)
+		r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonStepStarted, "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Member, s.Reason)
 	}
 	rec.Summary = summary(rec)
 	wasStalled := conditions.IsStalled(c)
 	msg := fmt.Sprintf("plan %s step %d/%d: %s %s", rec.ID, i+1, len(rec.Steps), s.Action, s.Member)
-	progressing(c, meta.ProgressingReason, msg)
+	markProgressing(c, v1alpha1.ReasonProgressing, msg)
 
 	result := reconcile.Result{RequeueAfter: pollWaiting}
-	reason := "ProgressDeadlineExceeded"
-	ok, why := planner.Check(observe.Desired(c), s, o.Observed)
+	reason := v1alpha1.ReasonProgressDeadlineExceeded
+	// The planner is entered again: Check judges the recorded step, made on an earlier look
+	// or by an earlier operator version, by the safety rules of the present on this look,
+	// whatever the plan it came from.
+	ok, why := planner.Check(o.desired, s, o.Observed)
 	if ok {
 		from := c.Status.ClusterID // a restore forgets it
 		err := r.apply(ctx, c, o, s)
 		if r.AfterEffect != nil {
 			r.AfterEffect(rec.ID, i)
 		}
-		var se *stepError
+		var se *status.StepError
 		switch {
 		case err == nil:
 			r.recoveryStarted(c, rec.ID, s, from, now)
@@ -378,9 +416,9 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 			result.RequeueAfter = pollApplied
 			stepsTotal.WithLabelValues(string(s.Action), "applied").Inc()
 		case errors.As(err, &se):
-			why = se.msg
-			if se.reason != "" {
-				reason = se.reason
+			why = se.Msg
+			if se.Reason != "" {
+				reason = v1alpha1.StalledReason(se.Reason) // a step's effect stops only for a StalledReason
 			}
 		default:
 			why = err.Error()
@@ -415,7 +453,7 @@ func (r *Reconciler) stepFinished(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanSta
 		stepWait.WithLabelValues(string(s.Action), "effect").Observe(now.Sub(pr.AppliedAt.Time).Seconds())
 	}
 	stepsTotal.WithLabelValues(string(s.Action), "succeeded").Inc()
-	r.event(c, corev1.EventTypeNormal, "StepSucceeded", "step %d/%d %s %s succeeded", i+1, len(rec.Steps), s.Action, s.Member)
+	r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonStepSucceeded, "step %d/%d %s %s succeeded", i+1, len(rec.Steps), s.Action, s.Member)
 }
 
 func (r *Reconciler) event(c *v1alpha1.EtcdCluster, kind, reason, format string, args ...any) {

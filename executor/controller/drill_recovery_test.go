@@ -34,8 +34,8 @@ func TestRecoveryRestoresTheNewestBackupNoDrillFoundWrong(t *testing.T) {
 		require.NoError(t, f.kube.Status().Update(ctx, b))
 	}
 	drilled("verified", f.now.Add(-4*time.Hour), metav1.ConditionTrue, "Restored")
-	drilled("unschedulable", f.now.Add(-3*time.Hour), metav1.ConditionUnknown, reasonDrillDeadlineExceeded)
-	drilled("blocked", f.now.Add(-2*time.Hour), metav1.ConditionUnknown, reasonDrillBlocked)
+	drilled("unschedulable", f.now.Add(-3*time.Hour), metav1.ConditionUnknown, v1alpha1.ReasonDrillDeadlineExceeded)
+	drilled("blocked", f.now.Add(-2*time.Hour), metav1.ConditionUnknown, v1alpha1.ReasonDrillBlocked)
 	drilled("wrong", f.now.Add(-time.Hour), metav1.ConditionFalse, "ContentsDiffer")
 
 	c, _ := f.reconcile()

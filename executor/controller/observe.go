@@ -23,9 +23,11 @@ import (
 // to act on it.
 type observation struct {
 	planner.Observed
-	pods map[string]*corev1.Pod
-	pvcs map[string]*corev1.PersistentVolumeClaim
-	etcd etcd.Cluster // nil when no member has an address
+	// desired is the planner's view of the spec, computed once per look.
+	desired planner.Desired
+	pods    map[string]*corev1.Pod
+	pvcs    map[string]*corev1.PersistentVolumeClaim
+	etcd    etcd.Cluster // nil when no member has an address
 	// applied is the action applied on this look, if any.
 	applied plan.Action
 	// defragNext is when spec.maintenance.defrag.schedule comes next (zero: no schedule).

@@ -23,7 +23,7 @@ func (r *Reconciler) recoveryStarted(c *v1alpha1.EtcdCluster, planID string, s p
 	}
 	c.Status.LastRecovery = &v1alpha1.RecoveryStatus{Plan: planID, Action: string(s.Action), Member: s.Member, Backup: s.Backup,
 		FromClusterID: from, StartedAt: v1alpha1.At(now)}
-	r.event(c, corev1.EventTypeWarning, "RecoveryStarted", "%s", describeRecovery(c.Status.LastRecovery))
+	r.event(c, corev1.EventTypeWarning, v1alpha1.ReasonRecoveryStarted, "%s", describeRecovery(c.Status.LastRecovery))
 }
 
 // recoveryFinished completes status.lastRecovery once the cluster it started answers
@@ -38,7 +38,7 @@ func (r *Reconciler) recoveryFinished(c *v1alpha1.EtcdCluster, o *observation, n
 		return
 	}
 	l.FinishedAt, l.ClusterID = v1alpha1.At(now), o.Etcd.ClusterID
-	r.event(c, corev1.EventTypeNormal, "Recovered", "%s: it answers through a quorum as cluster %s, %s after it started",
+	r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonRecovered, "%s: it answers through a quorum as cluster %s, %s after it started",
 		describeRecovery(l), l.ClusterID, now.Sub(l.StartedAt.Time).Round(time.Millisecond))
 }
 

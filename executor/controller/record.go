@@ -7,7 +7,6 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/planner"
 	"github.com/etcdplan/etcdplan/planner/render"
 )
@@ -31,11 +30,13 @@ func doneUpTo(rec *v1alpha1.PlanStatus, fresh plan.Plan) (int, bool) {
 // the fresh plan is the recorded steps from k on. Done are the steps before the fresh
 // plan's exact rest (doneUpTo), else the leading space steps whose effects show on their
 // own (planner.SpaceStepsShown): the plan is then superseded after them.
-func shownUpTo(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus, o *observation, fresh plan.Plan) (int, bool) {
+func shownUpTo(rec *v1alpha1.PlanStatus, o *observation, fresh plan.Plan) (int, bool) {
 	if k, ok := doneUpTo(rec, fresh); ok {
 		return k, true
 	}
-	k := int(rec.Current) + planner.SpaceStepsShown(observe.Desired(c), rec.Steps[rec.Current:], o.Observed)
+	// The planner is entered again: the fresh plan says what is left to do, not which
+	// recorded steps this look shows done when it differs from them.
+	k := int(rec.Current) + planner.SpaceStepsShown(o.desired, rec.Steps[rec.Current:], o.Observed)
 	return k, k == len(rec.Steps)
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
-	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -69,7 +68,7 @@ func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.Plan
 		}
 	}
 	kept := ""
-	if names := planner.Retains(observe.Desired(c), o.Observed, s.Member); len(names) > 0 {
+	if names := planner.Retains(o.desired, o.Observed, s.Member); len(names) > 0 {
 		kept = fmt.Sprintf("; the volume claims of %s, which held data too, are kept (retained), never deleted by the operator", strings.Join(names, ", "))
 	}
 	return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum: plan %s restarts %s (%s, "+

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
+	"github.com/etcdplan/etcdplan/executor/internal/kubetest"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
 	"github.com/etcdplan/etcdplan/planner"
@@ -308,9 +309,9 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	ctx := context.Background()
 	backup("nightly", "c1", f.now.Add(-time.Hour))
 	c := f.cluster()
-	learner := memberPod(c, "demo-3")
+	learner := kubetest.MemberPod(c, "demo-3")
 	require.NoError(t, f.kube.Create(ctx, learner))
-	require.NoError(t, f.kube.Create(ctx, memberPVC(c, "demo-3", "4")))
+	require.NoError(t, f.kube.Create(ctx, kubetest.MemberPVC(c, "demo-3", "4")))
 	old := &planner.EtcdView{ClusterID: "c1", LeaderID: "", Members: []planner.EtcdMember{
 		{ID: "1", Name: "demo-0", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0")}},
 		{ID: "2", Name: "demo-1", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-1")}},

@@ -5,11 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"time"
-
-	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -119,67 +114,11 @@ func membersStatus(c *v1alpha1.EtcdCluster, o *observation) []v1alpha1.MemberSta
 	return out
 }
 
-// markConverged sets the conditions of a cluster with nothing left to do: Ready when
-// every wanted voter is healthy. Members that stay unhealthy past the progress deadline
-// with no plan to mend them stall the cluster, so `kubectl wait` and Flux stop waiting.
-func markConverged(c *v1alpha1.EtcdCluster, o *observation, now time.Time) {
-	conditions.Delete(c, meta.ReconcilingCondition)
-	st := &c.Status
-	reason, msg := "", ""
-	switch {
-	case c.Spec.Replicas == 0:
-		conditions.Delete(c, meta.StalledCondition)
-		conditions.MarkTrue(c, meta.ReadyCondition, "Parked", "the cluster is parked at 0 replicas; its volumes are kept")
-		return
-	case o.Etcd == nil:
-		reason, msg = "EtcdUnreachable", "no member answers"
-	case !o.Etcd.Linearizable:
-		reason, msg = "EtcdUnreachable", "etcd's member list cannot be read through a quorum"
-	case st.ReadyReplicas < c.Spec.Replicas:
-		reason, msg = "MembersUnhealthy", fmt.Sprintf("%d of %d members are healthy", st.ReadyReplicas, c.Spec.Replicas)
-	case clusterVersionBehind(c):
-		reason, msg = "ClusterVersionPending", fmt.Sprintf("every member runs %s and etcd's cluster version is still %s", c.Spec.Version, st.ClusterVersion)
-	default:
-		conditions.Delete(c, meta.StalledCondition)
-		conditions.MarkTrue(c, meta.ReadyCondition, meta.SucceededReason, "%d members healthy on %s", st.ReadyReplicas, st.Version)
-		return
-	}
-	since := c.CreationTimestamp.Time
-	if r := conditions.Get(c, meta.ReadyCondition); r != nil && r.Status != metav1.ConditionTrue && r.LastTransitionTime.After(since) {
-		since = r.LastTransitionTime.Time
-	}
-	if len(st.History) > 0 && st.History[0].FinishedAt != nil && st.History[0].FinishedAt.After(since) {
-		since = st.History[0].FinishedAt.Time
-	}
-	deadline := time.Duration(c.Spec.UpdateStrategy.ProgressDeadlineSeconds) * time.Second
-	if now.Sub(since) > deadline {
-		msg += fmt.Sprintf(" for more than %s; check the member Pods' events and logs", deadline)
-		conditions.MarkStalled(c, reason, "%s", msg)
-	} else {
-		conditions.Delete(c, meta.StalledCondition)
-		if reason == "ClusterVersionPending" {
-			msg += "; etcd raises it within seconds once every member answers on the new minor"
-		} else {
-			msg += "; waiting for members to become healthy"
-		}
-	}
-	conditions.MarkFalse(c, meta.ReadyCondition, reason, "%s", msg)
-}
-
-// clusterVersionBehind: etcd's cluster version is known and of another minor than
-// spec.version. After an upgrade's last member, etcd's leader raises it on its own clock
-// (every few seconds); until then the cluster runs the old minor's protocol.
-func clusterVersionBehind(c *v1alpha1.EtcdCluster) bool {
-	cv, err := planner.ParseVersion(c.Status.ClusterVersion)
-	want, err2 := planner.ParseVersion(c.Spec.Version)
-	return err == nil && err2 == nil && !cv.SameMinor(want)
-}
-
 // hint tells the user what to look at when a step passes its deadline.
-func hint(s plan.Step, reason string) string {
+func hint(s plan.Step, reason v1alpha1.StalledReason) string {
 	switch reason {
-	case "NameTaken", "PodStuckTerminating", "StorageClassNotFound", "PreflightFailed":
-		return "See docs/operations.md, " + reason
+	case v1alpha1.ReasonNameTaken, v1alpha1.ReasonPodStuckTerminating, v1alpha1.ReasonStorageClassNotFound, v1alpha1.ReasonPreflightFailed:
+		return "See docs/operations.md, " + string(reason)
 	}
 	switch s.Action {
 	case plan.CreateSeed, plan.StartMember, plan.UpgradeMember, plan.RestartMember:

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,19 +21,8 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
-	"github.com/etcdplan/etcdplan/planner"
+	"github.com/etcdplan/etcdplan/executor/status"
 )
-
-// stepError is a step (or a backup) that cannot go on for now, with what it waits for and
-// the reason its condition gives ("" for the general one): a step's Stalled reason once it
-// passes its deadline, a backup's reason while it is retried.
-type stepError struct{ reason, msg string }
-
-func (e *stepError) Error() string { return e.msg }
-
-func waiting(format string, args ...any) error {
-	return &stepError{msg: fmt.Sprintf(format, args...)}
-}
 
 // apply carries out one step. Every action is idempotent: applying it again after it took
 // effect, or after the operator stopped midway, changes nothing more. Membership changes act
@@ -44,7 +31,7 @@ func waiting(format string, args ...any) error {
 func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	err := r.effect(ctx, c, o, s)
 	if errors.Is(err, etcd.ErrNotYet) {
-		return waiting("%s %s: %v", s.Action, s.Member, err)
+		return status.Waiting("%s %s: %v", s.Action, s.Member, err)
 	}
 	return err
 }
@@ -80,12 +67,12 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		// Two requests at once: the claim's deletion waits for no Pod (its protection does).
 		pvc := make(chan error, 1)
 		go func() { pvc <- r.deletePVC(ctx, c, o, s) }()
-		return errors.Join(r.deletePod(ctx, c, o, s.Member), <-pvc)
+		return errors.Join(r.deleteMemberPod(ctx, c, o, s.Member), <-pvc)
 	case plan.StopMember:
 		if p := o.pods[s.Member]; p != nil && p.DeletionTimestamp != nil {
 			return r.podGoing(ctx, p) // a stop is done once the Pod is gone
 		}
-		return r.deletePod(ctx, c, o, s.Member)
+		return r.deleteMemberPod(ctx, c, o, s.Member)
 	case plan.ExpandVolume:
 		return r.expandPVC(ctx, c, o, s)
 	case plan.UpgradeMember, plan.RestartMember:
@@ -134,9 +121,9 @@ func owned(c *v1alpha1.EtcdCluster, obj metav1.Object, claim bool) bool {
 // nameTaken is the error of a step whose object name is held by an object the cluster does
 // not own: the operator never adopts it silently.
 func nameTaken(kind, name string) error {
-	return &stepError{reason: "NameTaken", msg: fmt.Sprintf(
+	return stuck(v1alpha1.ReasonNameTaken,
 		"%s %s exists and is not this cluster's (its labels or controller differ): the name is taken by another object; "+
-			"delete or rename that %s if it is not needed, or give the EtcdCluster another name", kind, name, kind)}
+			"delete or rename that %s if it is not needed, or give the EtcdCluster another name", kind, name, kind)
 }
 
 // create creates an object; one that exists already counts only when the cluster owns it.
@@ -170,15 +157,15 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		}
 		if podEnded(p) {
 			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s))); seed && why != "" {
-				return &stepError{reason: "RestoreFailed", msg: why}
+				return stuck(v1alpha1.ReasonRestoreFailed, "%s", why)
 			}
 			if why := observe.PreflightError(p); why != "" {
 				return preflightFailed(p, why)
 			}
-			if err := r.deletePod(ctx, c, o, s.Member); err != nil {
+			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
 				return err
 			}
-			return waiting("waiting for the ended Pod of %s to go", s.Member)
+			return status.Waiting("waiting for the ended Pod of %s to go", s.Member)
 		}
 		return nil
 	}
@@ -190,7 +177,7 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return err
 		}
 		if r.binding(ctx, c, o, s.Member) {
-			return waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
+			return status.Waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
 		}
 	}
 	ms := r.memberSpec(c, o, s, seed)
@@ -232,7 +219,7 @@ func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, mem
 	}
 	for i := range pods {
 		if p := &pods[i]; p.Labels[v1alpha1.LabelMember] != member && !podEnded(p) {
-			return waiting("waiting for the Pod %s to end before seed %s starts a new cluster: one cluster alone serves behind the client Service", p.Name, member)
+			return status.Waiting("waiting for the Pod %s to end before seed %s starts a new cluster: one cluster alone serves behind the client Service", p.Name, member)
 		}
 	}
 	return nil
@@ -242,10 +229,10 @@ func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, mem
 // directory: a new Pod would fail the same way, and the data may be intact, so the member
 // is neither replaced nor its volume deleted until a person mends the volume.
 func preflightFailed(p *corev1.Pod, why string) error {
-	return &stepError{reason: "PreflightFailed", msg: fmt.Sprintf(
+	return stuck(v1alpha1.ReasonPreflightFailed,
 		"the preflight check of Pod %s could not read the member's data directory (%s): the data may be intact, so the member is not replaced "+
 			"and its volume is kept; mend the volume (its permissions for the Pod's non-root user and fsGroup, the node's disk, the mount), "+
-			"then delete Pod %s and a new one starts", p.Name, why, p.Name)}
+			"then delete Pod %s and a new one starts", p.Name, why, p.Name)
 }
 
 // seedRestore is what a seed's data is restored from: the backup a recovery names, else
@@ -266,11 +253,11 @@ func seedRestore(c *v1alpha1.EtcdCluster, s plan.Step) *v1alpha1.RestoreSpec {
 func (r *Reconciler) podGoing(ctx context.Context, p *corev1.Pod) error {
 	node := &corev1.Node{}
 	if p.Spec.NodeName != "" && r.APIReader.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node) == nil && !nodeReady(node) {
-		return &stepError{reason: "PodStuckTerminating", msg: fmt.Sprintf(
+		return stuck(v1alpha1.ReasonPodStuckTerminating,
 			"Pod %s is terminating on node %s, which is not ready: if the node is gone for good, force-delete the Pod "+
-				"(kubectl delete pod %s --force --grace-period=0; its volume is kept) and the member starts elsewhere", p.Name, p.Spec.NodeName, p.Name)}
+				"(kubectl delete pod %s --force --grace-period=0; its volume is kept) and the member starts elsewhere", p.Name, p.Spec.NodeName, p.Name)
 	}
-	return waiting("waiting for the old Pod of %s to go", p.Name)
+	return status.Waiting("waiting for the old Pod of %s to go", p.Name)
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -318,59 +305,9 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 	return ms
 }
 
-// classExists refuses to create a member's claim of a storage class that does not exist:
-// it would never bind.
-func (r *Reconciler) classExists(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
-	name := c.Spec.Storage.StorageClassName
-	if _, ok := o.pvcs[member]; ok || name == "" {
-		return nil
-	}
-	err := r.Get(ctx, client.ObjectKey{Name: name}, &storagev1.StorageClass{})
-	if apierrors.IsNotFound(err) {
-		return &stepError{reason: "StorageClassNotFound", msg: fmt.Sprintf(
-			"storage class %s (spec.storage.storageClassName) does not exist, so the volume claim of %s cannot be created: "+
-				"create the class, or set spec.storage.storageClassName to one that exists", name, member)}
-	}
-	return nil
-}
-
-// binding reports whether a member's claim is still being bound by a storage class that
-// binds at once: a Pod created before that would be found unschedulable, and the scheduler
-// retries it only after a backoff of up to 10 s. The claim's binding wakes the next
-// reconcile. When the class cannot be read, nothing waits.
-func (r *Reconciler) binding(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) bool {
-	if p := o.pvcs[member]; p != nil && p.Status.Phase == corev1.ClaimBound {
-		return false
-	}
-	pvc := &corev1.PersistentVolumeClaim{}
-	if r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: member}, pvc) != nil ||
-		(pvc.Status.Phase != corev1.ClaimPending && pvc.Status.Phase != "") || ptr.Deref(pvc.Spec.StorageClassName, "") == "" {
-		return false
-	}
-	sc := &storagev1.StorageClass{} // from the cache: StorageClasses are watched
-	if r.Get(ctx, client.ObjectKey{Name: *pvc.Spec.StorageClassName}, sc) != nil {
-		return false
-	}
-	return ptr.Deref(sc.VolumeBindingMode, storagev1.VolumeBindingImmediate) == storagev1.VolumeBindingImmediate
-}
-
-func (r *Reconciler) ensurePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
-	if pvc, ok := o.pvcs[member]; ok {
-		if !owned(c, pvc, true) {
-			return nameTaken("PersistentVolumeClaim", member)
-		}
-		return nil
-	}
-	pvc := resources.MemberPVC(c, member)
-	if c.Spec.Storage.RetainPolicy == v1alpha1.RetainPolicyDelete {
-		if err := controllerutil.SetOwnerReference(c, pvc, r.Scheme()); err != nil {
-			return err
-		}
-	}
-	return r.create(ctx, c, pvc, "PersistentVolumeClaim", true)
-}
-
-func (r *Reconciler) deletePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
+// deleteMemberPod deletes a member's Pod for good (the claim stays); one gone or going is
+// no error.
+func (r *Reconciler) deleteMemberPod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
 	p := o.pods[member]
 	if p == nil || p.DeletionTimestamp != nil {
 		return nil
@@ -383,55 +320,6 @@ func (r *Reconciler) deletePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 		return nil
 	}
 	return err
-}
-
-// expandPVC asks a member's claim for spec.storage.size; the claim's class grows the
-// volume. A claim that records another member ID than the step's is not touched.
-func (r *Reconciler) expandPVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc, err := stepClaim(c, o, s)
-	if err != nil {
-		return err
-	}
-	if pvc == nil {
-		return fmt.Errorf("member %s has no volume claim to expand", s.Member)
-	}
-	want := c.Spec.Storage.Size
-	if have := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; have.Cmp(want) >= 0 {
-		return nil
-	}
-	grown := pvc.DeepCopy()
-	grown.Spec.Resources.Requests[corev1.ResourceStorage] = want
-	return r.Patch(ctx, grown, client.MergeFromWithOptions(pvc, client.MergeFromWithOptimisticLock{}))
-}
-
-// deletePVC deletes the volume claim of a member that left. A claim that records a member
-// ID is deleted only as that member's: the step carries the ID the planner saw gone. A
-// retained claim is never deleted.
-func (r *Reconciler) deletePVC(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc, err := stepClaim(c, o, s)
-	if pvc == nil || err != nil || pvc.Labels[v1alpha1.LabelRetained] != "" {
-		return err
-	}
-	err = r.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return err
-}
-
-// stepClaim is the member's volume claim a step may act on: this cluster's, and recording
-// the step's member ID (or none, as the step). nil when there is none or it is going.
-func stepClaim(c *v1alpha1.EtcdCluster, o *observation, s plan.Step) (*corev1.PersistentVolumeClaim, error) {
-	pvc := o.pvcs[s.Member]
-	switch {
-	case pvc == nil || pvc.DeletionTimestamp != nil:
-		return nil, nil
-	case !owned(c, pvc, true):
-		return nil, nameTaken("PersistentVolumeClaim", s.Member)
-	case pvc.Annotations[vocab.AnnotationMemberID] != s.MemberID:
-		return nil, fmt.Errorf("volume claim %s records member %s, not %s: it is kept as it is", s.Member, pvc.Annotations[vocab.AnnotationMemberID], s.MemberID)
-	}
-	return pvc, nil
 }
 
 // recreatePod replaces a member's Pod with one rendered from the current spec at the
@@ -456,7 +344,7 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 
 // removePod deletes a member's Pod and waits, within its grace period, until it is gone.
 func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, p *corev1.Pod) error {
-	if err := r.deletePod(ctx, c, o, p.Name); err != nil {
+	if err := r.deleteMemberPod(ctx, c, o, p.Name); err != nil {
 		return err
 	}
 	gone := false
@@ -471,144 +359,4 @@ func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 	}
 	delete(o.pods, p.Name)
 	return nil
-}
-
-// forceNewCluster restarts the step's member alone on its data with --force-new-cluster.
-// Its claim is marked first: while its Pod is replaced the member does not answer, and the
-// mark keeps the plan and the check on it (Check decided on a fresh look that it may).
-// The new Pod runs etcd once, as every member Pod does.
-func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc := o.pvcs[s.Member]
-	if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[vocab.AnnotationMemberID] != s.MemberID {
-		return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
-	}
-	if err := r.mark(ctx, pvc, vocab.AnnotationForceNewCluster, s.MemberID); err != nil {
-		return err
-	}
-	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("%s (ID %s) restarted alone with --force-new-cluster", s.Member, s.MemberID)); err != nil {
-		return err
-	}
-	if p := o.pods[s.Member]; p != nil {
-		if !owned(c, p, false) {
-			return nameTaken("Pod", s.Member)
-		}
-		ended := podEnded(p)
-		if p.Annotations[vocab.AnnotationForceNewCluster] == s.MemberID && !ended && p.DeletionTimestamp == nil {
-			return nil // it runs alone, or starts to
-		}
-		if err := r.removePod(ctx, c, o, p); err != nil {
-			return err
-		}
-	}
-	ms := r.memberSpec(c, o, s, false)
-	ms.ExpectData, ms.Voter, ms.ForceNewCluster = true, true, s.MemberID
-	pod := resources.MemberPod(c, r.Images, ms)
-	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
-		return err
-	}
-	return r.create(ctx, c, pod, "Pod", false)
-}
-
-// retainOthers marks, before a recovery on s's member runs, the claims of the other members
-// that held data (planner.Retains); what says what the recovery did.
-func (r *Reconciler) retainOthers(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, what string) error {
-	for _, member := range planner.Retains(observe.Desired(c), o.Observed, s.Member) {
-		if err := r.retain(ctx, c, o, member, what); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// retain marks the claim of a member that held data when a recovery replaced its cluster:
-// the member leaves the cluster, and the writes only it received live on its volume alone.
-// The claim loses its owner reference, so it outlives the cluster whatever spec.storage
-// says. It is marked before the recovery, so no later plan can take it for a plain leftover.
-func (r *Reconciler) retain(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member, what string) error {
-	pvc := o.pvcs[member]
-	if pvc == nil || !owned(c, pvc, true) || pvc.Labels[v1alpha1.LabelRetained] != "" {
-		return nil
-	}
-	patch := client.MergeFrom(pvc.DeepCopy())
-	pvc.Labels[v1alpha1.LabelRetained] = "true"
-	if pvc.Annotations == nil {
-		pvc.Annotations = map[string]string{}
-	}
-	pvc.Annotations[v1alpha1.AnnotationRetained] = fmt.Sprintf("member %s (ID %s) held data when %s "+
-		"in a recovery from quorum loss: it may hold writes the cluster lacks; the operator never deletes this claim (docs/operations.md, retained volume claims)",
-		member, pvc.Annotations[vocab.AnnotationMemberID], what)
-	// A claim kept under retainPolicy Retain has no owner to lose.
-	pvc.OwnerReferences = slices.DeleteFunc(pvc.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == c.UID })
-	if err := r.Patch(ctx, pvc, patch); err != nil {
-		return fmt.Errorf("retaining the volume claim %s: %w", pvc.Name, err)
-	}
-	return nil
-}
-
-// mark sets an annotation on a member's volume claim, unless it has it already.
-func (r *Reconciler) mark(ctx context.Context, pvc *corev1.PersistentVolumeClaim, key, value string) error {
-	if pvc.Annotations[key] == value {
-		return nil
-	}
-	patch := client.MergeFrom(pvc.DeepCopy())
-	if pvc.Annotations == nil {
-		pvc.Annotations = map[string]string{}
-	}
-	pvc.Annotations[key] = value
-	if err := r.Patch(ctx, pvc, patch); err != nil {
-		return fmt.Errorf("marking the volume claim %s: %w", pvc.Name, err)
-	}
-	return nil
-}
-
-// restoreUnfinished: status.clusterID is of a cluster a restore started that has not answered
-// through a quorum yet (status.lastRecovery).
-func restoreUnfinished(c *v1alpha1.EtcdCluster) bool {
-	l := c.Status.LastRecovery
-	return l != nil && l.Action == string(plan.RestoreFromBackup) && l.FinishedAt == nil && c.Status.ClusterID != l.FromClusterID
-}
-
-// restoreFromBackup starts the cluster anew from a backup on a new seed. The backup is
-// checked before anything changes; then the seed's claim is marked, which keeps the plan
-// and the check on this seed and backup while the old cluster's ID is forgotten (answers
-// from the new cluster count from then on) and the seed's Pod restores and starts. The old
-// members' Pods and claims go later, once the new cluster's member list, read through its
-// quorum, shows them gone.
-func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("the cluster was restored from EtcdBackup %s on seed %s", s.Backup, s.Member)); err != nil {
-		return err
-	}
-	begun := c.Status.ClusterID == ""
-	if !begun {
-		if _, err := r.restoreSource(ctx, c, seedRestore(c, s)); err != nil {
-			return err
-		}
-	}
-	if c.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
-		pvc := o.pvcs[s.Member]
-		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
-			return err
-		}
-		if pvc == nil {
-			pvc = &corev1.PersistentVolumeClaim{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Member}, pvc); err != nil {
-				return err
-			}
-			o.pvcs[s.Member] = pvc
-		}
-		if err := r.mark(ctx, pvc, vocab.AnnotationRestoreSeed, s.Backup); err != nil {
-			return err
-		}
-	}
-	if !begun {
-		// The ID of a restored cluster that never formed a quorum (its seed answered alone,
-		// then went) is forgotten too, but the cluster before the restore stays the
-		// previous one: its backups are still the cluster's.
-		if !restoreUnfinished(c) {
-			c.Status.PreviousClusterID = c.Status.ClusterID
-		}
-		c.Status.ClusterID, c.Status.ClusterVersion = "", ""
-		r.clients.forget(client.ObjectKeyFromObject(c))
-	}
-	return r.startMember(ctx, c, o, s, true)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/status"
 )
 
 // snapshotSurvivor has the snapshot of a member that still runs alone with its data in
@@ -30,13 +31,13 @@ func (r *Reconciler) snapshotSurvivor(ctx context.Context, c *v1alpha1.EtcdClust
 	case b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID || b.Labels[vocab.LabelManagedBy] != vocab.ManagerName:
 		return nameTaken("EtcdBackup", s.Backup)
 	}
-	return waiting("waiting for EtcdBackup %s to store the snapshot of %s (phase %q): %s", b.Name, s.Member, b.Status.Phase, readyMessage(b))
+	return status.Waiting("waiting for EtcdBackup %s to store the snapshot of %s (phase %q): %s", b.Name, s.Member, b.Status.Phase, readyMessage(b))
 }
 
 func (r *Reconciler) createSnapshot(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	if o.snapshotTo == nil {
-		return &stepError{reason: "NoBackupDestination", msg: "the cluster has no successful backup and no EtcdBackupSchedule: " +
-			"no destination is known to store the snapshot of " + s.Member + " in"}
+		return stuck(v1alpha1.ReasonNoBackupDestination, "the cluster has no successful backup and no EtcdBackupSchedule: "+
+			"no destination is known to store the snapshot of %s in", s.Member)
 	}
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s.Backup,
 		Labels: map[string]string{v1alpha1.LabelCluster: c.Name, vocab.LabelManagedBy: vocab.ManagerName}}}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +17,32 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/backupctl"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/status"
+	"github.com/etcdplan/etcdplan/executor/store"
+	"github.com/etcdplan/etcdplan/executor/store/storefake"
 	"github.com/etcdplan/etcdplan/planner"
 )
+
+// backupFixture is the cluster fixture with a backup reconciler whose destinations all
+// open one in-memory store.
+type backupFixture struct {
+	*fixture
+	br *backupctl.BackupReconciler
+}
+
+func newBackupFixture(t *testing.T) *backupFixture {
+	f := &backupFixture{fixture: newFixture(t, 3, nil)}
+	f.etcd.Database, f.etcd.Revision = []byte(strings.Repeat("kv", 1000)), 4711
+	f.etcd.Held = etcd.Contents{Keys: 1000, HashKV: 0xfeedbeef, CompactRevision: 4000}
+	st := storefake.New()
+	f.br = &backupctl.BackupReconciler{Client: f.kube, APIReader: f.kube, Dial: f.etcd.Dial, Now: func() time.Time { return f.now },
+		Open: func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) {
+			return st.Open(d), nil
+		}}
+	return f
+}
 
 // memorySurvivor is a cluster in memory whose demo-1 and demo-2 Pods are gone while demo-0
 // runs alone and answers, with a nightly backup at revision 42.
@@ -111,7 +136,8 @@ func TestSurvivorSnapshotFailedBlocks(t *testing.T) {
 	f.fixture.reconcile()
 	snap := &v1alpha1.EtcdBackup{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0-survivor-1"}, snap))
-	fail(snap, "DeadlineExceeded", "no snapshot stored within 10m0s; last: store unavailable")
+	snap.Status.Phase = v1alpha1.BackupFailed
+	status.Stall(snap, "DeadlineExceeded", "no snapshot stored within 10m0s; last: store unavailable")
 	require.NoError(t, f.kube.Status().Update(ctx, snap))
 	c, _ = f.fixture.reconcile()
 	require.Equal(t, plan.BlockSurvivorSnapshotFailed, c.Status.Plan.Blocked.Reason)

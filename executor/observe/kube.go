@@ -3,6 +3,7 @@ package observe
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,4 +197,15 @@ func PodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// FailedContainer says which of the containers ended in failure and how ("restore-fetch
+// (exit code 1): ..."), leaving out those named skip; "" when none did.
+func FailedContainer(statuses []corev1.ContainerStatus, skip ...string) string {
+	for _, cs := range statuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && !slices.Contains(skip, cs.Name) {
+			return fmt.Sprintf("%s (exit code %d): %s", cs.Name, t.ExitCode, strings.TrimSpace(t.Message))
+		}
+	}
+	return ""
 }

@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -18,7 +18,9 @@ import (
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -33,14 +35,14 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 	claim := b.Spec.Destination.PVC.ClaimName
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: claim}, &corev1.PersistentVolumeClaim{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, true, &stepError{reason: "ClaimNotFound", msg: fmt.Sprintf("PersistentVolumeClaim %s does not exist in %s", claim, b.Namespace)}
+			return nil, true, status.Stuck(v1alpha1.ReasonClaimNotFound, "PersistentVolumeClaim %s does not exist in %s", claim, b.Namespace)
 		}
 		return nil, true, err
 	}
 	p, err := backupPod(ctx, r, b, "snapshot")
 	switch {
 	case errors.Is(err, errInTheWay):
-		return nil, true, &stepError{reason: "PodInTheWay", msg: err.Error()}
+		return nil, true, status.Stuck(v1alpha1.ReasonPodInTheWay, "%v", err)
 	case err != nil:
 		return nil, true, err
 	case p == nil:
@@ -52,19 +54,19 @@ func (r *BackupReconciler) claimSnapshot(ctx context.Context, b *v1alpha1.EtcdBa
 		if err != nil {
 			return nil, true, err
 		}
-		return a, true, deletePod(ctx, r, b, "snapshot")
+		return a, true, deleteBackupPod(ctx, r, b, "snapshot")
 	case corev1.PodFailed:
-		why := failedContainer(p.Status.ContainerStatuses)
-		if err := deletePod(ctx, r, b, "snapshot"); err != nil {
+		why := observe.FailedContainer(p.Status.ContainerStatuses)
+		if err := deleteBackupPod(ctx, r, b, "snapshot"); err != nil {
 			return nil, true, err
 		}
-		err := &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s failed in %s", p.Name, why)}
+		reason := v1alpha1.ReasonSnapshotFailed
 		if slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
 			return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == agent.ExitStoreFull
 		}) {
-			err.reason = reasonStoreFull
+			reason = v1alpha1.ReasonStoreFull
 		}
-		return nil, true, err
+		return nil, true, status.Stuck(reason, "the snapshot Pod %s failed in %s", p.Name, why)
 	}
 	return nil, true, errSnapshotRunning
 }
@@ -79,11 +81,11 @@ func claimArtifact(b *v1alpha1.EtcdBackup, p *corev1.Pod) (*v1alpha1.Artifact, e
 	}
 	var t backup.Taken
 	if err := json.Unmarshal([]byte(msg), &t); err != nil || t.Key == "" {
-		return nil, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s ended without saying what it stored: %q", p.Name, msg)}
+		return nil, status.Stuck(v1alpha1.ReasonSnapshotFailed, "the snapshot Pod %s ended without saying what it stored: %q", p.Name, msg)
 	}
 	at, err := time.Parse(time.RFC3339, p.Annotations[vocab.AnnotationTakenAt])
 	if err != nil {
-		return nil, &stepError{reason: "SnapshotFailed", msg: fmt.Sprintf("the snapshot Pod %s has no time it was taken at", p.Name)}
+		return nil, status.Stuck(v1alpha1.ReasonSnapshotFailed, "the snapshot Pod %s has no time it was taken at", p.Name)
 	}
 	return artifact(b.Spec.Destination.URI(t.Key), t, p.Annotations[vocab.AnnotationVersion], p.Annotations[vocab.AnnotationMember],
 		p.Annotations[vocab.AnnotationClusterID], at), nil
@@ -97,7 +99,7 @@ func (r *BackupReconciler) startClaimSnapshot(ctx context.Context, b *v1alpha1.E
 		ClusterID: clusterID, Namespace: c.Namespace, Cluster: c.Name, At: at, Unique: unique})
 	p.Annotations = map[string]string{vocab.AnnotationMember: m.Name, vocab.AnnotationVersion: m.Version, vocab.AnnotationClusterID: clusterID,
 		vocab.AnnotationTakenAt: at.UTC().Format(time.RFC3339)}
-	if err := createPod(ctx, r, b, p); err != nil {
+	if err := createBackupPod(ctx, r, b, p); err != nil {
 		return err
 	}
 	return errSnapshotRunning
@@ -123,7 +125,7 @@ func backupPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, wha
 }
 
 // createPod creates a Pod the backup owns (it goes with the backup); one there is no error.
-func createPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, p *corev1.Pod) error {
+func createBackupPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, p *corev1.Pod) error {
 	if err := controllerutil.SetControllerReference(b, p, c.Scheme()); err != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func createPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, p *
 
 // deletePod deletes the backup's Pod that does what, when it is the backup's; one gone is
 // no error.
-func deletePod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, what string) error {
+func deleteBackupPod(ctx context.Context, c client.Client, b *v1alpha1.EtcdBackup, what string) error {
 	p, err := backupPod(ctx, c, b, what)
 	if p == nil || errors.Is(err, errInTheWay) {
 		return nil // none, or another's: nothing of the backup's to delete

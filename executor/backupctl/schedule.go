@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -21,8 +21,10 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/schedule"
+	"github.com/etcdplan/etcdplan/executor/status"
 )
 
 // ScheduleReconciler creates an EtcdBackup each time a schedule comes, one at a time, and
@@ -32,7 +34,7 @@ type ScheduleReconciler struct {
 	// APIReader reads Secrets around the cache.
 	APIReader client.Reader
 	// Open prepares a destination's store; store.Open outside tests.
-	Open openFunc
+	Open OpenFunc
 	// Now is the clock.
 	Now func() time.Time
 	// Images are what a Pod that prunes a claim runs.
@@ -51,16 +53,16 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.Get(ctx, req.NamespacedName, s); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	status := newStatusWriter(r.Client, s)
+	writer := status.NewWriter(r.Client, s)
 	s.Status.ObservedGeneration = s.Generation // a schedule's spec is judged at every reconcile
 	defer func() {
-		if err := status.write(ctx, s); err != nil && retErr == nil {
+		if err := writer.Write(ctx, s); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()
 	sched, err := schedule.Parse(s.Spec.Schedule)
 	if err != nil {
-		stall(s, "InvalidSchedule", fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err))
+		status.Stall(s, string(v1alpha1.ReasonInvalidSchedule), fmt.Sprintf("spec.schedule %q is not a cron expression: %v", s.Spec.Schedule, err))
 		return reconcile.Result{}, nil
 	}
 	conditions.Delete(s, meta.StalledCondition)
@@ -69,49 +71,52 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, err
 	}
 	owned := ownedBy(list.Items, s)
-	at := now(r.Now)
+	at := status.Now(r.Now)
 	recordSuccess(s, owned)
 	waitingFor, due, err := r.take(ctx, s, sched, owned, at)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	pruning, pruneErr := r.prune(ctx, s, owned, at)
-	next := sched.Next(at)
-	wait := next.Sub(at) + 10*time.Millisecond
-	if pruning {
-		// A Pod deletes a snapshot from a claim: look again soon.
-		wait = drillPoll
-	}
-	switch {
-	case pruneErr != nil:
-		conditions.MarkFalse(s, meta.ReadyCondition, "RetentionFailed", "%v", pruneErr)
+	if pruneErr != nil {
+		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonRetentionFailed, "%v", pruneErr)
 		return reconcile.Result{RequeueAfter: backupRetry}, nil
-	case waitingFor != "":
-		conditions.MarkReconciling(s, "BackupRunning", "waiting for %s to end before the backup due at %s", waitingFor, due.UTC().Format(time.RFC3339))
-	default:
+	}
+	next := sched.Next(at)
+	markScheduled(s, owned, waitingFor, due, next)
+	switch {
+	case pruning: // a Pod deletes a snapshot from a claim: look again soon
+		return reconcile.Result{RequeueAfter: drillPoll}, nil
+	case s.Spec.Suspend:
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{RequeueAfter: next.Sub(at) + 10*time.Millisecond}, nil
+}
+
+// markScheduled sets the schedule's conditions: Reconciling while a backup is late behind
+// one that runs, Ready unless the last backup or drill failed.
+func markScheduled(s *v1alpha1.EtcdBackupSchedule, owned []v1alpha1.EtcdBackup, waitingFor string, due, next time.Time) {
+	if waitingFor != "" {
+		conditions.MarkReconciling(s, v1alpha1.ReasonBackupRunning, "waiting for %s to end before the backup due at %s", waitingFor, due.UTC().Format(time.RFC3339))
+	} else {
 		conditions.Delete(s, meta.ReconcilingCondition)
 	}
 	last, failedDrill := lastEnded(owned), lastDrillFailed(owned)
 	switch {
 	case s.Spec.Suspend:
-		conditions.MarkTrue(s, meta.ReadyCondition, "Suspended", "suspended: no new backups")
-		if pruning {
-			return reconcile.Result{RequeueAfter: wait}, nil
-		}
-		return reconcile.Result{}, nil
+		conditions.MarkTrue(s, meta.ReadyCondition, v1alpha1.ReasonSuspended, "suspended: no new backups")
 	case last != nil && last.Status.Phase == v1alpha1.BackupFailed:
-		conditions.MarkFalse(s, meta.ReadyCondition, "LastBackupFailed", "the last backup, %s, failed: %s; next at %s",
+		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonLastBackupFailed, "the last backup, %s, failed: %s; next at %s",
 			last.Name, conditions.GetMessage(last, meta.ReadyCondition), next.UTC().Format(time.RFC3339))
 	case failedDrill != nil:
-		conditions.MarkFalse(s, meta.ReadyCondition, "LastDrillFailed", "the last restore drill, of %s, failed: %s; next backup at %s",
+		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonLastDrillFailed, "the last restore drill, of %s, failed: %s; next backup at %s",
 			failedDrill.Name, conditions.GetMessage(failedDrill, v1alpha1.VerifiedCondition), next.UTC().Format(time.RFC3339))
 	case waitingFor != "":
 		// A backup is late: not Ready while Reconciling, as kstatus and Flux expect.
-		conditions.MarkFalse(s, meta.ReadyCondition, "BackupRunning", "%s", conditions.GetMessage(s, meta.ReconcilingCondition))
+		conditions.MarkFalse(s, meta.ReadyCondition, v1alpha1.ReasonBackupRunning, "%s", conditions.GetMessage(s, meta.ReconcilingCondition))
 	default:
-		conditions.MarkTrue(s, meta.ReadyCondition, "Scheduled", "next backup at %s", next.UTC().Format(time.RFC3339))
+		conditions.MarkTrue(s, meta.ReadyCondition, v1alpha1.ReasonScheduled, "next backup at %s", next.UTC().Format(time.RFC3339))
 	}
-	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
 // take creates the backup for the schedule's last time, unless it was taken or the schedule
@@ -259,7 +264,7 @@ func (r *ScheduleReconciler) deleteStored(ctx context.Context, b *v1alpha1.EtcdB
 	if b.Spec.Destination.PVC != nil {
 		return r.pruneOnClaim(ctx, b, key)
 	}
-	st, err := openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
+	st, err := OpenDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination)
 	if err != nil {
 		return err
 	}
@@ -279,7 +284,7 @@ func (r *ScheduleReconciler) pruneOnClaim(ctx context.Context, b *v1alpha1.EtcdB
 	case err != nil:
 		return err
 	case p == nil:
-		if err := createPod(ctx, r, b, resources.PrunePod(b, r.Images, key)); err != nil {
+		if err := createBackupPod(ctx, r, b, resources.PrunePod(b, r.Images, key)); err != nil {
 			return err
 		}
 		return errPruning
@@ -288,8 +293,8 @@ func (r *ScheduleReconciler) pruneOnClaim(ctx context.Context, b *v1alpha1.EtcdB
 	case corev1.PodSucceeded:
 		return nil
 	case corev1.PodFailed:
-		why := failedContainer(p.Status.ContainerStatuses)
-		return errors.Join(fmt.Errorf("the Pod %s failed in %s", p.Name, why), deletePod(ctx, r, b, "prune"))
+		why := observe.FailedContainer(p.Status.ContainerStatuses)
+		return errors.Join(fmt.Errorf("the Pod %s failed in %s", p.Name, why), deleteBackupPod(ctx, r, b, "prune"))
 	}
 	return errPruning
 }

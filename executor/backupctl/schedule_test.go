@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -252,7 +252,7 @@ func (f *scheduleFixture) own(name string, at time.Time, status metav1.Condition
 func TestRetentionKeepsBackupsWhoseDrillCouldNotRun(t *testing.T) {
 	f := newScheduleFixture(t, "0 * * * *", 6)
 	f.own("verified", f.now.Add(-5*time.Hour), metav1.ConditionTrue, "Restored")
-	for i, reason := range []string{reasonDrillDeadlineExceeded, reasonDrillBlocked, reasonDrillDeadlineExceeded, reasonDrillBlocked} {
+	for i, reason := range []string{v1alpha1.ReasonDrillDeadlineExceeded, v1alpha1.ReasonDrillBlocked, v1alpha1.ReasonDrillDeadlineExceeded, v1alpha1.ReasonDrillBlocked} {
 		f.own(fmt.Sprintf("notrun-%d", i), f.now.Add(-time.Duration(4-i)*time.Hour), metav1.ConditionUnknown, reason)
 	}
 	s, _ := f.reconcileSchedule()

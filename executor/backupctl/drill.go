@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/status"
 )
 
 // DefaultDrillDeadline bounds a restore drill, from its Pod's creation, unless the
@@ -30,13 +31,6 @@ const (
 	drillPoll            = 2 * time.Second
 	drillRetryFirst      = time.Minute
 	drillRetryMax        = time.Hour
-)
-
-// Reasons of a drill that could not run. It says nothing of the data: Verified stays
-// Unknown, the backup stays usable, and the drill is tried again.
-const (
-	reasonDrillBlocked          = "DrillBlocked"
-	reasonDrillDeadlineExceeded = "DrillDeadlineExceeded"
 )
 
 // drillDue: the backup asks for a drill and has no verdict on its spec as it is now.
@@ -57,19 +51,19 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	p, err := backupPod(ctx, r, b, "drill")
 	switch {
 	case errors.Is(err, errInTheWay):
-		return r.notRun(b, reasonDrillBlocked, err.Error()), nil
+		return r.notRun(b, v1alpha1.ReasonDrillBlocked, err.Error()), nil
 	case err != nil:
 		return reconcile.Result{}, err
 	case p == nil:
 		return r.startDrill(ctx, b)
 	}
-	if why := failedContainer(append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...)); why != "" {
-		r.verdict(b, false, "DrillFailed", fmt.Sprintf("restoring %s failed in %s", b.Status.Artifact.URI, why))
-		return reconcile.Result{}, deletePod(ctx, r, b, "drill")
+	if why := observe.FailedContainer(append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...)); why != "" {
+		r.verdict(b, false, v1alpha1.ReasonDrillFailed, fmt.Sprintf("restoring %s failed in %s", b.Status.Artifact.URI, why))
+		return reconcile.Result{}, deleteBackupPod(ctx, r, b, "drill")
 	}
-	if deadline := r.drillDeadline(); now(r.Now).Sub(p.CreationTimestamp.Time) > deadline {
+	if deadline := r.drillDeadline(); status.Now(r.Now).Sub(p.CreationTimestamp.Time) > deadline {
 		msg := fmt.Sprintf("the scratch etcd restored from %s did not serve within %v%s", b.Status.Artifact.URI, deadline, waitingOn(p))
-		return r.notRun(b, reasonDrillDeadlineExceeded, msg), deletePod(ctx, r, b, "drill")
+		return r.notRun(b, v1alpha1.ReasonDrillDeadlineExceeded, msg), deleteBackupPod(ctx, r, b, "drill")
 	}
 	if !observe.PodReady(p) || p.Status.PodIP == "" {
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
@@ -81,12 +75,12 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	}
 	got, err := inspect(ctx, observe.ClientURL(p), a.Revision)
 	if err != nil {
-		conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "reading the scratch etcd %s: %v; trying again", p.Name, err)
+		conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, v1alpha1.ReasonDrilling, "reading the scratch etcd %s: %v; trying again", p.Name, err)
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
 	}
 	ok, reason, msg := compareContents(a, got)
 	r.verdict(b, ok, reason, msg)
-	return reconcile.Result{}, deletePod(ctx, r, b, "drill")
+	return reconcile.Result{}, deleteBackupPod(ctx, r, b, "drill")
 }
 
 // startDrill makes the drill's Pod, on the version and placement of the backup's cluster
@@ -94,9 +88,9 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 // cluster is gone.
 func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBackup) (reconcile.Result, error) {
 	a := b.Status.Artifact
-	src, err := snapshotOf(b)
+	src, err := SnapshotOf(b)
 	if err != nil {
-		r.verdict(b, false, "DrillFailed", err.Error())
+		r.verdict(b, false, v1alpha1.ReasonDrillFailed, err.Error())
 		return reconcile.Result{}, nil
 	}
 	c := &v1alpha1.EtcdCluster{}
@@ -104,16 +98,16 @@ func (r *BackupReconciler) startDrill(ctx context.Context, b *v1alpha1.EtcdBacku
 		return reconcile.Result{}, err
 	}
 	version := c.Spec.Version
-	if version == "" || newerMinor(a.EtcdVersion, version) {
+	if version == "" || NewerMinor(a.EtcdVersion, version) {
 		version = a.EtcdVersion
 	}
 	p := resources.DrillPod(b, c, r.Images, resources.Restore{From: b.Name, Source: src, SHA256: a.SHA256}, version)
-	if err := createPod(ctx, r, b, p); err != nil {
+	if err := createBackupPod(ctx, r, b, p); err != nil {
 		return reconcile.Result{}, err
 	}
 	b.Status.NextDrillTime = nil
-	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, "Drilling", "restoring %s into a scratch etcd of version %s (Pod %s)", a.URI, version, p.Name)
-	progressing(b, "Drilling", "restore drill running in Pod "+p.Name) // Ready again once verified
+	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, v1alpha1.ReasonDrilling, "restoring %s into a scratch etcd of version %s (Pod %s)", a.URI, version, p.Name)
+	status.Progressing(b, v1alpha1.ReasonDrilling, "restore drill running in Pod "+p.Name) // Ready again once verified
 	return reconcile.Result{RequeueAfter: drillPoll}, nil
 }
 
@@ -125,11 +119,11 @@ func (r *BackupReconciler) verdict(b *v1alpha1.EtcdBackup, ok bool, reason, msg 
 	if ok {
 		conditions.MarkTrue(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
 		conditions.Delete(b, meta.StalledCondition)
-		conditions.MarkTrue(b, meta.ReadyCondition, "Verified", "%s", msg)
+		conditions.MarkTrue(b, meta.ReadyCondition, v1alpha1.ReasonVerified, "%s", msg)
 		return
 	}
 	conditions.MarkFalse(b, v1alpha1.VerifiedCondition, reason, "%s", msg)
-	stall(b, reason, msg)
+	status.Stall(b, reason, msg)
 }
 
 // notRun records a drill that could not run: no verdict, so the backup stays Ready and
@@ -139,7 +133,7 @@ func (r *BackupReconciler) notRun(b *v1alpha1.EtcdBackup, reason, msg string) re
 	if n := b.Status.DrillTries; n < 6 { // 1 min << 6 is past the hour
 		wait = drillRetryFirst << n
 	}
-	next := now(r.Now).Add(wait)
+	next := status.Now(r.Now).Add(wait)
 	b.Status.DrillTries++
 	b.Status.NextDrillTime = &metav1.Time{Time: next}
 	msg = fmt.Sprintf("%s; tried again at %s", msg, next.UTC().Format(time.RFC3339))
@@ -166,7 +160,7 @@ func (r *BackupReconciler) drillWait(b *v1alpha1.EtcdBackup) time.Duration {
 	if b.Status.NextDrillTime == nil || v == nil || v.ObservedGeneration != b.Generation {
 		return 0
 	}
-	return b.Status.NextDrillTime.Sub(now(r.Now))
+	return b.Status.NextDrillTime.Sub(status.Now(r.Now))
 }
 
 // waitingOn says what keeps a drill's Pod from serving, as the scheduler or kubelet says
@@ -198,18 +192,18 @@ func compareContents(a *v1alpha1.Artifact, got etcd.Contents) (bool, string, str
 	want := a.Contents
 	switch {
 	case want == nil:
-		return true, "Restored", fmt.Sprintf("%s restored into a scratch etcd, which serves revision %d (%d keys; the backup recorded no contents to compare)",
+		return true, v1alpha1.ReasonRestored, fmt.Sprintf("%s restored into a scratch etcd, which serves revision %d (%d keys; the backup recorded no contents to compare)",
 			a.URI, a.Revision, got.Keys)
 	case got.Keys != want.Keys:
-		return false, "ContentsDiffer", fmt.Sprintf("%s restored, but holds %d keys at revision %d where the cluster held %d",
+		return false, v1alpha1.ReasonContentsDiffer, fmt.Sprintf("%s restored, but holds %d keys at revision %d where the cluster held %d",
 			a.URI, got.Keys, a.Revision, want.Keys)
 	case got.CompactRevision == want.CompactRevision && int64(got.HashKV) != want.HashKV:
-		return false, "ContentsDiffer", fmt.Sprintf("%s restored, but the hash of its history up to revision %d is %d where the cluster's was %d",
+		return false, v1alpha1.ReasonContentsDiffer, fmt.Sprintf("%s restored, but the hash of its history up to revision %d is %d where the cluster's was %d",
 			a.URI, a.Revision, got.HashKV, want.HashKV)
 	case got.CompactRevision != want.CompactRevision:
-		return true, "Restored", fmt.Sprintf("%s restored into a scratch etcd, which holds the %d keys the cluster held at revision %d (history hash not compared: compacted at %d, the cluster at %d)",
+		return true, v1alpha1.ReasonRestored, fmt.Sprintf("%s restored into a scratch etcd, which holds the %d keys the cluster held at revision %d (history hash not compared: compacted at %d, the cluster at %d)",
 			a.URI, got.Keys, a.Revision, got.CompactRevision, want.CompactRevision)
 	}
-	return true, "Restored", fmt.Sprintf("%s restored into a scratch etcd, which holds the %d keys and the history hash the cluster had at revision %d",
+	return true, v1alpha1.ReasonRestored, fmt.Sprintf("%s restored into a scratch etcd, which holds the %d keys and the history hash the cluster had at revision %d",
 		a.URI, got.Keys, a.Revision)
 }

@@ -1,4 +1,4 @@
-package controller
+package backupctl
 
 import (
 	"context"
@@ -20,22 +20,30 @@ import (
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/etcd/etcdfake"
+	"github.com/etcdplan/etcdplan/executor/internal/kubetest"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
 )
 
-// backupFixture is the cluster fixture with a backup reconciler whose destinations all
-// open one in-memory store.
+// backupFixture is the cluster "demo" of three members with a fake etcd behind them, a
+// backup reconciler whose destinations all open one in-memory store, and a clock the test
+// moves.
 type backupFixture struct {
-	*fixture
+	t     *testing.T
+	kube  client.Client
+	etcd  *etcdfake.Cluster
+	now   time.Time
 	br    *BackupReconciler
 	store *storefake.Store
 	creds store.Credentials // what the last Open was given
 }
 
 func newBackupFixture(t *testing.T) *backupFixture {
-	f := &backupFixture{fixture: newFixture(t, 3, nil), store: storefake.New()}
+	objs, view := kubetest.Demo(3, nil)
+	f := &backupFixture{t: t, etcd: etcdfake.New(view), now: time.Unix(1_800_000_000, 0), store: storefake.New()}
+	f.kube = kubetest.Client(t, func() error { return nil }, objs...)
 	f.etcd.Database, f.etcd.Revision = []byte(strings.Repeat("kv", 1000)), 4711
 	f.etcd.Held = etcd.Contents{Keys: 1000, HashKV: 0xfeedbeef, CompactRevision: 4000}
 	f.br = &BackupReconciler{Client: f.kube, APIReader: f.kube, Dial: f.etcd.Dial, Now: func() time.Time { return f.now },
@@ -258,7 +266,7 @@ func TestDrillPastItsDeadlineIsRetriedLater(t *testing.T) {
 	b, res := f.reconcile()
 	v := conditions.Get(b, v1alpha1.VerifiedCondition)
 	require.Equal(t, metav1.ConditionUnknown, v.Status, "a drill that could not run says nothing of the data")
-	require.Equal(t, reasonDrillDeadlineExceeded, v.Reason)
+	require.Equal(t, v1alpha1.ReasonDrillDeadlineExceeded, v.Reason)
 	require.Contains(t, v.Message, "did not serve within 15m0s (not scheduled: 0/3 nodes are available: 3 Insufficient memory.); tried again at ")
 	require.True(t, conditions.IsReady(b), "the backup may restore")
 	require.False(t, conditions.IsStalled(b))
@@ -303,7 +311,7 @@ func TestDrillDeadlineIsConfigurable(t *testing.T) {
 	b, res := f.reconcile()
 	v := conditions.Get(b, v1alpha1.VerifiedCondition)
 	require.Equal(t, metav1.ConditionUnknown, v.Status)
-	require.Equal(t, reasonDrillDeadlineExceeded, v.Reason)
+	require.Equal(t, v1alpha1.ReasonDrillDeadlineExceeded, v.Reason)
 	require.Contains(t, v.Message, "did not serve within 20s")
 	require.Equal(t, drillRetryFirst, res.RequeueAfter, "the retries keep their own waits")
 	require.True(t, f.drillGone())
@@ -318,7 +326,7 @@ func TestDrillBlockedIsRetried(t *testing.T) {
 	require.NoError(t, f.kube.Create(ctx, other))
 	b, res := f.reconcile()
 	require.Equal(t, metav1.ConditionUnknown, conditions.Get(b, v1alpha1.VerifiedCondition).Status)
-	require.Equal(t, reasonDrillBlocked, conditions.GetReason(b, v1alpha1.VerifiedCondition))
+	require.Equal(t, v1alpha1.ReasonDrillBlocked, conditions.GetReason(b, v1alpha1.VerifiedCondition))
 	require.Contains(t, conditions.GetMessage(b, v1alpha1.VerifiedCondition), "the Pod b1-drill is not the backup's and is in the way")
 	require.True(t, conditions.IsReady(b))
 	require.False(t, b.DrillFailed())
@@ -343,7 +351,7 @@ func TestDrillRetryWaitsDoubleUpToAnHour(t *testing.T) {
 	b := &v1alpha1.EtcdBackup{}
 	var waits []time.Duration
 	for range 9 {
-		waits = append(waits, r.notRun(b, reasonDrillBlocked, "blocked").RequeueAfter)
+		waits = append(waits, r.notRun(b, v1alpha1.ReasonDrillBlocked, "blocked").RequeueAfter)
 	}
 	require.Equal(t, []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute,
 		time.Hour, time.Hour, time.Hour}, waits)

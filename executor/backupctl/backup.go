@@ -1,4 +1,9 @@
-package controller
+// Package backupctl holds the reconcilers of backups: BackupReconciler takes the snapshot an
+// EtcdBackup asks for (streamed by the operator, or by a Pod onto a volume claim) and drills
+// it when asked (a restore into a scratch etcd); ScheduleReconciler creates an EtcdBackupSchedule's
+// backups on time and prunes those its retention no longer keeps. source.go says where a
+// backup's snapshot is and how its store opens, which a cluster's restore reads too.
+package backupctl
 
 import (
 	"context"
@@ -22,7 +27,9 @@ import (
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/snapshot"
+	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/executor/store"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // backupDeadline is how long a backup is tried before it fails; backupRetry is the wait
@@ -30,8 +37,6 @@ import (
 const (
 	backupDeadline = 10 * time.Minute
 	backupRetry    = 10 * time.Second
-	// reasonStoreFull: the destination is out of space; the backup is tried again.
-	reasonStoreFull = "StoreFull"
 )
 
 // BackupReconciler takes the one snapshot each EtcdBackup asks for.
@@ -42,7 +47,7 @@ type BackupReconciler struct {
 	// Dial connects to etcd members; etcd.Dial outside tests.
 	Dial func(endpoints map[string]string) (etcd.Cluster, error)
 	// Open prepares a destination's store; store.Open outside tests.
-	Open openFunc
+	Open OpenFunc
 	// Now is the clock.
 	Now func() time.Time
 	// Images are what a restore drill's Pod runs.
@@ -75,9 +80,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if ended(*b) && !drillDue(b) {
 		return reconcile.Result{}, nil
 	}
-	status := newStatusWriter(r.Client, b)
+	writer := status.NewWriter(r.Client, b)
 	b.Status.ObservedGeneration = b.Generation // a backup's spec is judged at every reconcile
-	write := func() error { return status.write(ctx, b) }
+	write := func() error { return writer.Write(ctx, b) }
 	defer func() {
 		if err := write(); err != nil && retErr == nil {
 			retErr = err
@@ -88,45 +93,44 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	taken, err := r.take(ctx, b, func() error {
 		b.Status.Phase = v1alpha1.BackupRunning
-		progressing(b, "Running", "streaming a snapshot to "+b.Spec.Destination.URI(""))
+		status.Progressing(b, v1alpha1.ReasonRunning, "streaming a snapshot to "+b.Spec.Destination.URI(""))
 		return write()
 	})
 	switch {
 	case err == nil:
 		b.Status.Phase, b.Status.Artifact = v1alpha1.BackupSucceeded, taken
 		conditions.Delete(b, meta.ReconcilingCondition)
-		conditions.MarkTrue(b, meta.ReadyCondition, "Succeeded", "stored %s (%d bytes, revision %d), matching etcd's integrity hash",
+		conditions.MarkTrue(b, meta.ReadyCondition, v1alpha1.ReasonSucceeded, "stored %s (%d bytes, revision %d), matching etcd's integrity hash",
 			taken.URI, taken.Size, taken.Revision)
 		if drillDue(b) {
 			return r.drill(ctx, b)
 		}
 		return reconcile.Result{}, nil
 	case errors.Is(err, store.ErrRefused):
-		fail(b, reason(err), err.Error())
+		fail(b, FailureReason(err), err.Error())
 		return reconcile.Result{}, nil
-	case now(r.Now).Sub(b.CreationTimestamp.Time) > backupDeadline:
-		fail(b, "DeadlineExceeded", fmt.Sprintf("no snapshot stored within %v; last: %v", backupDeadline, err))
-		return reconcile.Result{}, deletePod(ctx, r, b, "snapshot")
+	case status.Now(r.Now).Sub(b.CreationTimestamp.Time) > backupDeadline:
+		fail(b, v1alpha1.ReasonDeadlineExceeded, fmt.Sprintf("no snapshot stored within %v; last: %v", backupDeadline, err))
+		return reconcile.Result{}, deleteBackupPod(ctx, r, b, "snapshot")
 	case errors.Is(err, errSnapshotRunning):
 		return reconcile.Result{RequeueAfter: drillPoll}, nil
 	}
 	b.Status.Phase = v1alpha1.BackupPending
-	if reason(err) == reasonStoreFull {
+	if FailureReason(err) == v1alpha1.ReasonStoreFull {
 		err = fmt.Errorf("%w; free space there (delete older backups, or lower a schedule's keepLast or maxAge)", err)
 	}
-	conditions.MarkReconciling(b, reason(err), "%v; trying again", err)
-	conditions.MarkFalse(b, meta.ReadyCondition, reason(err), "%v", err)
+	conditions.MarkReconciling(b, FailureReason(err), "%v; trying again", err)
+	conditions.MarkFalse(b, meta.ReadyCondition, FailureReason(err), "%v", err)
 	return reconcile.Result{RequeueAfter: backupRetry}, nil
 }
 
 // take streams the snapshot: from the member spec.member names, else from one chosen on
-// etcd's own view, to the destination.
-// running records that it starts.
+// etcd's own view, to the destination. running records that it starts.
 func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, running func() error) (*v1alpha1.Artifact, error) {
 	c := &v1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, c); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &stepError{reason: "ClusterNotFound", msg: fmt.Sprintf("EtcdCluster %s does not exist", b.Spec.ClusterRef.Name)}
+			return nil, status.Stuck(v1alpha1.ReasonClusterNotFound, "EtcdCluster %s does not exist", b.Spec.ClusterRef.Name)
 		}
 		return nil, err
 	}
@@ -137,43 +141,27 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		}
 	} else {
 		var err error
-		if st, err = openDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination); err != nil {
+		if st, err = OpenDestination(ctx, r.APIReader, r.Open, b.Namespace, b.Spec.Destination); err != nil {
 			return nil, err
 		}
 		defer st.Close()
 	}
-	if c.Status.ClusterID == "" {
-		return nil, &stepError{reason: "ClusterNotReady", msg: fmt.Sprintf("EtcdCluster %s has not formed yet", c.Name)}
-	}
-	pods, err := observe.MemberPods(ctx, r, c)
-	if err != nil {
-		return nil, err
-	}
-	endpoints := observe.Endpoints(pods)
-	if len(endpoints) == 0 {
-		return nil, &stepError{reason: "NoMemberAnswers", msg: fmt.Sprintf("no member of %s runs", c.Name)}
-	}
-	conn, err := r.Dial(endpoints)
+	conn, view, endpoints, err := r.connect(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	conn.SetCluster(c.Status.ClusterID, endpoints)
-	view, err := conn.View(ctx)
-	if err != nil {
-		return nil, &stepError{reason: "NoMemberAnswers", msg: err.Error()}
-	}
 	m, err := backup.Source(view)
 	if b.Spec.Member != "" {
 		m, err = backup.Member(view, b.Spec.Member)
 	}
 	if err != nil {
-		return nil, &stepError{reason: "NoMemberAnswers", msg: err.Error()}
+		return nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "%v", err)
 	}
 	if err := running(); err != nil {
 		return nil, err
 	}
-	at := now(r.Now)
+	at := status.Now(r.Now)
 	unique := string(b.UID)
 	if len(unique) > 8 {
 		unique = unique[:8]
@@ -184,11 +172,38 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	t, err := backup.Take(ctx, conn, m, st, func(rev int64) string { return backup.Key(c.Namespace, c.Name, at, rev, unique) })
 	if err != nil {
 		if errors.Is(err, snapshot.ErrCorrupt) {
-			return nil, &stepError{reason: "SnapshotCorrupt", msg: fmt.Sprintf("the snapshot of %s did not match etcd's integrity hash and was not kept", m.Name)}
+			return nil, status.Stuck(v1alpha1.ReasonSnapshotCorrupt, "the snapshot of %s did not match etcd's integrity hash and was not kept", m.Name)
 		}
 		return nil, err
 	}
 	return artifact(st.URI(t.Key), t, m.Version, m.Name, view.ClusterID, at), nil
+}
+
+// connect dials the cluster's running members and reads etcd's view through them; the
+// caller closes the connection.
+func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster) (etcd.Cluster, *planner.EtcdView, map[string]string, error) {
+	if c.Status.ClusterID == "" {
+		return nil, nil, nil, status.Stuck(v1alpha1.ReasonClusterNotReady, "EtcdCluster %s has not formed yet", c.Name)
+	}
+	pods, err := observe.MemberPods(ctx, r, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	endpoints := observe.Endpoints(pods)
+	if len(endpoints) == 0 {
+		return nil, nil, nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "no member of %s runs", c.Name)
+	}
+	conn, err := r.Dial(endpoints)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn.SetCluster(c.Status.ClusterID, endpoints)
+	view, err := conn.View(ctx)
+	if err != nil {
+		_ = conn.Close()
+		return nil, nil, nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "%v", err)
+	}
+	return conn, view, endpoints, nil
 }
 
 // artifact describes a stored snapshot.
@@ -198,59 +213,8 @@ func artifact(uri string, t backup.Taken, version, member, clusterID string, at 
 		Contents: &v1alpha1.Contents{Keys: t.Contents.Keys, HashKV: int64(t.Contents.HashKV), CompactRevision: t.Contents.CompactRevision}}
 }
 
-// openFunc prepares a destination's store; store.Open outside tests (and when nil).
-type openFunc func(ctx context.Context, d v1alpha1.BackupDestination, creds store.Credentials) (store.Store, error)
-
-// openDestination opens a destination with the credentials its Secret in namespace holds.
-func openDestination(ctx context.Context, secrets client.Reader, open openFunc, namespace string, d v1alpha1.BackupDestination) (store.Store, error) {
-	var creds store.Credentials
-	if name := d.CredentialsSecret(); name != "" {
-		var s corev1.Secret
-		if err := secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, &stepError{reason: "CredentialsNotFound", msg: fmt.Sprintf("Secret %s does not exist", name)}
-			}
-			return nil, err
-		}
-		creds = s.Data
-	}
-	if open == nil {
-		open = store.Open
-	}
-	return open(ctx, d, creds)
-}
-
 // fail ends a backup that will not be tried again.
 func fail(b *v1alpha1.EtcdBackup, why, msg string) {
 	b.Status.Phase = v1alpha1.BackupFailed
-	stall(b, why, msg)
-}
-
-// progressing marks an object Reconciling and, as kstatus and Flux expect meanwhile, not Ready.
-func progressing(obj conditions.Setter, why, msg string) {
-	conditions.MarkReconciling(obj, why, "%s", msg)
-	conditions.MarkFalse(obj, meta.ReadyCondition, why, "%s", msg)
-}
-
-// stall marks an object Stalled and not Ready, for a reason retrying will not cure.
-func stall(obj conditions.Setter, why, msg string) {
-	conditions.Delete(obj, meta.ReconcilingCondition)
-	conditions.MarkStalled(obj, why, "%s", msg)
-	conditions.MarkFalse(obj, meta.ReadyCondition, why, "%s", msg)
-}
-
-// reason is the condition reason for a failure.
-func reason(err error) string {
-	var se *stepError
-	switch {
-	case errors.As(err, &se) && se.reason != "":
-		return se.reason
-	case errors.Is(err, backup.ErrSnapshot):
-		return "SnapshotFailed"
-	case errors.Is(err, store.ErrFull):
-		return reasonStoreFull
-	case errors.Is(err, store.ErrRefused):
-		return "StoreRefused"
-	}
-	return "StoreUnavailable"
+	status.Stall(b, why, msg)
 }

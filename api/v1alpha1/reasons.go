@@ -1,0 +1,98 @@
+package v1alpha1
+
+// StalledReason is why an EtcdCluster is Stalled: something a person must look at or fix.
+// Each has a row in docs/operations.md, "Stalled reasons and what to do"; a blocked plan's
+// plan.BlockReason is one too (TestStalledReasonsHaveARunbook).
+type StalledReason string
+
+// Reasons an EtcdCluster is Stalled for. The cluster as a whole:
+const (
+	ReasonUnsupported     StalledReason = "Unsupported"
+	ReasonInvalidSchedule StalledReason = "InvalidSchedule"
+	// EtcdUnreachable, MembersUnhealthy and ClusterVersionPending give Ready=False at once,
+	// and Stalled once they last past the progress deadline with no plan to mend them.
+	ReasonEtcdUnreachable       StalledReason = "EtcdUnreachable"
+	ReasonMembersUnhealthy      StalledReason = "MembersUnhealthy"
+	ReasonClusterVersionPending StalledReason = "ClusterVersionPending"
+)
+
+// Reasons a step passed its deadline for: the general one, and what a step's effect found
+// only a person can fix.
+const (
+	ReasonProgressDeadlineExceeded StalledReason = "ProgressDeadlineExceeded"
+	ReasonNameTaken                StalledReason = "NameTaken"
+	ReasonStorageClassNotFound     StalledReason = "StorageClassNotFound"
+	ReasonPodStuckTerminating      StalledReason = "PodStuckTerminating"
+	ReasonPreflightFailed          StalledReason = "PreflightFailed"
+	ReasonNoBackupDestination      StalledReason = "NoBackupDestination"
+	ReasonRestoreFailed            StalledReason = "RestoreFailed"
+	ReasonRestoreSourceNotFound    StalledReason = "RestoreSourceNotFound"
+	ReasonRestoreSourceFailed      StalledReason = "RestoreSourceFailed"
+	ReasonRestoreSourceRefused     StalledReason = "RestoreSourceRefused"
+	ReasonRestoreVersionTooOld     StalledReason = "RestoreVersionTooOld"
+)
+
+// Other reasons of an EtcdCluster's conditions.
+const (
+	ReasonSuspended        = "Suspended"
+	ReasonParked           = "Parked"
+	ReasonAwaitingApproval = "AwaitingApproval"
+	ReasonProgressing      = "Progressing"
+	ReasonSucceeded        = "Succeeded"
+)
+
+// Reasons of an EtcdCluster's Events.
+const (
+	ReasonPlanCreated     = "PlanCreated"
+	ReasonPlanSuperseded  = "PlanSuperseded"
+	ReasonStepStarted     = "StepStarted"
+	ReasonStepSucceeded   = "StepSucceeded"
+	ReasonStepStalled     = "StepStalled"
+	ReasonRecoveryStarted = "RecoveryStarted"
+	ReasonRecovered       = "Recovered"
+)
+
+// Reasons of an EtcdBackup's Ready and Reconciling conditions (docs/backup-restore.md).
+// ReasonSucceeded when it stored its snapshot.
+const (
+	ReasonRunning = "Running"
+	// Retried until the backup's deadline:
+	ReasonClusterNotFound     = "ClusterNotFound"
+	ReasonClusterNotReady     = "ClusterNotReady"
+	ReasonNoMemberAnswers     = "NoMemberAnswers"
+	ReasonCredentialsNotFound = "CredentialsNotFound"
+	ReasonClaimNotFound       = "ClaimNotFound"
+	ReasonPodInTheWay         = "PodInTheWay"
+	ReasonSnapshotFailed      = "SnapshotFailed"
+	ReasonSnapshotCorrupt     = "SnapshotCorrupt"
+	ReasonStoreFull           = "StoreFull"
+	ReasonStoreUnavailable    = "StoreUnavailable"
+	// Failed:
+	ReasonStoreRefused     = "StoreRefused"
+	ReasonDeadlineExceeded = "DeadlineExceeded"
+)
+
+// Reasons of an EtcdBackup's restore drill, on its Verified condition (and Ready).
+const (
+	ReasonDrilling = "Drilling"
+	ReasonVerified = "Verified"
+	// Verified True:
+	ReasonRestored = "Restored"
+	// Verified False: the drill ran and found the backup does not restore.
+	ReasonDrillFailed    = "DrillFailed"
+	ReasonContentsDiffer = "ContentsDiffer"
+	// Verified Unknown: the drill could not run; it says nothing of the data and is tried
+	// again.
+	ReasonDrillBlocked          = "DrillBlocked"
+	ReasonDrillDeadlineExceeded = "DrillDeadlineExceeded"
+)
+
+// Reasons of an EtcdBackupSchedule's conditions; ReasonInvalidSchedule and ReasonSuspended
+// too.
+const (
+	ReasonScheduled        = "Scheduled"
+	ReasonBackupRunning    = "BackupRunning"
+	ReasonRetentionFailed  = "RetentionFailed"
+	ReasonLastBackupFailed = "LastBackupFailed"
+	ReasonLastDrillFailed  = "LastDrillFailed"
+)
