@@ -24,8 +24,8 @@ func TestManagedName(t *testing.T) {
 		{PeerURL("demo", "other", "demo-3")},
 		{PeerURL("other", "ns", "other-3")},
 		{"http://demo-3.demo.ns.svc:2379"},
-		{"http://10.0.0.1:2380"},
-		{PeerURL("demo", "ns", "demo-3"), "http://10.0.0.1:2380"},
+		{"http://10.88.0.9:2380"},
+		{PeerURL("demo", "ns", "demo-3"), "http://10.88.0.9:2380"},
 	} {
 		require.Empty(t, ManagedName("demo", "ns", urls), "%v", urls)
 	}

@@ -23,7 +23,7 @@ func TestArgvParsesBack(t *testing.T) {
 		Preflight{DataDir: "/d"},
 		RestoreFetch{Source: src, SHA256: "abc", Out: "/var/lib/etcd/restore/snapshot.db"},
 		RestorePlace{From: "/var/lib/etcd/restore/data", DataDir: "/var/lib/etcd/data"},
-		Snapshot{Destination: dest, Endpoint: "http://10.0.0.1:2379", Member: "demo-0", MemberID: "8e9e05c52164694d",
+		Snapshot{Destination: dest, Endpoint: "http://127.0.0.1:2379", Member: "demo-0", MemberID: "8e9e05c52164694d",
 			ClusterID: "cdf818194e3a8c32", Namespace: "ns", Cluster: "demo", At: at, Unique: "x1", Result: TerminationLog},
 		DeleteObject{Destination: dest, Key: "ns/demo/k.db"},
 	} {
