@@ -1,8 +1,6 @@
 package v1alpha1
 
 import (
-	"cmp"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,105 +191,6 @@ type EtcdOptions struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
-}
-
-// TLSMode says where a side's certificates come from, or that it is plain text.
-// +kubebuilder:validation:Enum=Disabled;Auto;Provided;CertManager
-type TLSMode string
-
-const (
-	// TLSDisabled: plain text.
-	TLSDisabled TLSMode = "Disabled"
-	// TLSAuto: a CA the operator makes for the cluster issues every certificate.
-	TLSAuto TLSMode = "Auto"
-	// TLSProvided: Secrets the user makes (serverSecretName, peerSecretName, clientSecretName).
-	TLSProvided TLSMode = "Provided"
-	// TLSCertManager: cert-manager issues a CA for the cluster from issuerRef, and the
-	// certificates from that CA.
-	TLSCertManager TLSMode = "CertManager"
-)
-
-// TLSSpec secures client traffic (applications and the operator to members) and peer
-// traffic (members to one another), each side on its own. Mode sets both sides; client and
-// peer, when set, override it for their side. Secrets carry tls.crt, tls.key and ca.crt.
-// +kubebuilder:validation:XValidation:rule="(has(self.client) ? self.client.mode : self.mode) != 'Provided' || (has(self.serverSecretName) && has(self.clientSecretName))",message="tls.mode Provided for clients needs serverSecretName and clientSecretName"
-// +kubebuilder:validation:XValidation:rule="(has(self.peer) ? self.peer.mode : self.mode) != 'Provided' || has(self.peerSecretName)",message="tls.mode Provided for peers needs peerSecretName"
-// +kubebuilder:validation:XValidation:rule="!((has(self.client) ? self.client.mode : self.mode) == 'CertManager' || (has(self.peer) ? self.peer.mode : self.mode) == 'CertManager') || has(self.issuerRef)",message="tls.mode CertManager needs issuerRef: the cert-manager Issuer or ClusterIssuer that issues the cluster's CA"
-type TLSSpec struct {
-	// Mode: Disabled serves plain text; Auto has the operator's own CA for the cluster issue
-	// every certificate; Provided uses the Secrets named below; CertManager has cert-manager
-	// issue the cluster's CA from issuerRef.
-	// +kubebuilder:default=Disabled
-	Mode TLSMode `json:"mode"`
-	// Client overrides mode for client traffic.
-	// +optional
-	Client *TLSSideSpec `json:"client,omitempty"`
-	// Peer overrides mode for peer traffic.
-	// +optional
-	Peer *TLSSideSpec `json:"peer,omitempty"`
-	// ServerSecretName holds the certificate members serve clients with (Provided). It names
-	// every member's DNS name and the client Service's, and has both server and client
-	// usage: etcd's gateway dials the member itself with it.
-	// +optional
-	ServerSecretName string `json:"serverSecretName,omitempty"`
-	// PeerSecretName holds the certificate members talk to each other with (Provided). etcd
-	// checks a dialing member's certificate against its address: the certificate names every
-	// member's DNS name.
-	// +optional
-	PeerSecretName string `json:"peerSecretName,omitempty"`
-	// ClientSecretName holds the client certificate the operator uses (Provided).
-	// +optional
-	ClientSecretName string `json:"clientSecretName,omitempty"`
-	// IssuerRef is the cert-manager issuer of the cluster's CA (CertManager).
-	// +optional
-	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
-	// CertificateValidity is how long the certificates the operator issues (or asks
-	// cert-manager for) are valid; each is renewed at two thirds of it, without a restart.
-	// +kubebuilder:default="2160h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10m')",message="tls.certificateValidity must be at least 10m, such as 2160h"
-	// +optional
-	CertificateValidity *metav1.Duration `json:"certificateValidity,omitempty"`
-}
-
-// TLSSideSpec is one side's TLS.
-type TLSSideSpec struct {
-	// Mode of this side, as TLSSpec.Mode.
-	Mode TLSMode `json:"mode"`
-}
-
-// IssuerReference names a cert-manager issuer.
-type IssuerReference struct {
-	// Name of the Issuer (in the cluster's namespace) or ClusterIssuer.
-	// +kubebuilder:validation:MinLength=1
-	Name string `json:"name"`
-	// Kind is Issuer or ClusterIssuer.
-	// +kubebuilder:default=Issuer
-	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
-	// +optional
-	Kind string `json:"kind,omitempty"`
-}
-
-// ClientMode is the TLS mode of client traffic.
-func (t *TLSSpec) ClientMode() TLSMode {
-	if t == nil {
-		return TLSDisabled
-	}
-	return t.side(t.Client)
-}
-
-// PeerMode is the TLS mode of peer traffic.
-func (t *TLSSpec) PeerMode() TLSMode {
-	if t == nil {
-		return TLSDisabled
-	}
-	return t.side(t.Peer)
-}
-
-func (t *TLSSpec) side(s *TLSSideSpec) TLSMode {
-	if s != nil && s.Mode != "" {
-		return s.Mode
-	}
-	return cmp.Or(t.Mode, TLSDisabled)
 }
 
 // AuthSpec enables etcd authentication.
