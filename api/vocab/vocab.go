@@ -57,6 +57,15 @@ const (
 	MetricsPort = 2381
 )
 
+// Containers of the Pods the operator renders, by name: the operator reads their statuses
+// back (a preflight's exit code, a restore's failure, whether etcd runs).
+const (
+	ContainerEtcd         = "etcd"
+	ContainerPreflight    = "preflight"
+	ContainerRestoreFetch = "restore-fetch"
+	ContainerRestore      = "restore"
+)
+
 // Paths inside the Pods the operator renders.
 const (
 	DataMount = "/var/lib/etcd"

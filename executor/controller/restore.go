@@ -97,7 +97,7 @@ func restoreFailed(p *corev1.Pod, from string) string {
 		fix = fmt.Sprintf("fix the snapshot, or delete EtcdBackup %s and the volume claim %s, and the recovery is planned anew from the newest backup left "+
 			"(the Pod %s is kept for its logs until the new cluster answers)", b, p.Name, p.Name)
 	}
-	if why := observe.FailedContainer(p.Status.InitContainerStatuses, "preflight"); why != "" {
+	if why := observe.FailedContainer(p.Status.InitContainerStatuses, vocab.ContainerPreflight); why != "" {
 		return fmt.Sprintf("restoring from %s failed in %s; %s", from, why, fix)
 	}
 	return ""

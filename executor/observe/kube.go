@@ -89,7 +89,7 @@ func pod(p *corev1.Pod) *planner.Pod {
 	out.Ready = PodReady(p)
 	out.Running = etcdRunning(p)
 	for _, cs := range p.Status.InitContainerStatuses {
-		if cs.Name == "preflight" && (exitedWith(cs.State, agent.ExitDataLost) || exitedWith(cs.LastTerminationState, agent.ExitDataLost)) {
+		if cs.Name == vocab.ContainerPreflight && (exitedWith(cs.State, agent.ExitDataLost) || exitedWith(cs.LastTerminationState, agent.ExitDataLost)) {
 			out.DataLost = true
 		}
 	}
@@ -104,7 +104,7 @@ func pod(p *corev1.Pod) *planner.Pod {
 // and the check's own words. "" when it did not fail so.
 func PreflightError(p *corev1.Pod) string {
 	for _, cs := range p.Status.InitContainerStatuses {
-		if cs.Name != "preflight" {
+		if cs.Name != vocab.ContainerPreflight {
 			continue
 		}
 		for _, s := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
@@ -121,7 +121,7 @@ func PreflightError(p *corev1.Pod) string {
 
 func etcdRunning(p *corev1.Pod) bool {
 	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "etcd" {
+		if cs.Name == vocab.ContainerEtcd {
 			return cs.State.Running != nil
 		}
 	}

@@ -49,7 +49,7 @@ func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Re
 				etcdutlRestore(image, vocab.DataDir, drillMember, peer, "drill-"+string(b.UID), secure),
 			},
 			Containers: []corev1.Container{{
-				Name:            "etcd",
+				Name:            vocab.ContainerEtcd,
 				Image:           image,
 				Command:         args,
 				Resources:       c.Spec.Resources,

@@ -73,7 +73,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	labels, annotations := memberMeta(c, m)
 	secure := secureContainer()
 	inits := []corev1.Container{{
-		Name:            "preflight",
+		Name:            vocab.ContainerPreflight,
 		Image:           img.Operator,
 		Command:         agent.Preflight{DataDir: vocab.DataDir, ExpectData: m.ExpectData}.Argv(),
 		SecurityContext: secure,
@@ -98,7 +98,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 			SecurityContext:               securePod(),
 			InitContainers:                inits,
 			Containers: []corev1.Container{{
-				Name:            "etcd",
+				Name:            vocab.ContainerEtcd,
 				Image:           Image(c, img.EtcdRepository, m.Version),
 				Command:         append([]string{"etcd"}, etcdArgs(c, m)...),
 				Env:             gomaxprocs(c),
@@ -288,7 +288,7 @@ func fetchContainer(img Images, rs Restore, secure *corev1.SecurityContext) core
 	}
 	_, mounts := backupVolume(rs.Source.BackupDestination, true)
 	return corev1.Container{
-		Name:                     "restore-fetch",
+		Name:                     vocab.ContainerRestoreFetch,
 		Image:                    img.Operator,
 		Command:                  agent.RestoreFetch{Source: rs.Source, SHA256: rs.SHA256, Out: vocab.RestoreDir + "/snapshot.db"}.Argv(),
 		Env:                      env,
@@ -308,7 +308,7 @@ func restoreVolumes(rs Restore) []corev1.Volume {
 // etcdutlRestore restores the fetched snapshot into dataDir as a one-member cluster.
 func etcdutlRestore(image, dataDir, name, peerURL, token string, secure *corev1.SecurityContext) corev1.Container {
 	return corev1.Container{
-		Name:  "restore",
+		Name:  vocab.ContainerRestore,
 		Image: image,
 		Command: []string{"etcdutl", "snapshot", "restore", vocab.RestoreDir + "/snapshot.db", "--data-dir=" + dataDir,
 			"--name=" + name, "--initial-cluster=" + name + "=" + peerURL,
@@ -325,7 +325,7 @@ func gomaxprocs(c *v1alpha1.EtcdCluster) []corev1.EnvVar {
 		return nil
 	}
 	return []corev1.EnvVar{{Name: "GOMAXPROCS", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
-		ContainerName: "etcd", Resource: "limits.cpu", Divisor: resource.MustParse("1")}}}}
+		ContainerName: vocab.ContainerEtcd, Resource: "limits.cpu", Divisor: resource.MustParse("1")}}}}
 }
 
 // MemberPVC renders a member's volume claim.
