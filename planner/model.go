@@ -514,11 +514,7 @@ func (m *model) restartOn(mm *member, desired Desired) {
 
 // seed makes the step's member the one member of a new cluster, which it leads.
 func (m *model) seed(s plan.Step, desired Desired) *member {
-	mm := m.get(s.Member)
-	if mm == nil {
-		mm = &member{name: s.Member, ordinal: vocab.Ordinal(m.cluster, s.Member)}
-		m.members = append(m.members, mm)
-	}
+	mm := m.add(s.Member)
 	class, bytes, expandable := desired.StorageClass, desired.StorageBytes, (*bool)(nil)
 	if mm.pvc { // the seed re-uses its volume
 		class, bytes, expandable = mm.class, mm.bytes, mm.expandable
