@@ -143,11 +143,11 @@ type Facts struct {
 
 // Read returns the facts of the first certificate in a PEM bundle.
 func Read(certPEM []byte) (Facts, error) {
-	c, err := first(certPEM)
+	certs, err := Certificates(certPEM)
 	if err != nil {
 		return Facts{}, err
 	}
-	return FactsOf(c), nil
+	return FactsOf(certs[0]), nil
 }
 
 // FactsOf returns the facts of a parsed certificate (a TLS peer's, say).
@@ -160,18 +160,6 @@ func FactsOf(c *x509.Certificate) Facts {
 		NotAfter:  c.NotAfter,
 		DNSNames:  c.DNSNames,
 		IsCA:      c.IsCA,
-	}
-}
-
-func first(certPEM []byte) (*x509.Certificate, error) {
-	for rest := certPEM; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			return nil, errors.New("no certificate in the PEM data")
-		}
-		if b.Type == "CERTIFICATE" {
-			return x509.ParseCertificate(b.Bytes)
-		}
 	}
 }
 
