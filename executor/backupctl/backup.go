@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -121,6 +122,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	conditions.MarkReconciling(b, FailureReason(err), "%v; trying again", err)
 	conditions.MarkFalse(b, meta.ReadyCondition, FailureReason(err), "%v", err)
+	log.FromContext(ctx).Info("backup not taken; trying again", "reason", FailureReason(err), "error", err.Error(), "after", backupRetry)
 	return reconcile.Result{RequeueAfter: backupRetry}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -147,13 +148,17 @@ func TestBadSnapshotsAndStoresAreRefused(t *testing.T) {
 	// A closed port on the stack's bridge: the operator reaches the address, nothing listens.
 	closed := objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP())
 	framework.CreateBackup(t, ns, "unreachable", framework.MinIODest("http://"+closed))
-	require.Eventually(t, func() bool {
+	var last v1alpha1.EtcdBackupStatus
+	if !assert.Eventually(t, func() bool {
 		var b v1alpha1.EtcdBackup
 		require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unreachable"}, &b))
+		last = b.Status
 		ready := apimeta.FindStatusCondition(b.Status.Conditions, fluxmeta.ReadyCondition)
 		return ready != nil && ready.Reason == "StoreUnavailable" && strings.Contains(ready.Message, closed) &&
 			b.Status.Phase != v1alpha1.BackupSucceeded && !strings.Contains(fmt.Sprint(b.Status), m.Password)
-	}, time.Minute, 200*time.Millisecond, "an unreachable store is named, and retried")
+	}, time.Minute, 200*time.Millisecond) {
+		t.Fatalf("an unreachable store (%s) is named, and retried; the backup's last status: %+v", closed, last)
+	}
 
 	// A store that fills up says StoreFull, keeps no part of the snapshot, and is tried
 	// again: once there is room, the backup succeeds.
