@@ -372,6 +372,9 @@ type EtcdClusterStatus struct {
 	// backup: that cluster's backups are the cluster's too.
 	// +optional
 	PreviousClusterID string `json:"previousClusterID,omitempty"`
+	// TLS is what clients need to know of the cluster's TLS, when it has any.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
 	// RestoredFrom is the snapshot the cluster's seed member was restored from
 	// (spec.bootstrap.restore), as a URI.
 	// +optional
@@ -462,8 +465,8 @@ type DefragStatus struct {
 // The operator and kubectl-etcd both check it.
 func (s *EtcdClusterSpec) Unsupported() string {
 	switch {
-	case s.TLS.ClientMode() != TLSDisabled || s.TLS.PeerMode() != TLSDisabled:
-		return "spec.tls is not supported yet: remove it or set mode Disabled"
+	case s.TLS.ClientMode() == TLSCertManager || s.TLS.PeerMode() == TLSCertManager:
+		return "spec.tls mode CertManager is not supported yet: use Auto or Provided"
 	case s.Auth != nil && s.Auth.Enabled:
 		return "spec.auth is not supported yet: remove it"
 	}

@@ -14,6 +14,10 @@ const (
 	ReasonEtcdUnreachable       StalledReason = "EtcdUnreachable"
 	ReasonMembersUnhealthy      StalledReason = "MembersUnhealthy"
 	ReasonClusterVersionPending StalledReason = "ClusterVersionPending"
+	// TLSSecretNotFound and TLSSecretInvalid: a Secret spec.tls names (or one the operator
+	// issued) is missing, lacks a key, or is not the cluster's.
+	ReasonTLSSecretNotFound StalledReason = "TLSSecretNotFound"
+	ReasonTLSSecretInvalid  StalledReason = "TLSSecretInvalid"
 )
 
 // Reasons a step passed its deadline for: the general one, and what a step's effect found

@@ -98,9 +98,44 @@ func (t *TLSSpec) PeerMode() TLSMode {
 	return t.side(t.Peer)
 }
 
+// ClientTLS: clients reach members over TLS.
+func (t *TLSSpec) ClientTLS() bool { return t.ClientMode() != TLSDisabled }
+
+// PeerTLS: members reach one another over TLS.
+func (t *TLSSpec) PeerTLS() bool { return t.PeerMode() != TLSDisabled }
+
+// Issues: the operator issues certificates for some side (mode Auto).
+func (t *TLSSpec) Issues() bool { return t.ClientMode() == TLSAuto || t.PeerMode() == TLSAuto }
+
 func (t *TLSSpec) side(s *TLSSideSpec) TLSMode {
 	if s != nil && s.Mode != "" {
 		return s.Mode
 	}
 	return cmp.Or(t.Mode, TLSDisabled)
+}
+
+// TLSStatus is what clients need to know of the cluster's TLS.
+type TLSStatus struct {
+	// ClientSecretName names the Secret (tls.crt, tls.key, ca.crt) with a client certificate
+	// for applications, when the operator issues one (client mode Auto).
+	// +optional
+	ClientSecretName string `json:"clientSecretName,omitempty"`
+	// Certificates are the certificates members and the operator use, as last read.
+	// +optional
+	// +listType=map
+	// +listMapKey=secretName
+	Certificates []CertificateStatus `json:"certificates,omitempty"`
+}
+
+// CertificateStatus is one certificate in use.
+type CertificateStatus struct {
+	// SecretName holds it.
+	SecretName string `json:"secretName"`
+	// Subject is its common name, and Issuer its issuer's.
+	Subject string `json:"subject,omitempty"`
+	Issuer  string `json:"issuer,omitempty"`
+	// NotAfter is when it expires, and RenewAt when the operator renews it (Auto).
+	NotAfter metav1.Time `json:"notAfter"`
+	// +optional
+	RenewAt *metav1.Time `json:"renewAt,omitempty"`
 }

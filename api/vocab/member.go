@@ -40,18 +40,15 @@ func MemberHost(cluster, namespace, member string) string {
 	return member + "." + HeadlessService(cluster) + "." + namespace + ".svc"
 }
 
-// PeerURL is the address other members reach a member at.
-func PeerURL(cluster, namespace, member string) string {
-	return fmt.Sprintf("%s://%s:%d", scheme, MemberHost(cluster, namespace, member), PeerPort)
+// PeerURL is the address other members reach a member at, https when peers talk TLS.
+func PeerURL(cluster, namespace, member string, tls bool) string {
+	return fmt.Sprintf("%s://%s:%d", Scheme(tls), MemberHost(cluster, namespace, member), PeerPort)
 }
 
-// ClientURL is the address a member advertises to clients.
-func ClientURL(cluster, namespace, member string) string {
-	return fmt.Sprintf("%s://%s:%d", scheme, MemberHost(cluster, namespace, member), ClientPort)
+// ClientURL is the address a member advertises to clients, https when they talk TLS.
+func ClientURL(cluster, namespace, member string, tls bool) string {
+	return fmt.Sprintf("%s://%s:%d", Scheme(tls), MemberHost(cluster, namespace, member), ClientPort)
 }
-
-// scheme is http: TLS is refused with a Stalled reason until it is supported.
-const scheme = "http"
 
 // ManagedName returns the name of the member a peer URL list belongs to when it is of this
 // cluster's form, <scheme>://<cluster>-<ordinal>.<cluster>.<namespace>.svc:2380, and "" when

@@ -16,16 +16,21 @@ func TestOrdinal(t *testing.T) {
 // A member is this cluster's to manage only when its one peer URL is the one the operator
 // gives it.
 func TestManagedName(t *testing.T) {
-	require.Equal(t, "http://demo-3.demo.ns.svc:2380", PeerURL("demo", "ns", "demo-3"))
-	require.Equal(t, "http://demo-3.demo.ns.svc:2379", ClientURL("demo", "ns", "demo-3"))
-	require.Equal(t, "demo-3", ManagedName("demo", "ns", []string{PeerURL("demo", "ns", "demo-3")}))
-	require.Equal(t, "demo-3", ManagedName("demo", "", []string{PeerURL("demo", "ns", "demo-3")}))
+	require.Equal(t, "http://demo-3.demo.ns.svc:2380", PeerURL("demo", "ns", "demo-3", false))
+	require.Equal(t, "https://demo-3.demo.ns.svc:2380", PeerURL("demo", "ns", "demo-3", true))
+	require.Equal(t, "http://demo-3.demo.ns.svc:2379", ClientURL("demo", "ns", "demo-3", false))
+	require.Equal(t, "https://demo-3.demo.ns.svc:2379", ClientURL("demo", "ns", "demo-3", true))
+	for _, tls := range []bool{false, true} {
+		require.Equal(t, "demo-3", ManagedName("demo", "ns", []string{PeerURL("demo", "ns", "demo-3", tls)}))
+		require.Equal(t, "demo-3", ManagedName("demo", "", []string{PeerURL("demo", "ns", "demo-3", tls)}))
+	}
 	for _, urls := range [][]string{
-		{PeerURL("demo", "other", "demo-3")},
-		{PeerURL("other", "ns", "other-3")},
+		{PeerURL("demo", "other", "demo-3", false)},
+		{PeerURL("other", "ns", "other-3", false)},
 		{"http://demo-3.demo.ns.svc:2379"},
 		{"http://10.88.0.9:2380"},
-		{PeerURL("demo", "ns", "demo-3"), "http://10.88.0.9:2380"},
+		{"ftp://demo-3.demo.ns.svc:2380"},
+		{PeerURL("demo", "ns", "demo-3", false), "http://10.88.0.9:2380"},
 	} {
 		require.Empty(t, ManagedName("demo", "ns", urls), "%v", urls)
 	}

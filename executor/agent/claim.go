@@ -2,15 +2,19 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/backup"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/pki"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -32,6 +36,9 @@ type Snapshot struct {
 	Unique             string
 	// Result is where the JSON result goes; "" for TerminationLog.
 	Result string
+	// TLSDir, when set, holds the client certificate the member is dialed with (tls.crt,
+	// tls.key, ca.crt), and ServerName the name its server certificate is checked for.
+	TLSDir, ServerName string
 }
 
 // Argv is the container's command.
@@ -41,6 +48,9 @@ func (a Snapshot) Argv() []string {
 		"--namespace=" + a.Namespace, "--cluster=" + a.Cluster, "--at=" + timeArg(a.At), "--unique=" + a.Unique}
 	if a.Result != "" {
 		argv = append(argv, "--result="+a.Result)
+	}
+	if a.TLSDir != "" {
+		argv = append(argv, "--tls-dir="+a.TLSDir, "--server-name="+a.ServerName)
 	}
 	return argv
 }
@@ -57,6 +67,8 @@ func (a *Snapshot) parse(args []string) error {
 	fs.Var(timeFlag{&a.At}, "at", "when the backup is taken (RFC 3339), for the key")
 	fs.StringVar(&a.Unique, "unique", "", "the backup's unique suffix, for the key")
 	fs.StringVar(&a.Result, "result", TerminationLog, "where the JSON result goes")
+	fs.StringVar(&a.TLSDir, "tls-dir", "", "the directory of the client certificate (tls.crt, tls.key, ca.crt); none for plain text")
+	fs.StringVar(&a.ServerName, "server-name", "", "the name the member's server certificate is checked for")
 	return parse(fs, args, "destination", "at")
 }
 
@@ -95,7 +107,11 @@ func (a Snapshot) take() (backup.Taken, error) {
 	}
 	defer st.Close()
 	endpoints := map[string]string{a.Member: a.Endpoint}
-	conn, err := etcd.Dial(endpoints)
+	tlsCfg, err := a.tls()
+	if err != nil {
+		return backup.Taken{}, err
+	}
+	conn, err := etcd.Dial(endpoints, tlsCfg)
 	if err != nil {
 		return backup.Taken{}, err
 	}
@@ -104,6 +120,27 @@ func (a Snapshot) take() (backup.Taken, error) {
 	return backup.Take(ctx, conn, planner.EtcdMember{ID: a.MemberID, Name: a.Member}, st, func(rev int64) string {
 		return backup.Key(a.Namespace, a.Cluster, a.At, rev, a.Unique)
 	})
+}
+
+// tls is the client configuration in TLSDir; nil for plain text.
+func (a Snapshot) tls() (*tls.Config, error) {
+	if a.TLSDir == "" {
+		return nil, nil
+	}
+	var files [3][]byte
+	for i, name := range []string{vocab.TLSCertKey, vocab.TLSKeyKey, vocab.CACertKey} {
+		b, err := os.ReadFile(filepath.Join(a.TLSDir, name))
+		if err != nil {
+			return nil, err
+		}
+		files[i] = b
+	}
+	cfg, err := pki.ClientConfig(pki.KeyPair{Cert: files[0], Key: files[1]}, files[2])
+	if err != nil {
+		return nil, fmt.Errorf("the client certificate in %s: %w", a.TLSDir, err)
+	}
+	cfg.ServerName = a.ServerName
+	return cfg, nil
 }
 
 // DeleteObject is the arguments of a Pod that deletes a stored snapshot from a pvc

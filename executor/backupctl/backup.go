@@ -24,6 +24,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -46,7 +47,7 @@ type BackupReconciler struct {
 	// APIReader reads Secrets around the cache: the operator does not watch every Secret.
 	APIReader client.Reader
 	// Dial connects to etcd members; etcd.Dial outside tests.
-	Dial func(endpoints map[string]string) (etcd.Cluster, error)
+	Dial etcd.DialFunc
 	// Open prepares a destination's store; store.Open outside tests.
 	Open OpenFunc
 	// Now is the clock.
@@ -195,7 +196,11 @@ func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if len(endpoints) == 0 {
 		return nil, nil, nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "no member of %s runs", c.Name)
 	}
-	conn, err := r.Dial(endpoints)
+	tlsCfg, _, err := certs.Keeper{Client: r.Client, Reader: r.APIReader}.Operator(ctx, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := r.Dial(endpoints, tlsCfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -95,7 +95,7 @@ func claimArtifact(b *v1alpha1.EtcdBackup, p *corev1.Pod) (*v1alpha1.Artifact, e
 // claim.
 func (r *BackupReconciler) startClaimSnapshot(ctx context.Context, b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, m planner.EtcdMember,
 	clusterID, endpoint string, at time.Time, unique string) error {
-	p := resources.SnapshotPod(b, r.Images, agent.Snapshot{Endpoint: endpoint, Member: m.Name, MemberID: m.ID,
+	p := resources.SnapshotPod(b, c, r.Images, agent.Snapshot{Endpoint: endpoint, Member: m.Name, MemberID: m.ID,
 		ClusterID: clusterID, Namespace: c.Namespace, Cluster: c.Name, At: at, Unique: unique})
 	p.Annotations = map[string]string{vocab.AnnotationMember: m.Name, vocab.AnnotationVersion: m.Version, vocab.AnnotationClusterID: clusterID,
 		vocab.AnnotationTakenAt: at.UTC().Format(time.RFC3339)}

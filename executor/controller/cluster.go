@@ -34,6 +34,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/backupctl"
+	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -66,7 +67,7 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	Images    resources.Images
 	// Dial connects to etcd members; etcd.Dial outside tests.
-	Dial func(endpoints map[string]string) (etcd.Cluster, error)
+	Dial etcd.DialFunc
 	// Open prepares the store a restore reads from; nil is store.Open.
 	Open backupctl.OpenFunc
 	// AfterEffect runs after a step's effect and before it is recorded (a failpoint in tests).
@@ -122,6 +123,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		return reconcile.Result{}, nil
 	}
 	o, fresh, err := r.look(ctx, c)
+	var stuck *status.StepError
+	if errors.As(err, &stuck) && stuck.Reason != "" {
+		markStalled(c, v1alpha1.StalledReason(stuck.Reason), stuck.Msg)
+		return reconcile.Result{RequeueAfter: pollIdle}, nil
+	}
 	if err != nil {
 		c.Status.ObservedGeneration = observed
 		return reconcile.Result{}, err
@@ -270,6 +276,8 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 }
 
 func (r *Reconciler) now() time.Time { return status.Now(r.Now) }
+
+func (r *Reconciler) certs() certs.Keeper { return certs.Keeper{Client: r.Client, Reader: r.APIReader} }
 
 // advance brings the recorded plan in line with the fresh one, then applies the current
 // step when the gate lets it run.

@@ -186,7 +186,7 @@ func TestStaleViewFinishesNothing(t *testing.T) {
 	c := f.cluster()
 	require.NoError(t, f.kube.Create(context.Background(), kubetest.MemberPod(c, "demo-3")))
 	f.setView(func(v *planner.EtcdView) {
-		v.Members = append(v.Members, planner.EtcdMember{ID: "4", Name: "demo-3", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")},
+		v.Members = append(v.Members, planner.EtcdMember{ID: "4", Name: "demo-3", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3", false)},
 			Learner: true, Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 10})
 	})
 	c, _ = f.reconcile()

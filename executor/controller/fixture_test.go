@@ -76,7 +76,7 @@ func (f *fixture) setView(edit func(v *planner.EtcdView)) {
 
 // learnerAdded adds to etcd's view member demo-3 (ID 4), added as a learner and not started.
 func (f *fixture) learnerAdded(v *planner.EtcdView) {
-	v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{vocab.PeerURL(f.cluster().Name, f.cluster().Namespace, "demo-3")}, Learner: true})
+	v.Members = append(v.Members, planner.EtcdMember{ID: "4", PeerURLs: []string{vocab.PeerURL(f.cluster().Name, f.cluster().Namespace, "demo-3", false)}, Learner: true})
 }
 
 func (f *fixture) warnings() []string {

@@ -14,6 +14,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/planner"
@@ -34,30 +35,41 @@ type observation struct {
 	defragNext time.Time
 	// snapshotTo is where a survivor's snapshot goes (Observed.SnapshotTo); nil for none.
 	snapshotTo *v1alpha1.BackupDestination
+	// tls is what the look found of the cluster's TLS.
+	tls certs.State
 }
 
-// clients keeps one etcd connection per cluster, re-pointed as member Pods move.
+// clients keeps one etcd connection per cluster, re-pointed as member Pods move, and
+// dialed again when the operator's client certificate changed.
 type clients struct {
 	mu sync.Mutex
-	m  map[types.NamespacedName]etcd.Cluster
+	m  map[types.NamespacedName]conn
 }
 
-func (cs *clients) get(uid types.NamespacedName, clusterID string, endpoints map[string]string, dial func(map[string]string) (etcd.Cluster, error)) (etcd.Cluster, error) {
+// conn is a cluster's connection and the version of the TLS configuration it was dialed with.
+type conn struct {
+	etcd.Cluster
+	tls string
+}
+
+func (cs *clients) get(uid types.NamespacedName, clusterID string, endpoints map[string]string, t certs.State, dial etcd.DialFunc) (etcd.Cluster, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cli, ok := cs.m[uid]; ok {
+	if cli, ok := cs.m[uid]; ok && cli.tls == t.Version {
 		cli.SetCluster(clusterID, endpoints)
 		return cli, nil
+	} else if ok {
+		_ = cli.Close()
 	}
-	cli, err := dial(endpoints)
+	cli, err := dial(endpoints, t.Operator)
 	if err != nil {
 		return nil, err
 	}
 	cli.SetCluster(clusterID, endpoints)
 	if cs.m == nil {
-		cs.m = map[types.NamespacedName]etcd.Cluster{}
+		cs.m = map[types.NamespacedName]conn{}
 	}
-	cs.m[uid] = cli
+	cs.m[uid] = conn{cli, t.Version}
 	return cli, nil
 }
 
@@ -72,6 +84,10 @@ func (cs *clients) forget(uid types.NamespacedName) {
 }
 
 func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
+	tls, err := r.certs().Ensure(ctx, c, r.now())
+	if err != nil {
+		return nil, err
+	}
 	objs, err := observe.List(ctx, r, c)
 	if err != nil {
 		return nil, err
@@ -81,6 +97,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		pods:       map[string]*corev1.Pod{},
 		pvcs:       map[string]*corev1.PersistentVolumeClaim{},
 		snapshotTo: objs.SnapshotDestination(c.Status.ClusterID, c.Status.PreviousClusterID),
+		tls:        tls,
 	}
 	for i := range objs.Pods {
 		o.pods[objs.Pods[i].Name] = &objs.Pods[i]
@@ -92,7 +109,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	if len(endpoints) == 0 {
 		return o, nil
 	}
-	cli, err := r.clients.get(client.ObjectKeyFromObject(c), c.Status.ClusterID, endpoints, r.Dial)
+	cli, err := r.clients.get(client.ObjectKeyFromObject(c), c.Status.ClusterID, endpoints, tls, r.Dial)
 	if err != nil {
 		return o, nil
 	}

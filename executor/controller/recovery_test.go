@@ -170,7 +170,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	// The new cluster answers: the mark goes, and the old members' leftovers go.
 	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
-		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
+		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3", false)}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
 	c, _ = f.reconcile()
 	require.Equal(t, "c2", c.Status.ClusterID)
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
@@ -255,7 +255,7 @@ func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
 	f.running(pod, "10.88.0.10")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c1", Members: []planner.EtcdMember{{ID: "1", Name: "demo-0",
-		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0")}, Answering: true, Version: "3.6.16", RaftIndex: 100}}})
+		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0", false)}, Answering: true, Version: "3.6.16", RaftIndex: 100}}})
 	c, _ = f.reconcile()
 	require.Equal(t, id, c.Status.Plan.ID, "the same plan")
 	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
@@ -313,10 +313,10 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	require.NoError(t, f.kube.Create(ctx, learner))
 	require.NoError(t, f.kube.Create(ctx, kubetest.MemberPVC(c, "demo-3", "4")))
 	old := &planner.EtcdView{ClusterID: "c1", LeaderID: "", Members: []planner.EtcdMember{
-		{ID: "1", Name: "demo-0", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0")}},
-		{ID: "2", Name: "demo-1", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-1")}},
-		{ID: "3", Name: "demo-2", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-2")}},
-		{ID: "4", Name: "demo-3", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")}, Learner: true, Answering: true, Version: "3.6.16", RaftIndex: 90}}}
+		{ID: "1", Name: "demo-0", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0", false)}},
+		{ID: "2", Name: "demo-1", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-1", false)}},
+		{ID: "3", Name: "demo-2", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-2", false)}},
+		{ID: "4", Name: "demo-3", PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3", false)}, Learner: true, Answering: true, Version: "3.6.16", RaftIndex: 90}}}
 	f.etcd.SetView(old)
 	// Status holds the membership a quorum last showed, the learner included: the view
 	// above, read without a quorum, is never recorded.
@@ -352,7 +352,7 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	// of a new cluster answers: neither is taken as the cluster.
 	newView := func(id, name string) *planner.EtcdView {
 		return &planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: id, Members: []planner.EtcdMember{{ID: id, Name: name,
-			PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, name)}, Answering: true, Leader: id, Version: "3.6.16", RaftIndex: 5}}}
+			PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, name, c.Spec.TLS.PeerTLS())}, Answering: true, Leader: id, Version: "3.6.16", RaftIndex: 5}}}
 	}
 	for _, v := range []*planner.EtcdView{old, newView("9", "demo-0")} {
 		f.etcd.SetView(v)
@@ -404,7 +404,7 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
 	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
-		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
+		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3", false)}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
 	f.now = f.now.Add(2 * time.Second)
 	c, _ = f.reconcile()
 	l = c.Status.LastRecovery
@@ -430,7 +430,7 @@ func TestRestoreGoesOnAfterTheSeedAnswered(t *testing.T) {
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
 	f.running(pod, "10.88.0.3")
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
-		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3")}, Answering: true, Version: "3.6.16", RaftTerm: 2, RaftIndex: 5}}})
+		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3", false)}, Answering: true, Version: "3.6.16", RaftTerm: 2, RaftIndex: 5}}})
 	c, _ = f.reconcile()
 	require.Equal(t, "c2", c.Status.ClusterID, "the seed's first answer")
 	require.Equal(t, plan.RestoreFromBackup, c.Status.Plan.Steps[c.Status.Plan.Current].Action, "%v", c.Status.Plan.Steps)

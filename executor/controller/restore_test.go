@@ -81,7 +81,7 @@ func TestSeedIsRestoredFromABackup(t *testing.T) {
 	require.NotContains(t, strings.Join(fetch.Command, " "), "very-secret", "credentials come from the Secret, not the command line")
 	require.Equal(t, "s3", fetch.Env[0].ValueFrom.SecretKeyRef.Name)
 	require.Equal(t, "etcdutl", p.Spec.InitContainers[2].Command[0])
-	require.Contains(t, p.Spec.InitContainers[2].Command, "--initial-cluster=demo-0="+vocab.PeerURL(c.Name, c.Namespace, "demo-0"))
+	require.Contains(t, p.Spec.InitContainers[2].Command, "--initial-cluster=demo-0="+vocab.PeerURL(c.Name, c.Namespace, "demo-0", false))
 
 	p.Status.Phase = corev1.PodFailed
 	p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "preflight", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}},

@@ -16,6 +16,7 @@ import (
 // When etcd does not answer, the last recorded membership stays, with health cleared.
 func recordObserved(c *v1alpha1.EtcdCluster, o *observation) {
 	st := &c.Status
+	st.TLS = o.tls.Status
 	names := []string{}
 	for _, m := range o.Members {
 		names = append(names, m.Name)

@@ -46,7 +46,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		if o.etcd == nil {
 			return errors.New("no member answers")
 		}
-		_, err := o.etcd.AddLearner(ctx, vocab.PeerURL(c.Name, c.Namespace, s.Member))
+		_, err := o.etcd.AddLearner(ctx, vocab.PeerURL(c.Name, c.Namespace, s.Member, c.Spec.TLS.PeerTLS()))
 		return err
 	case plan.PromoteLearner:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
@@ -196,17 +196,26 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 	if s.Action == plan.RestoreFromBackup {
 		ms.RestoreSeed = s.Backup
 	}
-	pod := resources.MemberPod(c, r.Images, ms)
-	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
-		return err
-	}
-	if err := r.create(ctx, c, pod, "Pod", false); err != nil {
+	if err := r.createMemberPod(ctx, c, ms); err != nil {
 		return err
 	}
 	if ms.Restore != nil {
 		c.Status.RestoredFrom = ms.Restore.Source.URI(ms.Restore.Source.Key)
 	}
 	return nil
+}
+
+// createMemberPod creates a member's Pod, and first the peer certificate it mounts when the
+// operator issues it.
+func (r *Reconciler) createMemberPod(ctx context.Context, c *v1alpha1.EtcdCluster, ms resources.MemberSpec) error {
+	if err := r.certs().EnsurePeer(ctx, c, ms.Name, r.now()); err != nil {
+		return err
+	}
+	pod := resources.MemberPod(c, r.Images, ms)
+	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
+		return err
+	}
+	return r.create(ctx, c, pod, "Pod", false)
 }
 
 // seedAlone waits until no other member Pod of the cluster may run etcd: a seed forms a new
@@ -286,17 +295,17 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 		}
 	}
 	if seed || o.Etcd == nil {
-		ms.InitialCluster = []string{s.Member + "=" + vocab.PeerURL(c.Name, c.Namespace, s.Member)}
+		ms.InitialCluster = []string{s.Member + "=" + vocab.PeerURL(c.Name, c.Namespace, s.Member, c.Spec.TLS.PeerTLS())}
 		for _, rm := range o.Recorded {
 			if rm.Name != s.Member && !seed {
-				ms.InitialCluster = append(ms.InitialCluster, rm.Name+"="+vocab.PeerURL(c.Name, c.Namespace, rm.Name))
+				ms.InitialCluster = append(ms.InitialCluster, rm.Name+"="+vocab.PeerURL(c.Name, c.Namespace, rm.Name, c.Spec.TLS.PeerTLS()))
 			}
 		}
 		return ms
 	}
 	for _, m := range o.Etcd.Members {
 		name := m.MemberName()
-		ms.InitialCluster = append(ms.InitialCluster, name+"="+vocab.PeerURL(c.Name, c.Namespace, name))
+		ms.InitialCluster = append(ms.InitialCluster, name+"="+vocab.PeerURL(c.Name, c.Namespace, name, c.Spec.TLS.PeerTLS()))
 		if name == s.Member {
 			ms.ExpectData = ms.ExpectData || m.Started()
 			ms.Voter = !m.Learner

@@ -8,12 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -46,11 +44,7 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 	}
 	ms := r.memberSpec(c, o, s, false)
 	ms.ExpectData, ms.Voter, ms.ForceNewCluster = true, true, s.MemberID
-	pod := resources.MemberPod(c, r.Images, ms)
-	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
-		return err
-	}
-	return r.create(ctx, c, pod, "Pod", false)
+	return r.createMemberPod(ctx, c, ms)
 }
 
 // retainOthers marks, before a recovery on s's member runs, the claims of the other members

@@ -4,6 +4,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +69,7 @@ type Cluster interface {
 // endpoint that has just proved to be a member of this cluster.
 type Client struct {
 	cli       *clientv3.Client
+	tls       *tls.Config // nil for plain text
 	mu        sync.Mutex
 	endpoints map[string]string // member name -> client endpoint
 	clusterID string
@@ -75,18 +77,23 @@ type Client struct {
 
 var _ Cluster = (*Client)(nil)
 
-// Dial connects to the given member endpoints (name -> URL). It does not wait for a
-// connection: calls fail fast when nobody answers.
-func Dial(endpoints map[string]string) (Cluster, error) {
-	return dial(endpoints)
+// DialFunc connects to member endpoints (name -> URL); Dial outside tests.
+type DialFunc func(endpoints map[string]string, tlsCfg *tls.Config) (Cluster, error)
+
+// Dial connects to the given member endpoints (name -> URL), with TLS when tlsCfg is set
+// (https endpoints). It does not wait for a connection: calls fail fast when nobody
+// answers.
+func Dial(endpoints map[string]string, tlsCfg *tls.Config) (Cluster, error) {
+	return dial(endpoints, tlsCfg)
 }
 
-func dial(endpoints map[string]string) (*Client, error) {
+func dial(endpoints map[string]string, tlsCfg *tls.Config) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no member endpoints")
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            urls(endpoints),
+		TLS:                  tlsCfg,
 		DialTimeout:          2 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
@@ -101,7 +108,7 @@ func dial(endpoints map[string]string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cli: cli, endpoints: endpoints}, nil
+	return &Client{cli: cli, tls: tlsCfg, endpoints: endpoints}, nil
 }
 
 func urls(endpoints map[string]string) []string {
@@ -162,7 +169,7 @@ func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.C
 	if err != nil {
 		return err
 	}
-	return through(ctx, ep, f)
+	return c.through(ctx, ep, f)
 }
 
 // voter finds the endpoint of a voter of this cluster, the leader when it answers, with its
@@ -210,8 +217,8 @@ func (c *Client) voter(ctx context.Context) (string, *clientv3.StatusResponse, e
 }
 
 // through calls f with a connection to the one endpoint ep.
-func through(ctx context.Context, ep string, f func(context.Context, *clientv3.Client) error) error {
-	one, err := dial(map[string]string{"": ep})
+func (c *Client) through(ctx context.Context, ep string, f func(context.Context, *clientv3.Client) error) error {
+	one, err := dial(map[string]string{"": ep}, c.tls)
 	if err != nil {
 		return err
 	}

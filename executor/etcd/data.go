@@ -41,7 +41,7 @@ func (c *Client) Defragment(ctx context.Context, name string, id uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, defragTimeout)
 	defer cancel()
-	return through(ctx, ep, func(ctx context.Context, cli *clientv3.Client) error {
+	return c.through(ctx, ep, func(ctx context.Context, cli *clientv3.Client) error {
 		st, err := statusOf(ctx, cli, ep, id)
 		switch {
 		case err != nil:
@@ -98,7 +98,7 @@ func (c *Client) Contents(ctx context.Context, name string, id uint64, rev int64
 // ContentsAt reads what the etcd at url, of whatever cluster, held at the revision: a
 // restore drill's scratch etcd.
 func ContentsAt(ctx context.Context, url string, rev int64) (Contents, error) {
-	one, err := dial(map[string]string{"scratch": url})
+	one, err := dial(map[string]string{"scratch": url}, nil)
 	if err != nil {
 		return Contents{}, err
 	}
@@ -128,7 +128,7 @@ func (c *Client) only(ctx context.Context, name string, id uint64) (*Client, str
 	if !ok {
 		return nil, "", nil, fmt.Errorf("member %s has no address", name)
 	}
-	one, err := dial(map[string]string{name: ep})
+	one, err := dial(map[string]string{name: ep}, c.tls)
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -113,7 +113,7 @@ func (c *Client) MoveLeader(ctx context.Context, leader, target uint64) error {
 	if st.Header.MemberId != leader || st.Leader != leader {
 		return fmt.Errorf("member %s no longer leads", ID(leader))
 	}
-	return through(ctx, ep, func(ctx context.Context, cli *clientv3.Client) error {
+	return c.through(ctx, ep, func(ctx context.Context, cli *clientv3.Client) error {
 		_, err := cli.MoveLeader(ctx, target)
 		return err
 	})

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"slices"
@@ -141,9 +142,11 @@ func Endpoints(pods []corev1.Pod) map[string]string {
 	return out
 }
 
-// ClientURL is the etcd client URL of a Pod at its Pod IP.
+// ClientURL is the etcd client URL of a Pod at its Pod IP, https when the Pod says it
+// serves TLS.
 func ClientURL(p *corev1.Pod) string {
-	return "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(vocab.ClientPort))
+	scheme := cmp.Or(p.Annotations[vocab.AnnotationClientScheme], vocab.Scheme(false))
+	return scheme + "://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(vocab.ClientPort))
 }
 
 func exitedWith(s corev1.ContainerState, code int32) bool {
@@ -175,7 +178,7 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 		if m.ID == "" {
 			continue
 		}
-		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, m.Name)},
+		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, m.Name, c.Spec.TLS.PeerTLS())},
 			Learner: m.Role == v1alpha1.RoleLearner, Answering: m.Healthy, Silent: m.Silent, Version: m.Version, DBSize: m.DBSize})
 		if m.Leader {
 			v.LeaderID, v.Linearizable = m.ID, true

@@ -34,9 +34,18 @@ func backupVolume(d v1alpha1.BackupDestination, readOnly bool) ([]corev1.Volume,
 // SnapshotPod renders the Pod that stores a backup's snapshot on its pvc destination:
 // the operator's binary, given the member to read and the key's parts, with the claim
 // mounted. It reports what it stored in its termination message.
-func SnapshotPod(b *v1alpha1.EtcdBackup, img Images, a agent.Snapshot) *corev1.Pod {
+// With client TLS, it mounts the operator's client certificate and dials with it.
+func SnapshotPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, a agent.Snapshot) *corev1.Pod {
 	a.Destination = b.Spec.Destination
-	return backupPod(b, img, "snapshot", a.Argv())
+	if !c.Spec.TLS.ClientTLS() {
+		return backupPod(b, img, "snapshot", a.Argv())
+	}
+	a.TLSDir, a.ServerName = vocab.OperatorTLSMount, ServerName(c)
+	p := backupPod(b, img, "snapshot", a.Argv())
+	vol, mount := secretVolume("operator-tls", OperatorSecret(c), vocab.OperatorTLSMount)
+	p.Spec.Volumes = append(p.Spec.Volumes, vol)
+	p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, mount)
+	return p
 }
 
 // PrunePod renders the Pod that deletes a backup's snapshot from its pvc destination.

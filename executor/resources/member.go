@@ -81,7 +81,8 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 		// What the check printed is the Pod's record of why it failed, for the operator to show.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
-	volumes := []corev1.Volume{dataVolume(c, m.Name)}
+	tlsVols, tlsMounts := tlsVolumes(c, m.Name)
+	volumes := append([]corev1.Volume{dataVolume(c, m.Name)}, tlsVols...)
 	if m.Seed && m.Restore != nil {
 		inits = append(inits, restoreContainers(c, img, m, secure)...)
 		volumes = append(volumes, restoreVolumes(*m.Restore)...)
@@ -119,7 +120,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 					TimeoutSeconds:   2,
 					FailureThreshold: 3,
 				},
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
+				VolumeMounts: append([]corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}}, tlsMounts...),
 			}},
 			Volumes:                   volumes,
 			Affinity:                  c.Spec.Affinity,
@@ -152,6 +153,9 @@ func memberMeta(c *v1alpha1.EtcdCluster, m MemberSpec) (labels, annotations map[
 	}
 	if m.Seed {
 		annotations[vocab.AnnotationSeed] = "true"
+	}
+	if c.Spec.TLS.ClientTLS() {
+		annotations[vocab.AnnotationClientScheme] = vocab.Scheme(true)
 	}
 	if m.Seed && m.Restore != nil {
 		annotations[vocab.AnnotationRestore] = m.Restore.From
@@ -204,11 +208,11 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 	flags := map[string]string{
 		"name":                        m.Name,
 		"data-dir":                    vocab.DataDir,
-		"listen-peer-urls":            fmt.Sprintf("http://0.0.0.0:%d", vocab.PeerPort),
-		"listen-client-urls":          fmt.Sprintf("http://0.0.0.0:%d", vocab.ClientPort),
-		"listen-metrics-urls":         fmt.Sprintf("http://0.0.0.0:%d", vocab.MetricsPort),
-		"advertise-client-urls":       vocab.ClientURL(c.Name, c.Namespace, m.Name),
-		"initial-advertise-peer-urls": vocab.PeerURL(c.Name, c.Namespace, m.Name),
+		"listen-peer-urls":            listenURL(c.Spec.TLS.PeerTLS(), vocab.PeerPort),
+		"listen-client-urls":          listenURL(c.Spec.TLS.ClientTLS(), vocab.ClientPort),
+		"listen-metrics-urls":         listenURL(false, vocab.MetricsPort),
+		"advertise-client-urls":       vocab.ClientURL(c.Name, c.Namespace, m.Name, c.Spec.TLS.ClientTLS()),
+		"initial-advertise-peer-urls": vocab.PeerURL(c.Name, c.Namespace, m.Name, c.Spec.TLS.PeerTLS()),
 		"initial-cluster":             strings.Join(m.InitialCluster, ","),
 		"initial-cluster-state":       state,
 		"initial-cluster-token":       clusterToken(c),
@@ -216,6 +220,7 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 	if m.ForceNewCluster != "" {
 		flags["force-new-cluster"] = "true"
 	}
+	tlsFlags(c, flags)
 	o := c.Spec.Options
 	setInt := func(k string, v *int64) {
 		if v != nil {
@@ -267,7 +272,7 @@ func restoreContainers(c *v1alpha1.EtcdCluster, img Images, m MemberSpec, secure
 	mounts := []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}}
 	return []corev1.Container{
 		fetchContainer(img, *m.Restore, secure),
-		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), vocab.RestoreDir+"/data", m.Name, vocab.PeerURL(c.Name, c.Namespace, m.Name), clusterToken(c), secure), {
+		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), vocab.RestoreDir+"/data", m.Name, vocab.PeerURL(c.Name, c.Namespace, m.Name, c.Spec.TLS.PeerTLS()), clusterToken(c), secure), {
 			Name:                     "restore-place",
 			Image:                    img.Operator,
 			Command:                  agent.RestorePlace{From: vocab.RestoreDir + "/data", DataDir: vocab.DataDir}.Argv(),

@@ -82,3 +82,42 @@ func TestDrillRunsWhereMembersMayButNotAmongThem(t *testing.T) {
 	c.Spec.Affinity.NodeAffinity = nil
 	require.Nil(t, DrillPod(b, c, Images{}, Restore{}, "3.6.16").Spec.Affinity)
 }
+
+// With TLS on both sides, a member listens and advertises https, requires client
+// certificates on each side, and mounts its Secrets whole (never through subPath, so a
+// renewed certificate reaches it); its metrics and probes stay plain on their own port.
+func TestMemberPodServesTLS(t *testing.T) {
+	c := demo()
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+	p := MemberPod(c, Images{EtcdRepository: "quay.io/coreos/etcd", Operator: "op:1"}, MemberSpec{Name: "demo-3", Version: "3.6.16"})
+	etcd := p.Spec.Containers[0]
+	args := strings.Join(etcd.Command, " ")
+	for _, want := range []string{"--listen-client-urls=https://0.0.0.0:2379", "--listen-peer-urls=https://0.0.0.0:2380",
+		"--advertise-client-urls=https://demo-3.demo.ns.svc:2379", "--initial-advertise-peer-urls=https://demo-3.demo.ns.svc:2380",
+		"--listen-metrics-urls=http://0.0.0.0:2381", "--client-cert-auth=true", "--peer-client-cert-auth=true",
+		"--cert-file=/etc/etcd/tls/server/tls.crt", "--trusted-ca-file=/etc/etcd/tls/server/ca.crt",
+		"--peer-cert-file=/etc/etcd/tls/peer/tls.crt", "--peer-key-file=/etc/etcd/tls/peer/tls.key"} {
+		require.Contains(t, args, want)
+	}
+	require.Equal(t, "https", p.Annotations[vocab.AnnotationClientScheme])
+	secrets := map[string]string{}
+	for _, v := range p.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	require.Equal(t, map[string]string{"server-tls": "demo-server-tls", "peer-tls": "demo-3-peer-tls"}, secrets)
+	for _, m := range etcd.VolumeMounts {
+		require.Empty(t, m.SubPath)
+	}
+
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", PeerSecretName: "peers", ClientSecretName: "op"}
+	p = MemberPod(c, Images{}, MemberSpec{Name: "demo-3", Version: "3.6.16"})
+	require.Equal(t, "peers", p.Spec.Volumes[2].Secret.SecretName, "one peer Secret names every member")
+
+	c.Spec.TLS = nil
+	p = MemberPod(c, Images{}, MemberSpec{Name: "demo-3", Version: "3.6.16"})
+	require.NotContains(t, strings.Join(p.Spec.Containers[0].Command, " "), "https")
+	require.NotContains(t, p.Annotations, vocab.AnnotationClientScheme)
+	require.Len(t, p.Spec.Volumes, 1)
+}

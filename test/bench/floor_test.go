@@ -58,10 +58,10 @@ func (f *floor) images() resources.Images {
 // start creates a member's claim and Pod: a seed alone, or a member joining those listed.
 func (f *floor) start(name, version string, seed, expectData bool) {
 	ms := resources.MemberSpec{Name: name, Version: version, Seed: seed, ExpectData: expectData}
-	ms.InitialCluster = []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name)}
+	ms.InitialCluster = []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name, f.c.Spec.TLS.PeerTLS())}
 	for m := range f.members {
 		if m != name {
-			ms.InitialCluster = append(ms.InitialCluster, m+"="+vocab.PeerURL(f.c.Name, f.c.Namespace, m))
+			ms.InitialCluster = append(ms.InitialCluster, m+"="+vocab.PeerURL(f.c.Name, f.c.Namespace, m, f.c.Spec.TLS.PeerTLS()))
 		}
 	}
 	f.create(ms)
@@ -147,7 +147,7 @@ func (f *floor) through(voter string, call func(ctx context.Context, cli *client
 func (f *floor) join(voter, name, version string) {
 	var id uint64
 	f.through(voter, func(ctx context.Context, cli *clientv3.Client) error {
-		resp, err := cli.MemberAddAsLearner(ctx, []string{vocab.PeerURL(f.c.Name, f.c.Namespace, name)})
+		resp, err := cli.MemberAddAsLearner(ctx, []string{vocab.PeerURL(f.c.Name, f.c.Namespace, name, f.c.Spec.TLS.PeerTLS())})
 		if err == nil {
 			id = resp.Member.ID
 		}

@@ -216,7 +216,7 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 		return smp, true
 	}
 	if *cli == nil {
-		if *cli, err = etcd.Dial(eps); err != nil {
+		if *cli, err = etcd.Dial(eps, nil); err != nil {
 			return smp, true
 		}
 	}

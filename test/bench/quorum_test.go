@@ -285,13 +285,13 @@ func secs(d time.Duration) string {
 // the operator's (its old Pod must be gone), and waits until it answers.
 func (f *floor) forceNew(name, version string) {
 	f.create(resources.MemberSpec{Name: name, Version: version, ExpectData: true, Voter: true, ForceNewCluster: framework.MemberID(f.members[name]),
-		InitialCluster: []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name)}})
+		InitialCluster: []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name, false)}})
 }
 
 // restoreSeed starts a cluster anew on a new seed restored from a snapshot: its Pod, rendered
 // as the operator's, fetches the snapshot and restores it with etcdutl before etcd starts.
 func (f *floor) restoreSeed(name, version string, source v1alpha1.SnapshotSource) {
-	f.create(resources.MemberSpec{Name: name, Version: version, Seed: true, InitialCluster: []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name)},
+	f.create(resources.MemberSpec{Name: name, Version: version, Seed: true, InitialCluster: []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name, false)},
 		Restore: &resources.Restore{From: source.URI(source.Key), Source: source}})
 }
 

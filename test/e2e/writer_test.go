@@ -31,7 +31,8 @@ type writer struct {
 func startWriter(t *testing.T, ns, cluster string) *writer {
 	t.Helper()
 	id := framework.Get(t, ns, cluster).Status.ClusterID
-	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, cluster), DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, cluster), TLS: framework.ClientTLS(t, ns, cluster),
+		DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{}), revs: map[string]int64{}}
@@ -81,7 +82,7 @@ func (w *writer) stopAndVerify() {
 	w.t.Helper()
 	w.cancel()
 	<-w.done
-	cli := framework.EtcdClient(w.t, framework.Endpoints(w.t, w.ns, w.cl))
+	cli := framework.ClusterClient(w.t, w.ns, w.cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, "/writer/", clientv3.WithPrefix())

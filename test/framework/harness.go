@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,8 +28,11 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/pki"
+	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 // OperatorImage maps, on the local stack, to the operator binary under bin/.
@@ -294,10 +298,43 @@ func Endpoints(t *testing.T, ns, name string) []string {
 // EtcdClient is an etcd client of eps, closed when the test ends.
 func EtcdClient(t *testing.T, eps []string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	return etcdClient(t, eps, nil)
+}
+
+// ClusterClient is an etcd client of the cluster's running members, as an application
+// reaches them: with the client certificate the cluster gives applications when clients
+// talk TLS. Closed when the test ends.
+func ClusterClient(t *testing.T, ns, name string) *clientv3.Client {
+	t.Helper()
+	return etcdClient(t, Endpoints(t, ns, name), ClientTLS(t, ns, name))
+}
+
+func etcdClient(t *testing.T, eps []string, tlsCfg *tls.Config) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: tlsCfg, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// ClientTLS is the TLS configuration of an application of the cluster: the certificate in
+// status.tls.clientSecretName (else the one spec.tls names for the operator), checked
+// against the cluster's CA for the client Service's name. nil when clients talk plain text.
+func ClientTLS(t *testing.T, ns, name string) *tls.Config {
+	t.Helper()
+	c := Get(t, ns, name)
+	if !c.Spec.TLS.ClientTLS() {
+		return nil
+	}
+	secret := resources.OperatorSecret(c)
+	if c.Status.TLS != nil && c.Status.TLS.ClientSecretName != "" {
+		secret = c.Status.TLS.ClientSecretName
+	}
+	var s corev1.Secret
+	require.NoError(t, Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secret}, &s))
+	cfg, err := pki.ClientConfig(pki.KeyPair{Cert: s.Data[vocab.TLSCertKey], Key: s.Data[vocab.TLSKeyKey]}, s.Data[vocab.CACertKey])
+	require.NoError(t, err)
+	cfg.ServerName = resources.ServerName(c)
+	return cfg
 }
 
 // CheckMembership asserts etcd's member list matches the spec: as many voters as replicas,
@@ -312,7 +349,7 @@ func CheckMembership(t *testing.T, ns, name string) *clientv3.MemberListResponse
 // Membership reads etcd's member list and says how it differs from the spec.
 func Membership(t *testing.T, ns, name string) (*clientv3.MemberListResponse, error) {
 	c := Get(t, ns, name)
-	cli := EtcdClient(t, Endpoints(t, ns, name))
+	cli := ClusterClient(t, ns, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	list, err := cli.MemberList(ctx)

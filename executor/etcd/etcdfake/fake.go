@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ var _ etcd.Cluster = (*Cluster)(nil)
 func New(view *planner.EtcdView) *Cluster { return &Cluster{view: view, nextID: 0x100} }
 
 // Dial returns a dial function that always connects to c.
-func (c *Cluster) Dial(map[string]string) (etcd.Cluster, error) { return c, nil }
+func (c *Cluster) Dial(map[string]string, *tls.Config) (etcd.Cluster, error) { return c, nil }
 
 // SetView replaces the view.
 func (c *Cluster) SetView(v *planner.EtcdView) {

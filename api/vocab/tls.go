@@ -1,0 +1,51 @@
+package vocab
+
+// The Secrets a cluster's TLS reads when the operator issues its certificates (mode Auto),
+// each with the keys tls.crt, tls.key and ca.crt (the CA's Secret has no ca.crt: its
+// tls.crt is the CA). They are named after the cluster and the member, so they are found
+// again by name alone.
+
+// CASecret holds the cluster's CA and its key. No Pod mounts it.
+func CASecret(cluster string) string { return cluster + "-ca" }
+
+// ServerSecret holds the certificate members serve clients with.
+func ServerSecret(cluster string) string { return cluster + "-server-tls" }
+
+// PeerSecret holds a member's peer certificate, which names that member alone.
+func PeerSecret(member string) string { return member + "-peer-tls" }
+
+// OperatorSecret holds the operator's client certificate.
+func OperatorSecret(cluster string) string { return cluster + "-operator-tls" }
+
+// ClientSecret holds a client certificate for applications (status.tls.clientSecretName).
+func ClientSecret(cluster string) string { return cluster + "-client-tls" }
+
+// Mounts of a member Pod's TLS Secrets, each a whole Secret volume: a Secret volume is
+// updated in place when its Secret changes (a subPath mount never is), and etcd reads its
+// certificate and key again at every handshake.
+const (
+	ServerTLSMount = "/etc/etcd/tls/server"
+	PeerTLSMount   = "/etc/etcd/tls/peer"
+	// OperatorTLSMount is where a Pod that dials members as the operator (a claim
+	// snapshot's) mounts the operator's client certificate.
+	OperatorTLSMount = "/etc/etcdplan/tls"
+)
+
+// Keys of a TLS Secret, as Kubernetes' kubernetes.io/tls type and cert-manager write them.
+const (
+	TLSCertKey = "tls.crt"
+	TLSKeyKey  = "tls.key"
+	CACertKey  = "ca.crt"
+)
+
+// AnnotationClientScheme on a member Pod says how its client port is reached: "https"
+// when it serves TLS, absent for plain text.
+const AnnotationClientScheme = "etcdplan.io/client-scheme"
+
+// Scheme is a URL's scheme for traffic that is TLS or not.
+func Scheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}

@@ -1,0 +1,260 @@
+// Package certs keeps the certificates of a cluster's TLS in their Secrets: it issues them
+// from the cluster's own CA when the operator is their source (mode Auto), checks that the
+// user's are there (mode Provided), and gives the TLS configuration the operator dials
+// members with. Certificates are issued when their Secret is missing; nothing here deletes
+// one (they go with the cluster, which owns them).
+package certs
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/pki"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/status"
+)
+
+// caValidity is how long a cluster's own CA is valid: far longer than its leaves, which are
+// renewed from it many times. A leaf never outlives its CA (pki.Issue).
+const caValidity = 10 * 365 * 24 * time.Hour
+
+// OperatorCommonName is the common name of the operator's client certificate: the etcd
+// user it is once authentication is on.
+const OperatorCommonName = "etcdplan-operator"
+
+// Keeper reads and writes a cluster's TLS Secrets: writes through Client, reads around the
+// cache through Reader (Secrets are read one at a time, never listed or watched).
+type Keeper struct {
+	Client client.Client
+	Reader client.Reader
+}
+
+// State is what a look found of a cluster's TLS.
+type State struct {
+	// Operator is the configuration the operator dials members with; nil for plain text.
+	Operator *tls.Config
+	// Version changes whenever the Secret Operator was read from changes: a connection
+	// dialed with another version is dialed again.
+	Version string
+	// Status is what status.tls says.
+	Status *v1alpha1.TLSStatus
+}
+
+// Ensure issues what is missing of a cluster's TLS (Auto), checks the user's Secrets are
+// there (Provided), and reads the operator's client configuration. A Provided Secret that
+// is missing or unreadable is a status.Stuck error saying which.
+func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Time) (State, error) {
+	t := c.Spec.TLS
+	if !t.ClientTLS() && !t.PeerTLS() {
+		return State{}, nil
+	}
+	st := State{Status: &v1alpha1.TLSStatus{}}
+	var ca pki.KeyPair
+	if t.Issues() {
+		s, err := k.getOrIssue(ctx, c, vocab.CASecret(c.Name), now, func() (pki.KeyPair, error) {
+			return pki.NewCA(c.Namespace+"/"+c.Name+" etcd CA", now, caValidity)
+		}, nil)
+		if err != nil {
+			return State{}, err
+		}
+		ca = keyPair(s)
+		st.note(s, false) // a CA is rotated, not renewed
+	}
+	if t.ClientMode() == v1alpha1.TLSAuto {
+		for _, l := range clientLeaves(c) {
+			s, err := k.getOrIssue(ctx, c, l.secret, now, func() (pki.KeyPair, error) { return issue(ca, c, l.req, now) }, ca.Cert)
+			if err != nil {
+				return State{}, err
+			}
+			st.note(s, true)
+		}
+		st.Status.ClientSecretName = vocab.ClientSecret(c.Name)
+	}
+	for _, name := range k.provided(c) {
+		s, err := k.read(ctx, c, name)
+		if err != nil {
+			return State{}, err
+		}
+		st.note(s, false)
+	}
+	var err error
+	if st.Operator, st.Version, err = k.Operator(ctx, c); err != nil {
+		return State{}, err
+	}
+	return st, nil
+}
+
+// Operator reads the configuration the operator dials the cluster's members with (nil for
+// plain text), and the version of the Secret it comes from.
+func (k Keeper) Operator(ctx context.Context, c *v1alpha1.EtcdCluster) (*tls.Config, string, error) {
+	if !c.Spec.TLS.ClientTLS() {
+		return nil, "", nil
+	}
+	s, err := k.read(ctx, c, resources.OperatorSecret(c))
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := pki.ClientConfig(keyPair(s), s.Data[vocab.CACertKey])
+	if err != nil {
+		return nil, "", status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s: %v", s.Name, err)
+	}
+	cfg.ServerName = resources.ServerName(c)
+	return cfg, s.Name + "@" + s.ResourceVersion, nil
+}
+
+// EnsurePeer issues a member's peer certificate when the operator is its source and it is
+// missing; the member's Pod mounts it.
+func (k Keeper) EnsurePeer(ctx context.Context, c *v1alpha1.EtcdCluster, member string, now time.Time) error {
+	if c.Spec.TLS.PeerMode() != v1alpha1.TLSAuto {
+		return nil
+	}
+	caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
+	if err != nil {
+		return err
+	}
+	ca := keyPair(caSecret)
+	_, err = k.getOrIssue(ctx, c, vocab.PeerSecret(member), now, func() (pki.KeyPair, error) {
+		return issue(ca, c, peerRequest(c, member), now)
+	}, ca.Cert)
+	return err
+}
+
+// leaf is a certificate the operator issues for client traffic, and its Secret.
+type leaf struct {
+	secret string
+	req    pki.Request
+}
+
+// clientLeaves are the certificates of client traffic: the members' server certificate,
+// the operator's client certificate and one for applications.
+func clientLeaves(c *v1alpha1.EtcdCluster) []leaf {
+	ns, headless, svc := c.Namespace, vocab.HeadlessService(c.Name), vocab.ClientService(c.Name)
+	return []leaf{
+		{vocab.ServerSecret(c.Name), pki.Request{CommonName: c.Name + " server",
+			// Every member's name through the headless Service, the client Service's names, and
+			// the member itself (etcd's gateway dials it at localhost).
+			DNSNames: []string{"*." + headless + "." + ns + ".svc", "*." + headless + "." + ns + ".svc.cluster.local",
+				svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local", "localhost"},
+			IPs:    []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+			Server: true, Client: true}},
+		{vocab.OperatorSecret(c.Name), pki.Request{CommonName: OperatorCommonName, Client: true}},
+		{vocab.ClientSecret(c.Name), pki.Request{CommonName: c.Name + "-client", Client: true}},
+	}
+}
+
+// peerRequest is a member's peer certificate: etcd checks a dialing peer's certificate
+// against the address it dials from, through the DNS names in it, so it names that member
+// exactly (a wildcard would be checked through reverse DNS).
+func peerRequest(c *v1alpha1.EtcdCluster, member string) pki.Request {
+	host := vocab.MemberHost(c.Name, c.Namespace, member)
+	return pki.Request{CommonName: member, DNSNames: []string{host, host + ".cluster.local"}, Server: true, Client: true}
+}
+
+func issue(ca pki.KeyPair, c *v1alpha1.EtcdCluster, r pki.Request, now time.Time) (pki.KeyPair, error) {
+	r.NotBefore, r.Validity = now, Validity(c)
+	return pki.Issue(ca, r)
+}
+
+// Validity is how long the certificates the operator issues are valid.
+func Validity(c *v1alpha1.EtcdCluster) time.Duration {
+	if v := c.Spec.TLS.CertificateValidity; v != nil && v.Duration > 0 {
+		return v.Duration
+	}
+	return 2160 * time.Hour
+}
+
+// provided are the user's Secrets the cluster's TLS reads.
+func (k Keeper) provided(c *v1alpha1.EtcdCluster) []string {
+	var out []string
+	if c.Spec.TLS.ClientMode() == v1alpha1.TLSProvided {
+		out = append(out, resources.ServerSecret(c), resources.OperatorSecret(c))
+	}
+	if c.Spec.TLS.PeerMode() == v1alpha1.TLSProvided {
+		out = append(out, resources.PeerSecret(c, ""))
+	}
+	return out
+}
+
+// read gets a TLS Secret that must be there with a certificate and its key.
+func (k Keeper) read(ctx context.Context, c *v1alpha1.EtcdCluster, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, status.Stuck(string(v1alpha1.ReasonTLSSecretNotFound), "Secret %s does not exist: spec.tls names it", name)
+		}
+		return nil, err
+	}
+	for _, key := range []string{vocab.TLSCertKey, vocab.TLSKeyKey} {
+		if len(s.Data[key]) == 0 {
+			return nil, status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s has no %s", name, key)
+		}
+	}
+	return s, nil
+}
+
+// getOrIssue reads a Secret the operator issues, and issues it when it is missing. ca is
+// the trust bundle written beside the certificate (nil for the CA itself).
+func (k Keeper) getOrIssue(ctx context.Context, c *v1alpha1.EtcdCluster, name string, now time.Time, make func() (pki.KeyPair, error), ca []byte) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s)
+	if err == nil {
+		if !metav1.IsControlledBy(s, c) {
+			return nil, status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s is not this cluster's: rename or delete it", name)
+		}
+		return s, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	pair, err := make()
+	if err != nil {
+		return nil, fmt.Errorf("issuing %s: %w", name, err)
+	}
+	s = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: resources.ClusterLabels(c)},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{vocab.TLSCertKey: pair.Cert, vocab.TLSKeyKey: pair.Key},
+	}
+	if ca != nil {
+		s.Data[vocab.CACertKey] = pki.Bundle(ca)
+	}
+	if err := controllerutil.SetControllerReference(c, s, k.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := k.Client.Create(ctx, s); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, errors.New("Secret " + name + " appeared while it was issued; reading it again")
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func keyPair(s *corev1.Secret) pki.KeyPair {
+	return pki.KeyPair{Cert: s.Data[vocab.TLSCertKey], Key: s.Data[vocab.TLSKeyKey]}
+}
+
+// note records a Secret's certificate in the status; renewed says the operator renews it.
+func (st *State) note(s *corev1.Secret, renewed bool) {
+	f, err := pki.Read(s.Data[vocab.TLSCertKey])
+	if err != nil {
+		return
+	}
+	cs := v1alpha1.CertificateStatus{SecretName: s.Name, Subject: f.Subject, Issuer: f.Issuer, NotAfter: metav1.NewTime(f.NotAfter)}
+	if renewed {
+		cs.RenewAt = &metav1.Time{Time: f.RenewAt()}
+	}
+	st.Status.Certificates = append(st.Status.Certificates, cs)
+}

@@ -1,0 +1,141 @@
+package certs
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/pki"
+	"github.com/etcdplan/etcdplan/executor/status"
+)
+
+var now = time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+
+func cluster(t *v1alpha1.TLSSpec) *v1alpha1.EtcdCluster {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "uid-demo"}}
+	c.Spec.TLS = t
+	return c
+}
+
+func keeper(t *testing.T, objs ...client.Object) (Keeper, client.Client) {
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	return Keeper{Client: kube, Reader: kube}, kube
+}
+
+func secret(t *testing.T, kube client.Client, name string) *corev1.Secret {
+	s := &corev1.Secret{}
+	require.NoError(t, kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, s))
+	return s
+}
+
+func leafOf(t *testing.T, s *corev1.Secret) *x509.Certificate {
+	certs, err := pki.Certificates(s.Data[vocab.TLSCertKey])
+	require.NoError(t, err)
+	return certs[0]
+}
+
+// Auto issues the cluster's CA and, from it, the server, operator and application
+// certificates once, owned by the cluster; a second look issues nothing new.
+func TestAutoIssuesOnceFromTheClustersCA(t *testing.T) {
+	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, CertificateValidity: &metav1.Duration{Duration: time.Hour}})
+	k, kube := keeper(t, c)
+	st, err := k.Ensure(context.Background(), c, now)
+	require.NoError(t, err)
+	require.NotNil(t, st.Operator)
+	require.Equal(t, "demo-client.ns.svc", st.Operator.ServerName)
+	require.Equal(t, vocab.ClientSecret("demo"), st.Status.ClientSecretName)
+	require.Len(t, st.Status.Certificates, 4)
+
+	ca := secret(t, kube, vocab.CASecret("demo"))
+	require.True(t, metav1.IsControlledBy(ca, c))
+	pool, err := pki.Pool(ca.Data[vocab.TLSCertKey])
+	require.NoError(t, err)
+	server := leafOf(t, secret(t, kube, vocab.ServerSecret("demo")))
+	_, err = server.Verify(x509.VerifyOptions{DNSName: "demo-7.demo.ns.svc", Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	require.NoError(t, err, "the server certificate names every member")
+	_, err = server.Verify(x509.VerifyOptions{DNSName: "demo-client.ns.svc", Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	require.NoError(t, err, "and the client Service, with client usage for etcd's gateway")
+	require.Equal(t, now.Add(time.Hour), server.NotAfter)
+	op := leafOf(t, secret(t, kube, vocab.OperatorSecret("demo")))
+	require.Equal(t, OperatorCommonName, op.Subject.CommonName)
+	require.Equal(t, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, op.ExtKeyUsage)
+
+	again, err := k.Ensure(context.Background(), c, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, st.Version, again.Version)
+	require.Equal(t, server.SerialNumber, leafOf(t, secret(t, kube, vocab.ServerSecret("demo"))).SerialNumber)
+}
+
+// A member's peer certificate names that member alone, and is issued once.
+func TestPeerCertificateNamesItsMember(t *testing.T) {
+	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto})
+	k, kube := keeper(t, c)
+	_, err := k.Ensure(context.Background(), c, now)
+	require.NoError(t, err)
+	require.NoError(t, k.EnsurePeer(context.Background(), c, "demo-3", now))
+	peer := leafOf(t, secret(t, kube, vocab.PeerSecret("demo-3")))
+	require.Equal(t, []string{"demo-3.demo.ns.svc", "demo-3.demo.ns.svc.cluster.local"}, peer.DNSNames)
+	require.ElementsMatch(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, peer.ExtKeyUsage)
+	require.NoError(t, k.EnsurePeer(context.Background(), c, "demo-3", now.Add(time.Hour)))
+	require.Equal(t, peer.SerialNumber, leafOf(t, secret(t, kube, vocab.PeerSecret("demo-3"))).SerialNumber)
+}
+
+// Client TLS alone issues no peer certificate; plain text reads nothing.
+func TestSidesAreIndependent(t *testing.T) {
+	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Client: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}})
+	k, kube := keeper(t, c)
+	_, err := k.Ensure(context.Background(), c, now)
+	require.NoError(t, err)
+	require.NoError(t, k.EnsurePeer(context.Background(), c, "demo-0", now))
+	require.Error(t, kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.PeerSecret("demo-0")}, &corev1.Secret{}))
+
+	plain := cluster(nil)
+	k, _ = keeper(t, plain)
+	st, err := k.Ensure(context.Background(), plain, now)
+	require.NoError(t, err)
+	require.Nil(t, st.Operator)
+	require.Nil(t, st.Status)
+}
+
+// Provided reads the user's Secrets: one missing or without a key stalls the cluster with
+// a reason that names it; a Secret of the operator's name that is not the cluster's is
+// never taken over.
+func TestSecretsThatCannotBeUsedAreNamed(t *testing.T) {
+	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", PeerSecretName: "peer", ClientSecretName: "op"})
+	k, _ := keeper(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "srv", Namespace: "ns"},
+		Data: map[string][]byte{vocab.TLSCertKey: []byte("x")}})
+	_, err := k.Ensure(context.Background(), c, now)
+	requireStuck(t, err, v1alpha1.ReasonTLSSecretInvalid, "Secret srv has no tls.key")
+
+	k, _ = keeper(t, c)
+	_, err = k.Ensure(context.Background(), c, now)
+	requireStuck(t, err, v1alpha1.ReasonTLSSecretNotFound, "Secret srv does not exist")
+
+	auto := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto})
+	k, _ = keeper(t, auto, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: vocab.CASecret("demo"), Namespace: "ns"}})
+	_, err = k.Ensure(context.Background(), auto, now)
+	requireStuck(t, err, v1alpha1.ReasonTLSSecretInvalid, "is not this cluster's")
+}
+
+func requireStuck(t *testing.T, err error, reason v1alpha1.StalledReason, msg string) {
+	t.Helper()
+	var se *status.StepError
+	require.True(t, errors.As(err, &se), "%v", err)
+	require.Equal(t, string(reason), se.Reason)
+	require.Contains(t, se.Msg, msg)
+}

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+)
+
+// A cluster whose client TLS comes from the operator has its certificates issued before
+// the operator dials it, and is dialed with the operator's certificate; a member Pod the
+// plan creates finds its peer certificate there.
+func TestAutoTLSIsIssuedBeforeTheClusterIsDialed(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+		c.Spec.Replicas = 4
+	})
+	var dialed *tls.Config
+	f.r.Dial = func(eps map[string]string, cfg *tls.Config) (etcd.Cluster, error) {
+		dialed = cfg
+		return f.etcd.Dial(eps, cfg)
+	}
+	c, _ := f.reconcile()
+	require.NotNil(t, dialed, "the operator dials with its client certificate")
+	require.Equal(t, "demo-client.ns.svc", dialed.ServerName)
+	require.Len(t, dialed.Certificates, 1)
+	require.Equal(t, vocab.ClientSecret("demo"), c.Status.TLS.ClientSecretName)
+	require.Len(t, c.Status.TLS.Certificates, 4)
+	for _, name := range []string{vocab.CASecret("demo"), vocab.ServerSecret("demo"), vocab.OperatorSecret("demo"), vocab.ClientSecret("demo")} {
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, &corev1.Secret{}), name)
+	}
+
+	f.setView(f.learnerAdded)
+	f.reconcile()
+	var p corev1.Pod
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-3"}, &p), "the learner's Pod is created")
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.PeerSecret("demo-3")}, &corev1.Secret{}),
+		"with its peer certificate")
+}
+
+// A Secret spec.tls names that does not exist stalls the cluster before anything is
+// dialed or changed, and says which Secret.
+func TestMissingProvidedSecretStalls(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", PeerSecretName: "peer", ClientSecretName: "op"}
+		c.Spec.Replicas = 4
+	})
+	f.r.Dial = func(map[string]string, *tls.Config) (etcd.Cluster, error) {
+		t.Fatal("nothing is dialed")
+		return nil, nil
+	}
+	c, _ := f.reconcile()
+	require.True(t, conditions.IsStalled(c))
+	require.Equal(t, string(v1alpha1.ReasonTLSSecretNotFound), conditions.GetReason(c, meta.StalledCondition))
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "Secret srv does not exist")
+	require.Nil(t, c.Status.Plan, "nothing is planned")
+}

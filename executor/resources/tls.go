@@ -1,0 +1,93 @@
+package resources
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+)
+
+// ServerSecret names the Secret members serve clients with: the user's (Provided) or the
+// one the operator issues (Auto).
+func ServerSecret(c *v1alpha1.EtcdCluster) string {
+	if c.Spec.TLS.ClientMode() == v1alpha1.TLSProvided {
+		return c.Spec.TLS.ServerSecretName
+	}
+	return vocab.ServerSecret(c.Name)
+}
+
+// PeerSecret names the Secret a member talks to its peers with: the user's one for every
+// member (Provided), or the member's own (Auto).
+func PeerSecret(c *v1alpha1.EtcdCluster, member string) string {
+	if c.Spec.TLS.PeerMode() == v1alpha1.TLSProvided {
+		return c.Spec.TLS.PeerSecretName
+	}
+	return vocab.PeerSecret(member)
+}
+
+// OperatorSecret names the Secret with the client certificate the operator dials members
+// with.
+func OperatorSecret(c *v1alpha1.EtcdCluster) string {
+	if c.Spec.TLS.ClientMode() == v1alpha1.TLSProvided {
+		return c.Spec.TLS.ClientSecretName
+	}
+	return vocab.OperatorSecret(c.Name)
+}
+
+// ServerName is the name the operator checks members' server certificates for. It dials
+// members at their Pod IPs, which no certificate names; every member serves one
+// certificate, which names the client Service.
+func ServerName(c *v1alpha1.EtcdCluster) string {
+	return vocab.ClientService(c.Name) + "." + c.Namespace + ".svc"
+}
+
+// tlsFlags are a member's TLS flags: client certificates are required on each side that
+// talks TLS (etcd's --trusted-ca-file alone would already ask for them; the flags say so).
+func tlsFlags(c *v1alpha1.EtcdCluster, flags map[string]string) {
+	if c.Spec.TLS.ClientTLS() {
+		flags["cert-file"] = vocab.ServerTLSMount + "/" + vocab.TLSCertKey
+		flags["key-file"] = vocab.ServerTLSMount + "/" + vocab.TLSKeyKey
+		flags["trusted-ca-file"] = vocab.ServerTLSMount + "/" + vocab.CACertKey
+		flags["client-cert-auth"] = "true"
+	}
+	if c.Spec.TLS.PeerTLS() {
+		flags["peer-cert-file"] = vocab.PeerTLSMount + "/" + vocab.TLSCertKey
+		flags["peer-key-file"] = vocab.PeerTLSMount + "/" + vocab.TLSKeyKey
+		flags["peer-trusted-ca-file"] = vocab.PeerTLSMount + "/" + vocab.CACertKey
+		flags["peer-client-cert-auth"] = "true"
+	}
+}
+
+// listenURL is what a member listens on for one side.
+func listenURL(tls bool, port int) string {
+	return fmt.Sprintf("%s://0.0.0.0:%d", vocab.Scheme(tls), port)
+}
+
+// tlsVolumes are the Secret volumes of a member's TLS, and their mounts in etcd's
+// container. Each Secret is mounted whole (never through subPath), so that a renewed
+// certificate reaches the running member.
+func tlsVolumes(c *v1alpha1.EtcdCluster, member string) ([]corev1.Volume, []corev1.VolumeMount) {
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	add := func(name, secret, path string) {
+		v, m := secretVolume(name, secret, path)
+		vols, mounts = append(vols, v), append(mounts, m)
+	}
+	if c.Spec.TLS.ClientTLS() {
+		add("server-tls", ServerSecret(c), vocab.ServerTLSMount)
+	}
+	if c.Spec.TLS.PeerTLS() {
+		add("peer-tls", PeerSecret(c, member), vocab.PeerTLSMount)
+	}
+	return vols, mounts
+}
+
+// secretVolume mounts a whole Secret read-only at path, readable by the Pods' group.
+func secretVolume(name, secret, path string) (corev1.Volume, corev1.VolumeMount) {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}},
+		corev1.VolumeMount{Name: name, MountPath: path, ReadOnly: true}
+}
