@@ -64,6 +64,12 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Ti
 	var ca pki.KeyPair
 	if t.Issues() {
 		s, err := k.getOrIssue(ctx, c, vocab.CASecret(c.Name), now, func() (pki.KeyPair, error) {
+			if c.Status.ClusterID != "" {
+				// Running members trust the CA they started with alone: a new one would cut
+				// off every member issued a certificate from it.
+				return pki.KeyPair{}, status.Stuck(string(v1alpha1.ReasonTLSSecretNotFound),
+					"Secret %s, the CA the running members trust, is gone: restore it from a copy", vocab.CASecret(c.Name))
+			}
 			return pki.NewCA(c.Namespace+"/"+c.Name+" etcd CA", now, caValidity)
 		}, nil)
 		if err != nil {
@@ -164,7 +170,11 @@ func peerRequest(c *v1alpha1.EtcdCluster, member string) pki.Request {
 
 func issue(ca pki.KeyPair, c *v1alpha1.EtcdCluster, r pki.Request, now time.Time) (pki.KeyPair, error) {
 	r.NotBefore, r.Validity = now, Validity(c)
-	return pki.Issue(ca, r)
+	pair, err := pki.Issue(ca, r)
+	if err != nil {
+		return pki.KeyPair{}, fmt.Errorf("issuing a certificate for %s: %w", r.CommonName, err)
+	}
+	return pair, nil
 }
 
 // Validity is how long the certificates the operator issues are valid.
@@ -220,7 +230,7 @@ func (k Keeper) getOrIssue(ctx context.Context, c *v1alpha1.EtcdCluster, name st
 	}
 	pair, err := make()
 	if err != nil {
-		return nil, fmt.Errorf("issuing %s: %w", name, err)
+		return nil, err
 	}
 	s = &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: resources.ClusterLabels(c)},

@@ -130,6 +130,13 @@ func TestSecretsThatCannotBeUsedAreNamed(t *testing.T) {
 	k, _ = keeper(t, auto, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: vocab.CASecret("demo"), Namespace: "ns"}})
 	_, err = k.Ensure(context.Background(), auto, now)
 	requireStuck(t, err, v1alpha1.ReasonTLSSecretInvalid, "is not this cluster's")
+
+	auto.Status.ClusterID = "c1"
+	k, kube := keeper(t, auto)
+	_, err = k.Ensure(context.Background(), auto, now)
+	requireStuck(t, err, v1alpha1.ReasonTLSSecretNotFound, "the CA the running members trust, is gone")
+	require.Error(t, kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.CASecret("demo")}, &corev1.Secret{}),
+		"no new CA is made for a cluster that formed")
 }
 
 func requireStuck(t *testing.T, err error, reason v1alpha1.StalledReason, msg string) {

@@ -16,14 +16,18 @@ import (
 	"github.com/etcdplan/etcdplan/executor/etcd"
 )
 
-// A cluster whose client TLS comes from the operator has its certificates issued before
-// the operator dials it, and is dialed with the operator's certificate; a member Pod the
-// plan creates finds its peer certificate there.
-func TestAutoTLSIsIssuedBeforeTheClusterIsDialed(t *testing.T) {
+// A cluster whose client TLS comes from the operator is dialed with the operator's
+// certificate, and a member Pod the plan creates finds its peer certificate there.
+func TestAutoTLSDialsAsTheOperator(t *testing.T) {
 	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
 		c.Spec.Replicas = 4
 	})
+	// The certificates as the cluster's bootstrap issued them, before it had an ID.
+	boot := f.cluster()
+	boot.Status.ClusterID = ""
+	_, err := f.r.certs().Ensure(context.Background(), boot, f.now)
+	require.NoError(t, err)
 	var dialed *tls.Config
 	f.r.Dial = func(eps map[string]string, cfg *tls.Config) (etcd.Cluster, error) {
 		dialed = cfg

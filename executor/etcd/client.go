@@ -91,24 +91,35 @@ func dial(endpoints map[string]string, tlsCfg *tls.Config) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no member endpoints")
 	}
+	// gRPC waits a second before reconnecting by default; a member starts in a few
+	// hundred milliseconds, and calls made meanwhile wait on that reconnect.
+	opts := []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+		MinConnectTimeout: 2 * time.Second,
+	})}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            urls(endpoints),
 		TLS:                  tlsCfg,
 		DialTimeout:          2 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
-		// gRPC waits a second before reconnecting by default; a member starts in a few
-		// hundred milliseconds, and calls made meanwhile wait on that reconnect.
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
-			MinConnectTimeout: 2 * time.Second,
-		})},
-		Logger: zap.NewNop(),
+		DialOptions:          append(opts, ServerName(tlsCfg)...),
+		Logger:               zap.NewNop(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &Client{cli: cli, tls: tlsCfg, endpoints: endpoints}, nil
+}
+
+// ServerName is the dial option that checks every member's certificate for tlsCfg's
+// ServerName. Members are dialed at Pod IPs, and gRPC checks a certificate for the host it
+// dials unless the connection's authority is set; none for plain text.
+func ServerName(tlsCfg *tls.Config) []grpc.DialOption {
+	if tlsCfg == nil || tlsCfg.ServerName == "" {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithAuthority(tlsCfg.ServerName)}
 }
 
 func urls(endpoints map[string]string) []string {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,7 +81,7 @@ func refused(t *testing.T, ns, why string, edit func(*tls.Config)) {
 	t.Helper()
 	cfg := framework.ClientTLS(t, ns, "demo")
 	edit(cfg)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, "demo"), TLS: cfg, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(framework.EtcdConfig(framework.Endpoints(t, ns, "demo"), cfg))
 	require.NoError(t, err)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdplan/etcdplan/test/framework"
 )
@@ -31,8 +30,7 @@ type writer struct {
 func startWriter(t *testing.T, ns, cluster string) *writer {
 	t.Helper()
 	id := framework.Get(t, ns, cluster).Status.ClusterID
-	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, cluster), TLS: framework.ClientTLS(t, ns, cluster),
-		DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(framework.EtcdConfig(framework.Endpoints(t, ns, cluster), framework.ClientTLS(t, ns, cluster)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{}), revs: map[string]int64{}}

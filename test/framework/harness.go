@@ -310,10 +310,16 @@ func ClusterClient(t *testing.T, ns, name string) *clientv3.Client {
 }
 
 func etcdClient(t *testing.T, eps []string, tlsCfg *tls.Config) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: tlsCfg, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(EtcdConfig(eps, tlsCfg))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// EtcdConfig is the configuration of a client of members at eps, with TLS when tlsCfg is
+// set: members are dialed at Pod IPs and their certificate checked for tlsCfg.ServerName.
+func EtcdConfig(eps []string, tlsCfg *tls.Config) clientv3.Config {
+	return clientv3.Config{Endpoints: eps, TLS: tlsCfg, DialOptions: etcd.ServerName(tlsCfg), DialTimeout: 3 * time.Second, Logger: zap.NewNop()}
 }
 
 // ClientTLS is the TLS configuration of an application of the cluster: the certificate in
