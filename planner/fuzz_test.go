@@ -111,6 +111,9 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	if r.flag(4) {
 		w.alarms = []Alarm{{MemberID: "1", Type: "NOSPACE"}}
 	}
+	if r.flag(6) {
+		w.renewals = []Renewal{{Secret: "demo-server-tls"}, {Secret: "demo-0-peer-tls", Unserved: r.flag(2)}}
+	}
 	w.election = r.flag(6)
 	if r.flag(5) {
 		w.staleBelow = 1 + r.n(max(w.nextID, 1))

@@ -77,6 +77,8 @@ type model struct {
 	historyCompacted bool
 	// defragDue are the member IDs scheduled defragmentation has still to do.
 	defragDue map[string]bool
+	// renewals are the certificates to renew.
+	renewals []Renewal
 	// backup is the newest successful backup of the cluster, if any.
 	backup *Backup
 	// snapshotTo is where a survivor's snapshot is stored ("": not known); snapshots are
@@ -97,7 +99,7 @@ type model struct {
 // and orders the whole.
 func newModel(d Desired, o Observed) *model {
 	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil, defragDue: map[string]bool{}, backup: o.Backup,
-		snapshotTo: o.SnapshotTo, snapshots: o.Snapshots}
+		snapshotTo: o.SnapshotTo, snapshots: o.Snapshots, renewals: o.Renewals}
 	for _, id := range o.DefragDue {
 		m.defragDue[id] = true
 	}
@@ -474,6 +476,8 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.leader, m.linearizable, m.reachable = mm.name, true, true
 	case plan.UpgradeMember, plan.RestartMember:
 		mm.restart(s, desired)
+	case plan.RenewCertificate:
+		m.renewals = slices.DeleteFunc(slices.Clone(m.renewals), func(r Renewal) bool { return r.Secret == s.Secret })
 	}
 	m.settle()
 	m.bumpOrdinal()

@@ -52,6 +52,18 @@ type Observed struct {
 	Snapshots []MemberSnapshot `json:"snapshots,omitempty"`
 	// Etcd is etcd's own view; nil when no member answered.
 	Etcd *EtcdView `json:"etcd,omitempty"`
+	// Renewals are the certificates the operator issued that are to be renewed, by the
+	// executor's clock and its TLS dials to the members.
+	Renewals []Renewal `json:"renewals,omitempty"`
+}
+
+// Renewal is a certificate to renew, by the Secret that holds it.
+type Renewal struct {
+	Secret string `json:"secret"`
+	// Unserved: the certificate was renewed, and a member that mounts it does not serve the
+	// new one yet (a Secret volume is updated within a minute or so); else it reached two
+	// thirds of its life.
+	Unserved bool `json:"unserved,omitempty"`
 }
 
 // Backup is a stored snapshot of the cluster, as an EtcdBackup records it.
@@ -343,7 +355,8 @@ func (o Observed) Fingerprint() string {
 		ClusterID   string
 		NextOrdinal int
 		Stalled     []string
-		DefragDue   []string `json:",omitempty"`
+		DefragDue   []string  `json:",omitempty"`
+		Renewals    []Renewal `json:",omitempty"`
 		Recorded    []RecordedMember
 		Members     []member
 		Reachable   bool
@@ -351,7 +364,8 @@ func (o Observed) Fingerprint() string {
 		Leader      string
 		Etcd        []etcdMember
 		Alarms      []Alarm
-	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Stalled: o.StalledLearners, DefragDue: o.DefragDue, Recorded: o.Recorded}
+	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Stalled: o.StalledLearners, DefragDue: o.DefragDue, Renewals: o.Renewals,
+		Recorded: o.Recorded}
 	for _, m := range o.Members {
 		shape.Members = append(shape.Members, member{m.Name, m.Pod, m.PVC})
 	}

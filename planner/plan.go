@@ -310,12 +310,13 @@ func retainedClaims(o Observed) string {
 // next returns the first step towards the desired state, in a fixed order of concerns:
 // bootstrap, repairs that restore quorum (start voters' Pods, recover from a lost
 // majority, restart voters that are down on the new spec), finish a membership change in
-// flight, replace lost members, delete leftovers,
+// flight, renew certificates, replace lost members, delete leftovers,
 // grow volumes, park, scale down (and replace), scale up, upgrade, configuration, then
 // space: a NOSPACE alarm, then fragmented members.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
-		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, replaceLostMember, deleteLeftovers, expandVolumes, stopMembers,
+		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
+		expandVolumes, stopMembers,
 		scaleDown, scaleUp, upgrade, reconfigure, recoverSpace, defragFragmented,
 	} {
 		if s, ok := rule(m, d); ok {

@@ -45,6 +45,8 @@ type world struct {
 	// defragDue are the members scheduled defragmentation has still to do; like the
 	// executor, each look keeps only those still fragmented (any free space worth it).
 	defragDue []string
+	// renewals are the certificates the operator is to renew.
+	renewals []Renewal
 	// backup is the newest successful backup, taken of the cluster with ID backupOf.
 	backup   *Backup
 	backupOf string
@@ -223,6 +225,7 @@ func (w *world) observe() Observed {
 	}
 	w.defragDue = DefragStillDue(o, w.defragDue, 1)
 	o.DefragDue = w.defragDue
+	o.Renewals = w.renewals
 	return o
 }
 
@@ -526,6 +529,11 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			}
 		}
 		w.alarms = slices.DeleteFunc(w.alarms, func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
+	case plan.RenewCertificate:
+		if !slices.ContainsFunc(w.renewals, func(r Renewal) bool { return r.Secret == s.Secret }) {
+			return false, fmt.Errorf("RenewCertificate of %s, which is not to be renewed", s.Secret)
+		}
+		w.renewals = slices.DeleteFunc(w.renewals, func(r Renewal) bool { return r.Secret == s.Secret })
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}

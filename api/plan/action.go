@@ -49,6 +49,11 @@ const (
 	// naming the member: a snapshot needs no quorum. The recovery then restores whichever
 	// of it and the newest backup holds the higher revision.
 	SnapshotSurvivor Action = "SnapshotSurvivor"
+	// RenewCertificate issues the certificate in Secret again from the cluster's CA (one
+	// the operator issues, at two thirds of its life), then waits until the members that
+	// mount it serve the new one: etcd reads its certificate again at every handshake, so
+	// no member restarts.
+	RenewCertificate Action = "RenewCertificate"
 )
 
 // Actions lists every action. A new action is decided wherever actions differ, and tests
@@ -57,7 +62,7 @@ const (
 var Actions = []Action{
 	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
 	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
-	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor,
+	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate,
 }
 
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it

@@ -35,6 +35,7 @@ var facts = map[Action]struct {
 	ForceNewCluster:   {voters: true, deletes: DataWrites},
 	RestoreFromBackup: {voters: true, deletes: DataWrites, group: GroupJoining},
 	SnapshotSurvivor:  {},
+	RenewCertificate:  {},
 }
 
 func TestActionFacts(t *testing.T) {

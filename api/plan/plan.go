@@ -70,6 +70,9 @@ type Step struct {
 	// SnapshotSurvivor step creates.
 	// +optional
 	Backup string `json:"backup,omitempty"`
+	// Secret is the TLS Secret a RenewCertificate step issues again.
+	// +optional
+	Secret string `json:"secret,omitempty"`
 	// Precondition must hold before the step starts.
 	Precondition Precondition `json:"precondition"`
 	// Why is the reason code: why the step is needed, stable across versions. Plans

@@ -119,6 +119,15 @@ const (
 	WhyDefragThreshold Why = "DefragThreshold"
 )
 
+// Certificates.
+const (
+	// WhyCertificateDue: a certificate the operator issued reached two thirds of its life.
+	WhyCertificateDue Why = "CertificateDue"
+	// WhyCertificateUnserved: a certificate was renewed and a member that mounts it does not
+	// serve it yet.
+	WhyCertificateUnserved Why = "CertificateUnserved"
+)
+
 // Whys lists every reason code a step can carry.
 var Whys = []Why{
 	WhyBootstrap, WhyBootstrapRestore,
@@ -129,4 +138,5 @@ var Whys = []Why{
 	WhyVersionChanged, WhyConfigChanged, WhySizeChanged,
 	WhySurvivorRestartsAlone, WhySurvivorInMemory, WhyOldClusterPod, WhyNoSurvivor,
 	WhyNoSpaceCompact, WhyNoSpaceDefragment, WhyNoSpaceDisarm, WhyDefragScheduled, WhyDefragThreshold,
+	WhyCertificateDue, WhyCertificateUnserved,
 }

@@ -59,7 +59,7 @@ type TLSSpec struct {
 	// CertificateValidity is how long the certificates the operator issues (or asks
 	// cert-manager for) are valid; each is renewed at two thirds of it, without a restart.
 	// +kubebuilder:default="2160h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10m')",message="tls.certificateValidity must be at least 10m, such as 2160h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5m')",message="tls.certificateValidity must be at least 5m, such as 2160h"
 	// +optional
 	CertificateValidity *metav1.Duration `json:"certificateValidity,omitempty"`
 }

@@ -38,6 +38,10 @@ const (
 	CACertKey  = "ca.crt"
 )
 
+// AnnotationUnserved on a TLS Secret the operator renewed holds the new certificate's
+// serial until every member that mounts it serves it.
+const AnnotationUnserved = "etcdplan.io/unserved-serial"
+
 // AnnotationClientScheme on a member Pod says how its client port is reached: "https"
 // when it serves TLS, absent for plain text.
 const AnnotationClientScheme = "etcdplan.io/client-scheme"

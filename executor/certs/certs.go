@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +26,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/pki"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/status"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // caValidity is how long a cluster's own CA is valid: far longer than its leaves, which are
@@ -50,12 +53,15 @@ type State struct {
 	Version string
 	// Status is what status.tls says.
 	Status *v1alpha1.TLSStatus
+	// Renewals are the certificates the operator issued that are to be renewed.
+	Renewals []planner.Renewal
 }
 
 // Ensure issues what is missing of a cluster's TLS (Auto), checks the user's Secrets are
-// there (Provided), and reads the operator's client configuration. A Provided Secret that
-// is missing or unreadable is a status.Stuck error saying which.
-func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Time) (State, error) {
+// there (Provided), reads the operator's client configuration, and finds the certificates
+// to renew, the peer certificates of members among them. A Provided Secret that is missing
+// or unreadable is a status.Stuck error saying which.
+func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []string, now time.Time) (State, error) {
 	t := c.Spec.TLS
 	if !t.ClientTLS() && !t.PeerTLS() {
 		return State{}, nil
@@ -84,9 +90,12 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Ti
 			if err != nil {
 				return State{}, err
 			}
-			st.note(s, true)
+			st.issued(s, now)
 		}
 		st.Status.ClientSecretName = vocab.ClientSecret(c.Name)
+	}
+	if err := k.peers(ctx, c, members, now, &st); err != nil {
+		return State{}, err
 	}
 	for _, name := range k.provided(c) {
 		s, err := k.read(ctx, c, name)
@@ -118,6 +127,34 @@ func (k Keeper) Operator(ctx context.Context, c *v1alpha1.EtcdCluster) (*tls.Con
 	}
 	cfg.ServerName = resources.ServerName(c)
 	return cfg, s.Name + "@" + s.ResourceVersion, nil
+}
+
+// peers notes the peer certificates the operator issued for members, and those to renew;
+// a member's is issued just before its Pod (EnsurePeer).
+func (k Keeper) peers(ctx context.Context, c *v1alpha1.EtcdCluster, members []string, now time.Time, st *State) error {
+	if c.Spec.TLS.PeerMode() != v1alpha1.TLSAuto {
+		return nil
+	}
+	for _, m := range members {
+		s := &corev1.Secret{}
+		err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: vocab.PeerSecret(m)}, s)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return err
+		case metav1.IsControlledBy(s, c):
+			st.issued(s, now)
+		}
+	}
+	return nil
+}
+
+// issued notes a certificate the operator issued, and whether it is to be renewed.
+func (st *State) issued(s *corev1.Secret, now time.Time) {
+	st.note(s, true)
+	if r, ok := renewal(s, now); ok {
+		st.Renewals = append(st.Renewals, r)
+	}
 }
 
 // EnsurePeer issues a member's peer certificate when the operator is its source and it is
@@ -267,4 +304,127 @@ func (st *State) note(s *corev1.Secret, renewed bool) {
 		cs.RenewAt = &metav1.Time{Time: f.RenewAt()}
 	}
 	st.Status.Certificates = append(st.Status.Certificates, cs)
+}
+
+// due reports whether a certificate the operator issued is to be renewed at now.
+func due(s *corev1.Secret, now time.Time) bool {
+	f, err := pki.Read(s.Data[vocab.TLSCertKey])
+	return err != nil || !now.Before(f.RenewAt())
+}
+
+// renewal says whether a Secret the operator issued is to be renewed: due, or renewed
+// and not yet served by the members that mount it.
+func renewal(s *corev1.Secret, now time.Time) (planner.Renewal, bool) {
+	switch {
+	case s.Annotations[vocab.AnnotationUnserved] != "":
+		return planner.Renewal{Secret: s.Name, Unserved: true}, true
+	case due(s, now):
+		return planner.Renewal{Secret: s.Name}, true
+	}
+	return planner.Renewal{}, false
+}
+
+// request is the certificate a Secret the operator issues holds, and whether members
+// mount it.
+func request(c *v1alpha1.EtcdCluster, secret string) (pki.Request, bool, error) {
+	for _, l := range clientLeaves(c) {
+		if l.secret == secret {
+			return l.req, secret == vocab.ServerSecret(c.Name), nil
+		}
+	}
+	if member, ok := strings.CutSuffix(secret, "-peer-tls"); ok && vocab.PeerSecret(member) == secret && vocab.Ordinal(c.Name, member) >= 0 {
+		return peerRequest(c, member), true, nil
+	}
+	return pki.Request{}, false, fmt.Errorf("Secret %s is not one the operator issues for %s", secret, c.Name)
+}
+
+// Renew issues the certificate in a Secret again from the cluster's CA when it is due; one
+// that members mount is marked unserved until they serve it (Served). It does nothing to a
+// certificate that is not due, so a step applied again renews once.
+func (k Keeper) Renew(ctx context.Context, c *v1alpha1.EtcdCluster, secret string, now time.Time) error {
+	req, mounted, err := request(c, secret)
+	if err != nil {
+		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "%v", err)
+	}
+	s, err := k.read(ctx, c, secret)
+	if err != nil || !due(s, now) {
+		return err
+	}
+	caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
+	if err != nil {
+		return err
+	}
+	pair, err := issue(keyPair(caSecret), c, req, now)
+	if err != nil {
+		return err
+	}
+	s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey] = pair.Cert, pair.Key
+	s.Data[vocab.CACertKey] = pki.Bundle(caSecret.Data[vocab.TLSCertKey])
+	if mounted {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		f, _ := pki.Read(pair.Cert)
+		s.Annotations[vocab.AnnotationUnserved] = f.Serial
+	}
+	return k.Client.Update(ctx, s)
+}
+
+// Served checks that every member that mounts a renewed certificate serves it, dialing
+// each at its Pod IP (member name -> IP) on the port it serves the certificate on, and then
+// drops the Secret's unserved mark. Until they all do, it is a status.Waiting error naming
+// one that does not.
+func (k Keeper) Served(ctx context.Context, c *v1alpha1.EtcdCluster, secret string, podIPs map[string]string) error {
+	s, err := k.read(ctx, c, secret)
+	if err != nil {
+		return err
+	}
+	serial := s.Annotations[vocab.AnnotationUnserved]
+	if serial == "" {
+		return nil
+	}
+	pool, err := pki.Pool(s.Data[vocab.CACertKey])
+	if err != nil {
+		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s: %v", secret, err)
+	}
+	for member, ip := range servers(c, secret, podIPs) {
+		host := vocab.MemberHost(c.Name, c.Namespace, member)
+		port := vocab.PeerPort
+		if secret == vocab.ServerSecret(c.Name) {
+			port = vocab.ClientPort
+		}
+		got, err := servedSerial(ctx, net.JoinHostPort(ip, strconv.Itoa(port)), &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12})
+		if err != nil || got != serial {
+			return status.Waiting("waiting for %s to serve the renewed certificate of Secret %s (a Secret volume is updated within a minute or so)", member, secret)
+		}
+	}
+	delete(s.Annotations, vocab.AnnotationUnserved)
+	return k.Client.Update(ctx, s)
+}
+
+// servers are the members that serve a Secret's certificate, of those with a Pod IP.
+func servers(c *v1alpha1.EtcdCluster, secret string, podIPs map[string]string) map[string]string {
+	if secret == vocab.ServerSecret(c.Name) {
+		return podIPs
+	}
+	out := map[string]string{}
+	for member, ip := range podIPs {
+		if vocab.PeerSecret(member) == secret {
+			out[member] = ip
+		}
+	}
+	return out
+}
+
+// servedSerial is the serial of the certificate the server at addr presents. The
+// handshake ends before the server checks the client's certificate, so none is sent.
+func servedSerial(ctx context.Context, addr string, cfg *tls.Config) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return pki.FactsOf(conn.(*tls.Conn).ConnectionState().PeerCertificates[0]).Serial, nil
 }

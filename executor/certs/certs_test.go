@@ -19,6 +19,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/pki"
 	"github.com/etcdplan/etcdplan/executor/status"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 var now = time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
@@ -54,7 +55,7 @@ func leafOf(t *testing.T, s *corev1.Secret) *x509.Certificate {
 func TestAutoIssuesOnceFromTheClustersCA(t *testing.T) {
 	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, CertificateValidity: &metav1.Duration{Duration: time.Hour}})
 	k, kube := keeper(t, c)
-	st, err := k.Ensure(context.Background(), c, now)
+	st, err := k.Ensure(context.Background(), c, nil, now)
 	require.NoError(t, err)
 	require.NotNil(t, st.Operator)
 	require.Equal(t, "demo-client.ns.svc", st.Operator.ServerName)
@@ -75,7 +76,7 @@ func TestAutoIssuesOnceFromTheClustersCA(t *testing.T) {
 	require.Equal(t, OperatorCommonName, op.Subject.CommonName)
 	require.Equal(t, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, op.ExtKeyUsage)
 
-	again, err := k.Ensure(context.Background(), c, now.Add(time.Minute))
+	again, err := k.Ensure(context.Background(), c, nil, now.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, st.Version, again.Version)
 	require.Equal(t, server.SerialNumber, leafOf(t, secret(t, kube, vocab.ServerSecret("demo"))).SerialNumber)
@@ -85,7 +86,7 @@ func TestAutoIssuesOnceFromTheClustersCA(t *testing.T) {
 func TestPeerCertificateNamesItsMember(t *testing.T) {
 	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto})
 	k, kube := keeper(t, c)
-	_, err := k.Ensure(context.Background(), c, now)
+	_, err := k.Ensure(context.Background(), c, nil, now)
 	require.NoError(t, err)
 	require.NoError(t, k.EnsurePeer(context.Background(), c, "demo-3", now))
 	peer := leafOf(t, secret(t, kube, vocab.PeerSecret("demo-3")))
@@ -99,14 +100,14 @@ func TestPeerCertificateNamesItsMember(t *testing.T) {
 func TestSidesAreIndependent(t *testing.T) {
 	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Client: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}})
 	k, kube := keeper(t, c)
-	_, err := k.Ensure(context.Background(), c, now)
+	_, err := k.Ensure(context.Background(), c, nil, now)
 	require.NoError(t, err)
 	require.NoError(t, k.EnsurePeer(context.Background(), c, "demo-0", now))
 	require.Error(t, kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.PeerSecret("demo-0")}, &corev1.Secret{}))
 
 	plain := cluster(nil)
 	k, _ = keeper(t, plain)
-	st, err := k.Ensure(context.Background(), plain, now)
+	st, err := k.Ensure(context.Background(), plain, nil, now)
 	require.NoError(t, err)
 	require.Nil(t, st.Operator)
 	require.Nil(t, st.Status)
@@ -119,21 +120,21 @@ func TestSecretsThatCannotBeUsedAreNamed(t *testing.T) {
 	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", PeerSecretName: "peer", ClientSecretName: "op"})
 	k, _ := keeper(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "srv", Namespace: "ns"},
 		Data: map[string][]byte{vocab.TLSCertKey: []byte("x")}})
-	_, err := k.Ensure(context.Background(), c, now)
+	_, err := k.Ensure(context.Background(), c, nil, now)
 	requireStuck(t, err, v1alpha1.ReasonTLSSecretInvalid, "Secret srv has no tls.key")
 
 	k, _ = keeper(t, c)
-	_, err = k.Ensure(context.Background(), c, now)
+	_, err = k.Ensure(context.Background(), c, nil, now)
 	requireStuck(t, err, v1alpha1.ReasonTLSSecretNotFound, "Secret srv does not exist")
 
 	auto := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto})
 	k, _ = keeper(t, auto, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: vocab.CASecret("demo"), Namespace: "ns"}})
-	_, err = k.Ensure(context.Background(), auto, now)
+	_, err = k.Ensure(context.Background(), auto, nil, now)
 	requireStuck(t, err, v1alpha1.ReasonTLSSecretInvalid, "is not this cluster's")
 
 	auto.Status.ClusterID = "c1"
 	k, kube := keeper(t, auto)
-	_, err = k.Ensure(context.Background(), auto, now)
+	_, err = k.Ensure(context.Background(), auto, nil, now)
 	requireStuck(t, err, v1alpha1.ReasonTLSSecretNotFound, "the CA the running members trust, is gone")
 	require.Error(t, kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.CASecret("demo")}, &corev1.Secret{}),
 		"no new CA is made for a cluster that formed")
@@ -145,4 +146,42 @@ func requireStuck(t *testing.T, err error, reason v1alpha1.StalledReason, msg st
 	require.True(t, errors.As(err, &se), "%v", err)
 	require.Equal(t, string(reason), se.Reason)
 	require.Contains(t, se.Msg, msg)
+}
+
+// A certificate due for renewal is issued again from the same CA, once; one that members
+// mount is marked unserved with its new serial until they serve it. A Secret the operator
+// does not issue is never renewed.
+func TestRenewIssuesOnceFromTheSameCA(t *testing.T) {
+	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, CertificateValidity: &metav1.Duration{Duration: 30 * time.Minute}})
+	k, kube := keeper(t, c)
+	st, err := k.Ensure(context.Background(), c, []string{"demo-0"}, now)
+	require.NoError(t, err)
+	require.Empty(t, st.Renewals)
+	require.NoError(t, k.EnsurePeer(context.Background(), c, "demo-0", now))
+	later := now.Add(21 * time.Minute) // past two thirds of 30 minutes
+	st, err = k.Ensure(context.Background(), c, []string{"demo-0"}, later)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []planner.Renewal{{Secret: "demo-server-tls"}, {Secret: "demo-operator-tls"}, {Secret: "demo-client-tls"},
+		{Secret: "demo-0-peer-tls"}}, st.Renewals)
+
+	old := leafOf(t, secret(t, kube, vocab.ServerSecret("demo")))
+	require.NoError(t, k.Renew(context.Background(), c, vocab.ServerSecret("demo"), later))
+	s := secret(t, kube, vocab.ServerSecret("demo"))
+	renewed := leafOf(t, s)
+	require.NotEqual(t, old.SerialNumber, renewed.SerialNumber)
+	require.Equal(t, old.DNSNames, renewed.DNSNames)
+	require.Equal(t, old.Issuer.CommonName, renewed.Issuer.CommonName, "from the same CA")
+	require.Equal(t, pki.FactsOf(renewed).Serial, s.Annotations[vocab.AnnotationUnserved])
+	require.NoError(t, k.Renew(context.Background(), c, vocab.ServerSecret("demo"), later.Add(time.Second)))
+	require.Equal(t, renewed.SerialNumber, leafOf(t, secret(t, kube, vocab.ServerSecret("demo"))).SerialNumber, "renewed once")
+
+	st, err = k.Ensure(context.Background(), c, nil, later)
+	require.NoError(t, err)
+	require.Contains(t, st.Renewals, planner.Renewal{Secret: "demo-server-tls", Unserved: true})
+	require.NoError(t, k.Served(context.Background(), c, vocab.ServerSecret("demo"), nil), "no member runs to serve it")
+	require.NotContains(t, secret(t, kube, vocab.ServerSecret("demo")).Annotations, vocab.AnnotationUnserved)
+
+	require.NoError(t, k.Renew(context.Background(), c, vocab.OperatorSecret("demo"), later))
+	require.NotContains(t, secret(t, kube, vocab.OperatorSecret("demo")).Annotations, vocab.AnnotationUnserved, "no member mounts it")
+	requireStuck(t, k.Renew(context.Background(), c, "someone-elses", later), v1alpha1.ReasonTLSSecretInvalid, "not one the operator issues")
 }

@@ -84,11 +84,15 @@ func (cs *clients) forget(uid types.NamespacedName) {
 }
 
 func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
-	tls, err := r.certs().Ensure(ctx, c, r.now())
+	objs, err := observe.List(ctx, r, c)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := observe.List(ctx, r, c)
+	var members []string
+	for _, p := range objs.Pods {
+		members = append(members, p.Name)
+	}
+	tls, err := r.certs().Ensure(ctx, c, members, r.now())
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +103,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		snapshotTo: objs.SnapshotDestination(c.Status.ClusterID, c.Status.PreviousClusterID),
 		tls:        tls,
 	}
+	o.Renewals = tls.Renewals
 	for i := range objs.Pods {
 		o.pods[objs.Pods[i].Name] = &objs.Pods[i]
 	}

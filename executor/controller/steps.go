@@ -83,6 +83,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.restoreFromBackup(ctx, c, o, s)
 	case plan.SnapshotSurvivor:
 		return r.snapshotSurvivor(ctx, c, o, s)
+	case plan.RenewCertificate:
+		return r.renewCertificate(ctx, c, o, s)
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }
@@ -203,6 +205,21 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		c.Status.RestoredFrom = ms.Restore.Source.URI(ms.Restore.Source.Key)
 	}
 	return nil
+}
+
+// renewCertificate issues a certificate again when it is due, and waits until every
+// running member that mounts it serves it.
+func (r *Reconciler) renewCertificate(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	if err := r.certs().Renew(ctx, c, s.Secret, r.now()); err != nil {
+		return err
+	}
+	ips := map[string]string{}
+	for name, p := range o.pods {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && observe.PodReady(p) {
+			ips[name] = p.Status.PodIP
+		}
+	}
+	return r.certs().Served(ctx, c, s.Secret, ips)
 }
 
 // createMemberPod creates a member's Pod, and first the peer certificate it mounts when the

@@ -26,7 +26,7 @@ func TestAutoTLSDialsAsTheOperator(t *testing.T) {
 	// The certificates as the cluster's bootstrap issued them, before it had an ID.
 	boot := f.cluster()
 	boot.Status.ClusterID = ""
-	_, err := f.r.certs().Ensure(context.Background(), boot, f.now)
+	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
 	require.NoError(t, err)
 	var dialed *tls.Config
 	f.r.Dial = func(eps map[string]string, cfg *tls.Config) (etcd.Cluster, error) {
