@@ -139,3 +139,24 @@ func requireLeafFor(t *testing.T, s secretCert, ca *x509.Certificate, dnsNames [
 		require.NoError(t, s.cert.VerifyHostname(n))
 	}
 }
+
+// A CA ClusterIssuer (its CA Secret in cert-manager's namespace) issues into any namespace.
+func TestCertManagerIssuesFromACAClusterIssuer(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	issuer := framework.CertManagerCAClusterIssuer(t, "ca-"+ns)
+	require.Equal(t, "ClusterIssuer", issuer.Kind)
+	names := []string{"etcd-client." + ns + ".svc"}
+	framework.CreateCertificate(t, ns, "client", issuer, framework.CertificateSpec{
+		SecretName: "client-tls", CommonName: "etcd-client", DNSNames: names,
+		Usages: []string{"server auth", "client auth", "digital signature"},
+	})
+	framework.WaitCertificate(t, ns, "client", 1, time.Minute)
+	ca := &corev1.Secret{}
+	require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: framework.CertManagerNamespace, Name: issuer.CASecret}, ca))
+	block, _ := pem.Decode(ca.Data["tls.crt"])
+	require.NotNil(t, block)
+	caCert, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	requireLeaf(t, readSecretCert(t, ns, "client-tls"), caCert, names)
+}
