@@ -18,6 +18,7 @@ seconds() {
 	fake-gcs-server) echo 45 ;;
 	source-controller) echo 260 ;;
 	kustomize-controller) echo 185 ;;
+	cert-manager) echo 240 ;;
 	kubelet) echo 185 ;;
 	containerd) echo 120 ;;
 	containerd-shim-runc-v2 | ctr | bridge) echo 15 ;;

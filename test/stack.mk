@@ -83,6 +83,17 @@ $(eval $(call FLUX_RULES,kustomize-controller,$(FLUX_KUSTOMIZE_VERSION),test/too
 FLUX_BINS := $(BIN)/flux-source-controller-$(FLUX_SOURCE_VERSION)/source-controller \
 	$(BIN)/flux-kustomize-controller-$(FLUX_KUSTOMIZE_VERSION)/kustomize-controller
 
+# --- cert-manager (make test's TLS tests): the project's own main over cert-manager's
+# controller packages (test/tools/cert-manager), CA and self-signed issuers only, no webhook.
+# Its directory also holds the CRDs of the module it is built from.
+CERT_MANAGER_VERSION := v1.21.2
+CERT_MANAGER_TOOLS := test/tools/cert-manager
+CERT_MANAGER_BIN := $(BIN)/cert-manager-$(CERT_MANAGER_VERSION)/cert-manager
+$(CERT_MANAGER_BIN): $(CERT_MANAGER_TOOLS)/go.mod $(CERT_MANAGER_TOOLS)/go.sum $(CERT_MANAGER_TOOLS)/main.go
+	mkdir -p $(@D)/crds && dir=$$(GO=$(GO) $(CURDIR)/test/module-dir.sh $(CERT_MANAGER_TOOLS) github.com/cert-manager/cert-manager) && \
+		cp -f "$$dir"/deploy/crds/cert-manager.io_*.yaml $(@D)/crds/ && chmod u+w $(@D)/crds/*
+	$(BUILD_STEP) "cert-manager $(CERT_MANAGER_VERSION) (for the TLS tests)" $(CERT_MANAGER_TOOLS) $(STACK_GOBUILD) -ldflags "-s -w" -o $@ .
+
 # --- The real node (node-4, ETCDPLAN_REAL_NODE=1): the kubelet, containerd, CNI plugins -----
 # containerd and its shim are built without cgo (no btrfs, devmapper or zfs snapshotters: the
 # node uses overlayfs); runc needs cgo and libseccomp, so it is Debian's (real-node-deps).
@@ -115,16 +126,17 @@ real-node-deps:
 # which binaries a first run builds and roughly how long each takes, or that all are built.
 STACK_SLOW_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS)
 build-plan:
-	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS)
+	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS) $(CERT_MANAGER_BIN)
 stack-build-plan:
 	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS)
 
-.PHONY: build-plan stack-build-plan kube-bins etcd-bins stack-bins backup-bins flux-bins stack-up stack-down stack-status stack-selftest-exclusive
+.PHONY: build-plan stack-build-plan kube-bins etcd-bins stack-bins backup-bins flux-bins certmgr-bins stack-up stack-down stack-status stack-selftest-exclusive
 kube-bins: $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(BIN)/kubectl
 etcd-bins: $(ETCD_BINS) $(BIN)/etcdctl
 stack-bins: $(STACK_BINS)
 backup-bins: $(MINIO_BIN) $(FAKE_GCS_BIN)
 flux-bins: $(FLUX_BINS)
+certmgr-bins: $(CERT_MANAGER_BIN)
 
 # Starts the stack in the background (or reuses a running one) and waits until it is ready.
 stack-up: stack-build-plan $(STACK_BINS)
@@ -143,4 +155,4 @@ stack-status: $(BIN)/stackctl
 stack-selftest-exclusive: $(STACK_BINS)
 	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./stack/selftest/
 
-TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS)
+TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS) $(CERT_MANAGER_BIN)

@@ -27,6 +27,9 @@ const (
 	// Flux's controllers the GitOps tests run on the stack, with the CRDs of their modules.
 	FluxSourceVersion    = "v1.9.6"
 	FluxKustomizeVersion = "v1.9.5"
+	// CertManagerVersion is the cert-manager the TLS tests run on the stack (CA and
+	// self-signed issuers, test/tools/cert-manager), with the CRDs of its module.
+	CertManagerVersion = "v1.21.2"
 )
 
 // Network layout of stack 0; stack N adds 100*N to each port (see Instance).

@@ -21,6 +21,7 @@ func TestVersionsMatchMakefile(t *testing.T) {
 	for name, want := range map[string]string{
 		"KUBE_VERSION": KubeVersion, "ETCD_VERSION": EtcdVersion, "ETCD_PREV_VERSION": EtcdPrevVersion, "MINIO_VERSION": MinioVersion, "FAKE_GCS_VERSION": FakeGCSVersion,
 		"FLUX_SOURCE_VERSION": FluxSourceVersion, "FLUX_KUSTOMIZE_VERSION": FluxKustomizeVersion,
+		"CERT_MANAGER_VERSION": CertManagerVersion,
 	} {
 		m := regexp.MustCompile(`(?m)^` + name + ` := (\S+)$`).FindSubmatch(mk)
 		if m == nil {
@@ -59,6 +60,8 @@ func TestImageRules(t *testing.T) {
 		{"ghcr.io/fluxcd/source-controller:v1.9.6", "/repo/bin/flux-source-controller-v1.9.6", "source-controller"},
 		{"fluxcd/kustomize-controller:v1.9.5", "/repo/bin/flux-kustomize-controller-v1.9.5", "kustomize-controller"},
 		{"ghcr.io/fluxcd/source-controller:latest", "", ""},
+		{"quay.io/jetstack/cert-manager-controller:v1.21.2", "/repo/bin/cert-manager-v1.21.2", "cert-manager"},
+		{"quay.io/jetstack/cert-manager-webhook:v1.21.2", "", ""},
 		{"busybox", "/bin", "sh"},
 		{"docker.io/library/busybox:1.37", "/bin", "sh"},
 		{"nginx:1.27", "", ""},

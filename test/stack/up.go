@@ -49,6 +49,9 @@ func imageRules(l layout) []imageRule {
 			Dir: l.bin("flux-source-controller-${version}"), Entrypoint: "source-controller"},
 		{Pattern: `^(?:.*/)?kustomize-controller:(?P<version>v[0-9]+\.[0-9]+\.[0-9]+)` + digest + `$`,
 			Dir: l.bin("flux-kustomize-controller-${version}"), Entrypoint: "kustomize-controller"},
+		// cert-manager's controller, by version (quay.io/jetstack/cert-manager-controller:v1.21.2).
+		{Pattern: `^(?:.*/)?cert-manager-controller:(?P<version>v[0-9]+\.[0-9]+\.[0-9]+)` + digest + `$`,
+			Dir: l.bin("cert-manager-${version}"), Entrypoint: "cert-manager"},
 		// busybox: the host's /bin, for Jobs and simple test Pods.
 		{Pattern: `^(?:.*/)?busybox` + tag + digest + `$`, Dir: "/bin", Entrypoint: "sh"},
 	}
