@@ -160,7 +160,7 @@ func (im ociImage) write() error {
 	}
 	tag := im.name[strings.LastIndex(im.name, ":")+1:]
 	if err := p.AppendImage(img, ocilayout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":         im.name,
+		"io.containerd.image.name":          im.name,
 		"org.opencontainers.image.ref.name": tag,
 	})); err != nil {
 		return err
