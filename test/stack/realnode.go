@@ -338,6 +338,9 @@ func realNodeUp(ctx context.Context, l layout, log logger) error {
 		return withLog(l, cd, err)
 	}
 	if kubelet := realKubeletProc(l); kubelet.pid(l) == 0 {
+		if err := makeCgroups(l.n.cgroupRoot()); err != nil {
+			return err
+		}
 		start := time.Now()
 		if err := importImages(ctx, l, log); err != nil {
 			return err
@@ -391,4 +394,29 @@ func (l layout) realNodeProc(pid int, argv0 string) bool {
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	return err == nil && strings.Contains(string(b), ":"+l.n.cgroupRoot()+"/")
+}
+
+// makeCgroups makes the kubelet's cgroup root in every hierarchy, as it wants; a new cpuset
+// gets its parent's CPUs and memory nodes.
+func makeCgroups(root string) error {
+	hs, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hs {
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil {
+			continue // not a hierarchy
+		}
+		d := filepath.Join(h, root)
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("stack: the real node's cgroups: %w", err)
+		}
+		if filepath.Base(h) == "cpuset" {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				if b, err := os.ReadFile(filepath.Join(h, f)); err == nil {
+					if err := os.WriteFile(filepath.Join(d, f), b, 0o644); err != nil {
+						return fmt.Errorf("stack: the real node's cgroups: %w", err)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }

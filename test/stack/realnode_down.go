@@ -158,9 +158,12 @@ func realNodeDown(ctx context.Context, l layout, log logger) error {
 		errs = append(errs, err)
 	}
 	removeLogLinks(l, rec)
-	for d, existed := range map[string]bool{"/run/containerd/s": rec.RunContainerdS, "/run/containerd": rec.RunContainerd} {
-		if !existed && recB != nil {
-			_ = syscall.Rmdir(d) // only when empty: another containerd may use it
+	for _, d := range []struct {
+		path    string
+		existed bool
+	}{{"/run/containerd/s", rec.RunContainerdS}, {"/run/containerd", rec.RunContainerd}} {
+		if !d.existed && recB != nil {
+			_ = syscall.Rmdir(d.path) // only when empty: another containerd may use it
 		}
 	}
 	if recB != nil {

@@ -26,16 +26,14 @@ var kept [][]byte
 func main() {
 	args := os.Args[1:]
 	for len(args) > 0 {
-		cmd := args
+		cmd, rest := args, []string(nil)
 		for i, a := range args {
 			if a == "--" {
-				cmd, args = args[:i], args[i+1:]
+				cmd, rest = args[:i], args[i+1:]
 				break
 			}
 		}
-		if len(cmd) == len(args) {
-			args = nil
-		}
+		args = rest
 		if len(cmd) == 0 {
 			continue
 		}
