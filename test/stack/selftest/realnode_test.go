@@ -59,7 +59,10 @@ func tool(name string, commands ...string) corev1.Container {
 // token. kubectl logs shows what it printed.
 func TestRealNodeRestrictedPod(t *testing.T) {
 	t.Parallel()
-	st := realNode(t)
+	testRealNodeRestrictedPod(t, realNode(t))
+}
+
+func testRealNodeRestrictedPod(t *testing.T, st *stack.Stack) {
 	c := st.Client()
 	ctx := testContext(t)
 	ns := newNamespace(ctx, t, c, "real")
@@ -119,7 +122,10 @@ func TestRealNodeRestrictedPod(t *testing.T) {
 // A container over its memory limit on node-4 is OOM-killed: the cgroup limit is enforced.
 func TestRealNodeMemoryLimit(t *testing.T) {
 	t.Parallel()
-	st := realNode(t)
+	testRealNodeMemoryLimit(t, realNode(t))
+}
+
+func testRealNodeMemoryLimit(t *testing.T, st *stack.Stack) {
 	c := st.Client()
 	ctx := testContext(t)
 	ns := newNamespace(ctx, t, c, "oom")
@@ -140,7 +146,10 @@ func TestRealNodeMemoryLimit(t *testing.T) {
 // address, and kubectl exec and port-forward reach it through the real kubelet.
 func TestRealNodeEtcdExecAndPortForward(t *testing.T) {
 	t.Parallel()
-	st := realNode(t)
+	testRealNodeEtcdExecAndPortForward(t, realNode(t))
+}
+
+func testRealNodeEtcdExecAndPortForward(t *testing.T, st *stack.Stack) {
 	c := st.Client()
 	ctx := testContext(t)
 	ns := newNamespace(ctx, t, c, "realetcd")
