@@ -82,7 +82,7 @@ func TestImageArchive(t *testing.T) {
 	}
 	manifest := files["blobs/sha256/"+strings.TrimPrefix(m.Digest, "sha256:")]
 	var man struct {
-		Config struct{ Digest string } `json:"config"`
+		Config struct{ Digest string }   `json:"config"`
 		Layers []struct{ Digest string } `json:"layers"`
 	}
 	if err := json.Unmarshal(manifest, &man); err != nil || len(man.Layers) != 1 {
