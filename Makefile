@@ -32,13 +32,14 @@ generate:
 # The end-to-end tests run many clusters side by side; each waits mostly on etcd and Pods.
 # The tests that need the stack to themselves (nodes cut off the API server, a node
 # stopped, the stack taken down and checked for leftovers) run after all the others: the
-# stack is down at the end.
+# stack is down at the end. The exclusive end-to-end tests add node-4, the real node, to the
+# stack (ETCDPLAN_REAL_NODE=1) and run the operator's cluster there too.
 test: lint build build-plan $(TEST_DEPS)
 	$(GO) test -timeout 60m -parallel 4 ./...
 	cd test && $(GO) test -timeout 60m -parallel 4 ./...
 	cd test/tools/promrules && $(GO) test -count=1 ./...
 	cd test && CHAOS_SEEDS=1,2 $(GO) test -count=1 -timeout 30m -parallel 4 -run '^TestChaos$$' ./e2e/
-	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 10m -run '^TestExclusive' ./e2e/
+	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 ETCDPLAN_REAL_NODE=1 $(GO) test -count=1 -timeout 10m -run '^TestExclusive' ./e2e/
 	$(MAKE) --no-print-directory stack-selftest-exclusive
 
 KUBECTL := $(BIN)/kubectl --kubeconfig $(CURDIR)/.stack/kubeconfig

@@ -122,11 +122,47 @@ real-node-bins: $(REAL_NODE_BINS)
 real-node-deps:
 	@command -v runc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc; }
 
+# The real node's images hold static builds (CGO_ENABLED=0): the stack's own binaries use cgo
+# and find no C library inside an image. The stack writes them into OCI archives under
+# bin/images and imports them when node-4 starts (test/stack/realnode_images.go).
+STATIC_BIN := $(BIN)/static
+define STATIC_ETCD_RULES
+$(STATIC_BIN)/etcd-$(1)/etcd: $(2)/go.mod $(2)/go.sum
+	$(BUILD_STEP) "etcd $(1), static (the real node's image)" $(2) env CGO_ENABLED=0 $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/server/v3
+$(STATIC_BIN)/etcd-$(1)/etcdctl: $(2)/go.mod $(2)/go.sum
+	$(BUILD_STEP) "etcdctl $(1), static (the real node's image)" $(2) env CGO_ENABLED=0 $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/etcdctl/v3
+$(STATIC_BIN)/etcd-$(1)/etcdutl: $(2)/go.mod $(2)/go.sum
+	$(BUILD_STEP) "etcdutl $(1), static (the real node's image)" $(2) env CGO_ENABLED=0 $(STACK_GOBUILD) -ldflags "-s -w" -o $$@ go.etcd.io/etcd/etcdutl/v3
+endef
+$(eval $(call STATIC_ETCD_RULES,$(ETCD_VERSION),test/tools/etcd-3.6))
+$(eval $(call STATIC_ETCD_RULES,$(ETCD_PREV_VERSION),test/tools/etcd-3.5))
+# The operator and the sandbox's pause: handed to `go build` every time, like bin/manager.
+.PHONY: $(STATIC_BIN)/manager $(STATIC_BIN)/pause
+$(STATIC_BIN)/manager:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ ./cmd/manager
+$(STATIC_BIN)/pause:
+	cd test && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ ./stack/cmd/pause
+REAL_NODE_BINS += $(foreach v,$(ETCD_VERSION) $(ETCD_PREV_VERSION),$(addprefix $(STATIC_BIN)/etcd-$(v)/,etcd etcdctl etcdutl)) \
+	$(STATIC_BIN)/manager $(STATIC_BIN)/pause
+REAL_NODE_SLOW_BINS := $(filter-out $(STATIC_BIN)/manager $(STATIC_BIN)/pause,$(REAL_NODE_BINS))
+real-node-bins: $(REAL_NODE_BINS)
+
+# REAL_NODE=1 (or ETCDPLAN_REAL_NODE=1 in the environment) adds node-4 to a stack that starts:
+# `make stack-up REAL_NODE=1`, `make demo REAL_NODE=1`. make test runs node-4's self-tests in
+# stack-selftest-exclusive, which asks for it itself.
+ifeq ($(REAL_NODE),1)
+export ETCDPLAN_REAL_NODE := 1
+endif
+ifeq ($(ETCDPLAN_REAL_NODE),1)
+stack-up: $(REAL_NODE_BINS) real-node-deps
+endif
+stack-selftest-exclusive: $(REAL_NODE_BINS) real-node-deps
+
 # build-plan (make test) and stack-build-plan (the stack alone) say, before the slow builds,
 # which binaries a first run builds and roughly how long each takes, or that all are built.
 STACK_SLOW_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS)
 build-plan:
-	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS) $(CERT_MANAGER_BIN)
+	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS) $(CERT_MANAGER_BIN) $(REAL_NODE_SLOW_BINS)
 stack-build-plan:
 	@$(CURDIR)/test/build-plan.sh $(STACK_SLOW_BINS)
 
@@ -155,4 +191,4 @@ stack-status: $(BIN)/stackctl
 stack-selftest-exclusive: $(STACK_BINS)
 	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./stack/selftest/
 
-TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS) $(CERT_MANAGER_BIN)
+TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS) $(CERT_MANAGER_BIN) $(REAL_NODE_BINS) real-node-deps

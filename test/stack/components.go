@@ -177,5 +177,5 @@ func allProcs(l layout) []process {
 	for _, n := range Nodes() {
 		ps = append(ps, nodeProc(l, n))
 	}
-	return ps
+	return append(ps, realNodeProcs(l)...)
 }

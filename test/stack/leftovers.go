@@ -220,7 +220,7 @@ func (s *Snapshot) scanProcs() []procInfo {
 		}
 		argv0 := id.desc
 		mine := strings.HasPrefix(argv0, bin+"etcd-") || strings.HasPrefix(argv0, bin+"kube-") ||
-			argv0 == bin+"localkubelet"
+			argv0 == bin+"localkubelet" || s.l.realNodeProc(pid, argv0)
 		if !mine && len(s.netns) > 0 {
 			var st syscall.Stat_t
 			if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil {

@@ -159,6 +159,12 @@ func up(ctx context.Context, l layout, out io.Writer) error {
 			return err
 		}
 	}
+	realNode := RealNodeWanted() || l.realNodeOn()
+	if realNode {
+		if err := realNodeUp(ctx, l, log); err != nil {
+			return err
+		}
+	}
 
 	// Wait until it all works, and name the process to blame when one exits on the way.
 	exited := func() error {
@@ -193,6 +199,11 @@ func up(ctx context.Context, l layout, out io.Writer) error {
 			return fatal
 		}
 		if err != nil {
+			return err
+		}
+	}
+	if realNode {
+		if err := realNodeReady(ctx, l, log, client); err != nil {
 			return err
 		}
 	}
@@ -333,12 +344,17 @@ func teardown(ctx context.Context, l layout, log logger) (Leftovers, error) {
 	// remove, and this checkout's stack cannot have started (see claim).
 	shared := l.heldByOther() != ""
 	snap := takeSnapshot(l)
+	var errs []error
+	// The real node first: its kubelet would start Pods again, and it stops them through
+	// containerd, which needs nothing of the rest.
+	if err := realNodeDown(ctx, l, log); err != nil {
+		errs = append(errs, err)
+	}
 	// Nodes first (they stop their Pods), then the control plane from the top.
 	groups := [][]process{nil, {clusterProc(l)}, {schedulerProc(l), controllerManagerProc(l)}, {apiserverProc(l)}, {etcdProc(l)}}
 	for _, n := range Nodes() {
 		groups[0] = append(groups[0], nodeProc(l, n))
 	}
-	var errs []error
 	for _, g := range groups {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
