@@ -464,10 +464,7 @@ type DefragStatus struct {
 // cluster that sets them stalls with a reason instead of having them ignored; "" when none.
 // The operator and kubectl-etcd both check it.
 func (s *EtcdClusterSpec) Unsupported() string {
-	switch {
-	case s.TLS.ClientMode() == TLSCertManager || s.TLS.PeerMode() == TLSCertManager:
-		return "spec.tls mode CertManager is not supported yet: use Auto or Provided"
-	case s.Auth != nil && s.Auth.Enabled:
+	if s.Auth != nil && s.Auth.Enabled {
 		return "spec.auth is not supported yet: remove it"
 	}
 	return ""

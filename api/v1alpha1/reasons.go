@@ -18,6 +18,9 @@ const (
 	// issued) is missing, lacks a key, or is not the cluster's.
 	ReasonTLSSecretNotFound StalledReason = "TLSSecretNotFound"
 	ReasonTLSSecretInvalid  StalledReason = "TLSSecretInvalid"
+	// CertManagerNotInstalled: spec.tls mode CertManager, and cert-manager's kinds are not
+	// served.
+	ReasonCertManagerNotInstalled StalledReason = "CertManagerNotInstalled"
 )
 
 // Reasons a step passed its deadline for: the general one, and what a step's effect found

@@ -28,6 +28,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="(has(self.client) ? self.client.mode : self.mode) != 'Provided' || (has(self.serverSecretName) && has(self.clientSecretName))",message="tls.mode Provided for clients needs serverSecretName and clientSecretName"
 // +kubebuilder:validation:XValidation:rule="(has(self.peer) ? self.peer.mode : self.mode) != 'Provided' || has(self.peerSecretName)",message="tls.mode Provided for peers needs peerSecretName"
 // +kubebuilder:validation:XValidation:rule="!((has(self.client) ? self.client.mode : self.mode) == 'CertManager' || (has(self.peer) ? self.peer.mode : self.mode) == 'CertManager') || has(self.issuerRef)",message="tls.mode CertManager needs issuerRef: the cert-manager Issuer or ClusterIssuer that issues the cluster's CA"
+// +kubebuilder:validation:XValidation:rule="!((has(self.client) ? self.client.mode : self.mode) in ['Auto', 'CertManager'] && (has(self.peer) ? self.peer.mode : self.mode) in ['Auto', 'CertManager']) || (has(self.client) ? self.client.mode : self.mode) == (has(self.peer) ? self.peer.mode : self.mode)",message="tls: client and peer cannot mix Auto and CertManager: each makes the cluster's own CA"
 type TLSSpec struct {
 	// Mode: Disabled serves plain text; Auto has the operator's own CA for the cluster issue
 	// every certificate; Provided uses the Secrets named below; CertManager has cert-manager
@@ -59,7 +60,7 @@ type TLSSpec struct {
 	// CertificateValidity is how long the certificates the operator issues (or asks
 	// cert-manager for) are valid; each is renewed at two thirds of it, without a restart.
 	// +kubebuilder:default="2160h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5m')",message="tls.certificateValidity must be at least 5m, such as 2160h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('3m')",message="tls.certificateValidity must be at least 3m, such as 2160h"
 	// +optional
 	CertificateValidity *metav1.Duration `json:"certificateValidity,omitempty"`
 }

@@ -92,7 +92,11 @@ func TestAdmission(t *testing.T) {
 		{"cert-manager TLS without an issuer", "tls.mode CertManager needs issuerRef", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Client: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSCertManager}}
 		}},
-		{"certificates valid for a minute", "tls.certificateValidity must be at least 5m", func(e *v1alpha1.EtcdCluster) {
+		{"two own CAs", "tls: client and peer cannot mix Auto and CertManager", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSCertManager},
+				IssuerRef: &v1alpha1.IssuerReference{Name: "ca"}}
+		}},
+		{"certificates valid for a minute", "tls.certificateValidity must be at least 3m", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, CertificateValidity: &metav1.Duration{Duration: time.Minute}}
 		}},
 		{"an issuer of another kind", "spec.tls.issuerRef.kind", func(e *v1alpha1.EtcdCluster) {

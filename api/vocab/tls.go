@@ -20,12 +20,18 @@ func OperatorSecret(cluster string) string { return cluster + "-operator-tls" }
 // ClientSecret holds a client certificate for applications (status.tls.clientSecretName).
 func ClientSecret(cluster string) string { return cluster + "-client-tls" }
 
+// TrustSecret holds the trust bundle (ca.crt) members and the operator check certificates
+// against when the cluster's own CA issues them (modes Auto and CertManager): that CA alone,
+// never an issuer above it, so a certificate of an organisation's CA is no etcd client.
+func TrustSecret(cluster string) string { return cluster + "-trust" }
+
 // Mounts of a member Pod's TLS Secrets, each a whole Secret volume: a Secret volume is
 // updated in place when its Secret changes (a subPath mount never is), and etcd reads its
 // certificate and key again at every handshake.
 const (
 	ServerTLSMount = "/etc/etcd/tls/server"
 	PeerTLSMount   = "/etc/etcd/tls/peer"
+	TrustTLSMount  = "/etc/etcd/tls/trust"
 	// OperatorTLSMount is where a Pod that dials members as the operator (a claim
 	// snapshot's) mounts the operator's client certificate.
 	OperatorTLSMount = "/etc/etcdplan/tls"

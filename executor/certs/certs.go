@@ -6,8 +6,11 @@
 package certs
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -67,32 +70,25 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 		return State{}, nil
 	}
 	st := State{Status: &v1alpha1.TLSStatus{}}
-	var ca pki.KeyPair
-	if t.Issues() {
-		s, err := k.getOrIssue(ctx, c, vocab.CASecret(c.Name), now, func() (pki.KeyPair, error) {
-			if c.Status.ClusterID != "" {
-				// Running members trust the CA they started with alone: a new one would cut
-				// off every member issued a certificate from it.
-				return pki.KeyPair{}, status.Stuck(string(v1alpha1.ReasonTLSSecretNotFound),
-					"Secret %s, the CA the running members trust, is gone: restore it from a copy", vocab.CASecret(c.Name))
-			}
-			return pki.NewCA(c.Namespace+"/"+c.Name+" etcd CA", now, caValidity)
-		}, nil)
+	if resources.OwnCA(t) {
+		ca, err := k.ownCA(ctx, c, now)
 		if err != nil {
 			return State{}, err
 		}
-		ca = keyPair(s)
-		st.note(s, false) // a CA is rotated, not renewed
-	}
-	if t.ClientMode() == v1alpha1.TLSAuto {
-		for _, l := range clientLeaves(c) {
-			s, err := k.getOrIssue(ctx, c, l.secret, now, func() (pki.KeyPair, error) { return issue(ca, c, l.req, now) }, ca.Cert)
-			if err != nil {
-				return State{}, err
-			}
-			st.issued(s, now)
+		st.note(ca, false) // a CA is rotated, not renewed
+		if err := k.trust(ctx, c, ca); err != nil {
+			return State{}, err
 		}
-		st.Status.ClientSecretName = vocab.ClientSecret(c.Name)
+		if own(t.ClientMode()) {
+			for _, l := range clientLeaves(c) {
+				s, err := k.leaf(ctx, c, t.ClientMode(), l.secret, l.req, keyPair(ca), now)
+				if err != nil {
+					return State{}, err
+				}
+				st.issued(s, t.ClientMode(), now)
+			}
+			st.Status.ClientSecretName = vocab.ClientSecret(c.Name)
+		}
 	}
 	if err := k.peers(ctx, c, members, now, &st); err != nil {
 		return State{}, err
@@ -121,18 +117,94 @@ func (k Keeper) Operator(ctx context.Context, c *v1alpha1.EtcdCluster) (*tls.Con
 	if err != nil {
 		return nil, "", err
 	}
-	cfg, err := pki.ClientConfig(keyPair(s), s.Data[vocab.CACertKey])
+	bundle, version := s.Data[vocab.CACertKey], s.Name+"@"+s.ResourceVersion
+	if own(c.Spec.TLS.ClientMode()) {
+		trust := &corev1.Secret{}
+		if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: vocab.TrustSecret(c.Name)}, trust); err != nil {
+			return nil, "", err
+		}
+		bundle, version = trust.Data[vocab.CACertKey], version+","+trust.ResourceVersion
+	}
+	cfg, err := pki.ClientConfig(keyPair(s), bundle)
 	if err != nil {
 		return nil, "", status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s: %v", s.Name, err)
 	}
 	cfg.ServerName = resources.ServerName(c)
-	return cfg, s.Name + "@" + s.ResourceVersion, nil
+	return cfg, version, nil
 }
 
-// peers notes the peer certificates the operator issued for members, and those to renew;
-// a member's is issued just before its Pod (EnsurePeer).
+// own: the cluster's own CA issues a side's certificates.
+func own(m v1alpha1.TLSMode) bool { return m == v1alpha1.TLSAuto || m == v1alpha1.TLSCertManager }
+
+// ownCA is the Secret of the cluster's own CA: made by the operator (Auto), or by
+// cert-manager from spec.tls.issuerRef (CertManager).
+func (k Keeper) ownCA(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Time) (*corev1.Secret, error) {
+	if c.Spec.TLS.ClientMode() == v1alpha1.TLSCertManager || c.Spec.TLS.PeerMode() == v1alpha1.TLSCertManager {
+		if err := k.certManagerCA(ctx, c); err != nil {
+			return nil, err
+		}
+		return k.issued(ctx, c, vocab.CASecret(c.Name))
+	}
+	return k.getOrIssue(ctx, c, vocab.CASecret(c.Name), now, func() (pki.KeyPair, error) {
+		if c.Status.ClusterID != "" {
+			// Running members trust the CA they started with alone: a new one would cut
+			// off every member issued a certificate from it.
+			return pki.KeyPair{}, status.Stuck(string(v1alpha1.ReasonTLSSecretNotFound),
+				"Secret %s, the CA the running members trust, is gone: restore it from a copy", vocab.CASecret(c.Name))
+		}
+		return pki.NewCA(c.Namespace+"/"+c.Name+" etcd CA", now, caValidity)
+	}, nil)
+}
+
+// leaf is the Secret of a certificate the cluster's own CA issues: by the operator (Auto)
+// or by cert-manager (CertManager), once.
+func (k Keeper) leaf(ctx context.Context, c *v1alpha1.EtcdCluster, mode v1alpha1.TLSMode, secret string, r pki.Request, ca pki.KeyPair, now time.Time) (*corev1.Secret, error) {
+	if mode == v1alpha1.TLSCertManager {
+		if err := k.certManagerLeaf(ctx, c, secret, r); err != nil {
+			return nil, err
+		}
+		return k.issued(ctx, c, secret)
+	}
+	return k.getOrIssue(ctx, c, secret, now, func() (pki.KeyPair, error) { return issue(ca, c, r, now) }, ca.Cert)
+}
+
+// trust keeps the cluster's trust Secret to the bundle of its own CA: the first certificate
+// of the CA Secret (cert-manager's may carry the chain above it, which is not trusted).
+func (k Keeper) trust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.Secret) error {
+	certs, err := pki.Certificates(ca.Data[vocab.TLSCertKey])
+	if err != nil {
+		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s: %v", ca.Name, err)
+	}
+	bundle := pki.Bundle(pemOf(certs[0]))
+	s := &corev1.Secret{}
+	err = k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: vocab.TrustSecret(c.Name)}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: vocab.TrustSecret(c.Name), Namespace: c.Namespace, Labels: resources.ClusterLabels(c)},
+			Data: map[string][]byte{vocab.CACertKey: bundle}}
+		if err := controllerutil.SetControllerReference(c, s, k.Client.Scheme()); err != nil {
+			return err
+		}
+		return k.Client.Create(ctx, s)
+	case err != nil:
+		return err
+	case !metav1.IsControlledBy(s, c):
+		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s is not this cluster's: rename or delete it", s.Name)
+	case bytes.Equal(s.Data[vocab.CACertKey], bundle):
+		return nil
+	}
+	s.Data = map[string][]byte{vocab.CACertKey: bundle}
+	return k.Client.Update(ctx, s)
+}
+
+func pemOf(c *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
+
+// peers notes the peer certificates of members from the cluster's own CA, and those the
+// operator is to renew; a member's is issued just before its Pod (EnsurePeer).
 func (k Keeper) peers(ctx context.Context, c *v1alpha1.EtcdCluster, members []string, now time.Time, st *State) error {
-	if c.Spec.TLS.PeerMode() != v1alpha1.TLSAuto {
+	if !own(c.Spec.TLS.PeerMode()) {
 		return nil
 	}
 	for _, m := range members {
@@ -142,17 +214,18 @@ func (k Keeper) peers(ctx context.Context, c *v1alpha1.EtcdCluster, members []st
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return err
-		case metav1.IsControlledBy(s, c):
-			st.issued(s, now)
+		default:
+			st.issued(s, c.Spec.TLS.PeerMode(), now)
 		}
 	}
 	return nil
 }
 
-// issued notes a certificate the operator issued, and whether it is to be renewed.
-func (st *State) issued(s *corev1.Secret, now time.Time) {
-	st.note(s, true)
-	if r, ok := renewal(s, now); ok {
+// issued notes a certificate of the cluster's own CA, and whether the operator is to renew
+// it (cert-manager renews those it issued).
+func (st *State) issued(s *corev1.Secret, mode v1alpha1.TLSMode, now time.Time) {
+	st.note(s, mode == v1alpha1.TLSAuto)
+	if r, ok := renewal(s, now); ok && mode == v1alpha1.TLSAuto {
 		st.Renewals = append(st.Renewals, r)
 	}
 }
@@ -160,17 +233,19 @@ func (st *State) issued(s *corev1.Secret, now time.Time) {
 // EnsurePeer issues a member's peer certificate when the operator is its source and it is
 // missing; the member's Pod mounts it.
 func (k Keeper) EnsurePeer(ctx context.Context, c *v1alpha1.EtcdCluster, member string, now time.Time) error {
-	if c.Spec.TLS.PeerMode() != v1alpha1.TLSAuto {
+	mode := c.Spec.TLS.PeerMode()
+	if !own(mode) {
 		return nil
 	}
-	caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
-	if err != nil {
-		return err
+	var ca pki.KeyPair
+	if mode == v1alpha1.TLSAuto {
+		caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
+		if err != nil {
+			return err
+		}
+		ca = keyPair(caSecret)
 	}
-	ca := keyPair(caSecret)
-	_, err = k.getOrIssue(ctx, c, vocab.PeerSecret(member), now, func() (pki.KeyPair, error) {
-		return issue(ca, c, peerRequest(c, member), now)
-	}, ca.Cert)
+	_, err := k.leaf(ctx, c, mode, vocab.PeerSecret(member), peerRequest(c, member), ca, now)
 	return err
 }
 

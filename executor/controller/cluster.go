@@ -124,9 +124,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	}
 	o, fresh, err := r.look(ctx, c)
 	var stuck *status.StepError
-	if errors.As(err, &stuck) && stuck.Reason != "" {
-		markStalled(c, v1alpha1.StalledReason(stuck.Reason), stuck.Msg)
-		return reconcile.Result{RequeueAfter: pollIdle}, nil
+	if errors.As(err, &stuck) {
+		// A Secret that cannot be used stalls the look; one on its way (cert-manager
+		// issuing it) holds it.
+		if stuck.Reason != "" {
+			markStalled(c, v1alpha1.StalledReason(stuck.Reason), stuck.Msg)
+			return reconcile.Result{RequeueAfter: pollIdle}, nil
+		}
+		markProgressing(c, v1alpha1.ReasonProgressing, stuck.Msg)
+		return reconcile.Result{RequeueAfter: pollUnhealthy}, nil
 	}
 	if err != nil {
 		c.Status.ObservedGeneration = observed

@@ -95,7 +95,8 @@ func TestMemberPodServesTLS(t *testing.T) {
 	for _, want := range []string{"--listen-client-urls=https://0.0.0.0:2379", "--listen-peer-urls=https://0.0.0.0:2380",
 		"--advertise-client-urls=https://demo-3.demo.ns.svc:2379", "--initial-advertise-peer-urls=https://demo-3.demo.ns.svc:2380",
 		"--listen-metrics-urls=http://0.0.0.0:2381", "--client-cert-auth=true", "--peer-client-cert-auth=true",
-		"--cert-file=/etc/etcd/tls/server/tls.crt", "--trusted-ca-file=/etc/etcd/tls/server/ca.crt",
+		"--cert-file=/etc/etcd/tls/server/tls.crt", "--trusted-ca-file=/etc/etcd/tls/trust/ca.crt",
+		"--peer-trusted-ca-file=/etc/etcd/tls/trust/ca.crt",
 		"--peer-cert-file=/etc/etcd/tls/peer/tls.crt", "--peer-key-file=/etc/etcd/tls/peer/tls.key"} {
 		require.Contains(t, args, want)
 	}
@@ -106,7 +107,8 @@ func TestMemberPodServesTLS(t *testing.T) {
 			secrets[v.Name] = v.Secret.SecretName
 		}
 	}
-	require.Equal(t, map[string]string{"server-tls": "demo-server-tls", "peer-tls": "demo-3-peer-tls"}, secrets)
+	require.Equal(t, map[string]string{"server-tls": "demo-server-tls", "peer-tls": "demo-3-peer-tls", "trust": "demo-trust"}, secrets,
+		"the cluster's own CA is trusted from its trust Secret")
 	for _, m := range etcd.VolumeMounts {
 		require.Empty(t, m.SubPath)
 	}
@@ -114,6 +116,8 @@ func TestMemberPodServesTLS(t *testing.T) {
 	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", PeerSecretName: "peers", ClientSecretName: "op"}
 	p = MemberPod(c, Images{}, MemberSpec{Name: "demo-3", Version: "3.6.16"})
 	require.Equal(t, "peers", p.Spec.Volumes[2].Secret.SecretName, "one peer Secret names every member")
+	require.Len(t, p.Spec.Volumes, 3, "no trust Secret: each Secret's ca.crt is trusted")
+	require.Contains(t, strings.Join(p.Spec.Containers[0].Command, " "), "--trusted-ca-file=/etc/etcd/tls/server/ca.crt")
 
 	c.Spec.TLS = nil
 	p = MemberPod(c, Images{}, MemberSpec{Name: "demo-3", Version: "3.6.16"})

@@ -47,18 +47,34 @@ func ServerName(c *v1alpha1.EtcdCluster) string {
 // tlsFlags are a member's TLS flags: client certificates are required on each side that
 // talks TLS (etcd's --trusted-ca-file alone would already ask for them; the flags say so).
 func tlsFlags(c *v1alpha1.EtcdCluster, flags map[string]string) {
-	if c.Spec.TLS.ClientTLS() {
+	if t := c.Spec.TLS; t.ClientTLS() {
 		flags["cert-file"] = vocab.ServerTLSMount + "/" + vocab.TLSCertKey
 		flags["key-file"] = vocab.ServerTLSMount + "/" + vocab.TLSKeyKey
-		flags["trusted-ca-file"] = vocab.ServerTLSMount + "/" + vocab.CACertKey
+		flags["trusted-ca-file"] = trustFile(t.ClientMode(), vocab.ServerTLSMount)
 		flags["client-cert-auth"] = "true"
 	}
-	if c.Spec.TLS.PeerTLS() {
+	if t := c.Spec.TLS; t.PeerTLS() {
 		flags["peer-cert-file"] = vocab.PeerTLSMount + "/" + vocab.TLSCertKey
 		flags["peer-key-file"] = vocab.PeerTLSMount + "/" + vocab.TLSKeyKey
-		flags["peer-trusted-ca-file"] = vocab.PeerTLSMount + "/" + vocab.CACertKey
+		flags["peer-trusted-ca-file"] = trustFile(t.PeerMode(), vocab.PeerTLSMount)
 		flags["peer-client-cert-auth"] = "true"
 	}
+}
+
+// trustFile is the trust bundle of a side: the user's Secret's ca.crt (Provided), else the
+// cluster's trust Secret.
+func trustFile(mode v1alpha1.TLSMode, mount string) string {
+	if mode == v1alpha1.TLSProvided {
+		return mount + "/" + vocab.CACertKey
+	}
+	return vocab.TrustTLSMount + "/" + vocab.CACertKey
+}
+
+// OwnCA: the cluster's own CA issues some side's certificates (the operator's, or one
+// cert-manager issues from spec.tls.issuerRef).
+func OwnCA(t *v1alpha1.TLSSpec) bool {
+	own := func(m v1alpha1.TLSMode) bool { return m == v1alpha1.TLSAuto || m == v1alpha1.TLSCertManager }
+	return own(t.ClientMode()) || own(t.PeerMode())
 }
 
 // listenURL is what a member listens on for one side.
@@ -81,6 +97,9 @@ func tlsVolumes(c *v1alpha1.EtcdCluster, member string) ([]corev1.Volume, []core
 	}
 	if c.Spec.TLS.PeerTLS() {
 		add("peer-tls", PeerSecret(c, member), vocab.PeerTLSMount)
+	}
+	if OwnCA(c.Spec.TLS) {
+		add("trust", vocab.TrustSecret(c.Name), vocab.TrustTLSMount)
 	}
 	return vols, mounts
 }

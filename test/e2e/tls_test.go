@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -145,7 +146,7 @@ func TestTLSCertificatesAreRenewedWithoutRestarts(t *testing.T) {
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
 	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
-		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, CertificateValidity: &metav1.Duration{Duration: 5 * time.Minute}}
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, CertificateValidity: &metav1.Duration{Duration: 3 * time.Minute}}
 	})
 	pods := map[string]types.UID{}
 	first := map[string]string{}
@@ -156,8 +157,8 @@ func TestTLSCertificatesAreRenewedWithoutRestarts(t *testing.T) {
 		}
 	}
 	w := startWriter(t, ns, "demo")
-	// Renewal comes at 3m20s of the certificates' 5 minutes; members serve them within the
-	// kubelet's refresh of Secret volumes.
+	// Certificates are valid from a minute before they are issued, so renewal comes a
+	// minute after; members serve them within the kubelet's refresh of Secret volumes.
 	require.Eventually(t, func() bool {
 		for _, p := range framework.MemberPods(t, ns, "demo") {
 			for _, port := range []int{vocab.ClientPort, vocab.PeerPort} {
@@ -167,7 +168,7 @@ func TestTLSCertificatesAreRenewedWithoutRestarts(t *testing.T) {
 			}
 		}
 		return true
-	}, 5*time.Minute, time.Second, "every member serves renewed certificates on both ports")
+	}, 4*time.Minute, time.Second, "every member serves renewed certificates on both ports")
 	w.stopAndVerify()
 	require.Zero(t, w.failed, "no write failed while certificates were renewed")
 	for _, p := range framework.MemberPods(t, ns, "demo") {
@@ -191,4 +192,31 @@ func servedSerial(t *testing.T, ns string, p *corev1.Pod, port int) string {
 	require.NoError(t, err)
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// With mode CertManager, cert-manager issues the cluster's own CA from the user's issuer
+// and every certificate from that CA: the cluster serves mutual TLS on both sides, and a
+// client certificate from the user's issuer itself is no etcd client (members trust the
+// cluster's CA alone).
+func TestTLSFromCertManager(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	org := framework.CertManagerCAIssuer(t, ns, "org")
+	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: org.Name, Kind: org.Kind}}
+	})
+	framework.CheckMembership(t, ns, "demo")
+	writeAWhile(t, ns, "demo")
+
+	framework.CreateCertificate(t, ns, "stranger", org, framework.CertificateSpec{SecretName: "stranger", CommonName: "stranger",
+		Usages: []string{"digital signature", "client auth"}})
+	framework.WaitCertificate(t, ns, "stranger", 1, time.Minute)
+	var s corev1.Secret
+	require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "stranger"}, &s))
+	refused(t, ns, "a certificate of the issuer above the cluster's CA", func(cfg *tls.Config) {
+		pair, err := tls.X509KeyPair(s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey])
+		require.NoError(t, err)
+		cfg.Certificates = []tls.Certificate{pair}
+	})
 }
