@@ -31,6 +31,10 @@ var (
 		"Members with an etcd alarm raised, by alarm (NOSPACE, CORRUPT).", append(keys, "alarm"), nil)
 	lastBackup = prometheus.NewDesc("etcdplan_cluster_last_backup_timestamp_seconds",
 		"When the newest successful backup of the cluster was taken (Unix seconds); 0 for a cluster with a backup schedule and no successful backup yet.", keys, nil)
+	certExpiry = prometheus.NewDesc("etcdplan_cluster_certificate_expiry_timestamp_seconds",
+		"When a certificate the cluster's TLS uses expires (Unix seconds), by the Secret that holds it.", append(keys, "secret"), nil)
+	certRenew = prometheus.NewDesc("etcdplan_cluster_certificate_renew_timestamp_seconds",
+		"When the operator renews a certificate it issued (Unix seconds): at two thirds of its life.", append(keys, "secret"), nil)
 	scrapeErrors = prometheus.NewDesc("etcdplan_cluster_metrics_errors",
 		"1 when the cluster metrics could not be read at this scrape.", nil, nil)
 )
@@ -42,7 +46,7 @@ type Collector struct {
 }
 
 func (c Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicas, voters, healthy, tolerated, condition, alarms, lastBackup, scrapeErrors} {
+	for _, d := range []*prometheus.Desc{replicas, voters, healthy, tolerated, condition, alarms, lastBackup, certExpiry, certRenew, scrapeErrors} {
 		ch <- d
 	}
 }
@@ -93,6 +97,14 @@ func collectCluster(ch chan<- prometheus.Metric, ec *v1alpha1.EtcdCluster, newes
 	}
 	if t, ok := newest[ec.Namespace+"/"+ec.Name]; ok {
 		gauge(lastBackup, t)
+	}
+	if ec.Status.TLS != nil {
+		for _, cs := range ec.Status.TLS.Certificates {
+			gauge(certExpiry, float64(cs.NotAfter.Unix()), cs.SecretName)
+			if cs.RenewAt != nil {
+				gauge(certRenew, float64(cs.RenewAt.Unix()), cs.SecretName)
+			}
+		}
 	}
 }
 

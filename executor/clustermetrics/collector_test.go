@@ -26,6 +26,9 @@ func TestCollectorExportsWhatAlertsWatch(t *testing.T) {
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "MembersUnhealthy"},
 			{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "ProgressDeadlineExceeded"}},
 		Alarms: []string{"NOSPACE on member 1", "NOSPACE on member 2"},
+		TLS: &v1alpha1.TLSStatus{Certificates: []v1alpha1.CertificateStatus{
+			{SecretName: "prod-server-tls", NotAfter: metav1.NewTime(time.Unix(9000, 0)), RenewAt: &metav1.Time{Time: time.Unix(6000, 0)}},
+			{SecretName: "users-peer", NotAfter: metav1.NewTime(time.Unix(8000, 0))}}},
 	}}
 	fresh := &v1alpha1.EtcdCluster{ObjectMeta: meta("fresh"), Spec: v1alpha1.EtcdClusterSpec{Replicas: 1}}
 	taken := func(name string, phase v1alpha1.BackupPhase, at int64) *v1alpha1.EtcdBackup {
@@ -46,6 +49,13 @@ etcdplan_cluster_alarms{alarm="CORRUPT",cluster="fresh",namespace="team-a"} 0
 etcdplan_cluster_alarms{alarm="CORRUPT",cluster="prod",namespace="team-a"} 0
 etcdplan_cluster_alarms{alarm="NOSPACE",cluster="fresh",namespace="team-a"} 0
 etcdplan_cluster_alarms{alarm="NOSPACE",cluster="prod",namespace="team-a"} 2
+# HELP etcdplan_cluster_certificate_expiry_timestamp_seconds When a certificate the cluster's TLS uses expires (Unix seconds), by the Secret that holds it.
+# TYPE etcdplan_cluster_certificate_expiry_timestamp_seconds gauge
+etcdplan_cluster_certificate_expiry_timestamp_seconds{cluster="prod",namespace="team-a",secret="prod-server-tls"} 9000
+etcdplan_cluster_certificate_expiry_timestamp_seconds{cluster="prod",namespace="team-a",secret="users-peer"} 8000
+# HELP etcdplan_cluster_certificate_renew_timestamp_seconds When the operator renews a certificate it issued (Unix seconds): at two thirds of its life.
+# TYPE etcdplan_cluster_certificate_renew_timestamp_seconds gauge
+etcdplan_cluster_certificate_renew_timestamp_seconds{cluster="prod",namespace="team-a",secret="prod-server-tls"} 6000
 # HELP etcdplan_cluster_condition The cluster's status conditions: 1 for the status and reason each condition has.
 # TYPE etcdplan_cluster_condition gauge
 etcdplan_cluster_condition{cluster="prod",namespace="team-a",reason="MembersUnhealthy",status="False",type="Ready"} 1

@@ -252,12 +252,14 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 // A schedule onto a volume claim that drills every other backup: the first, third, ...
 // are restored into scratch etcds and verified, retention deletes the third-oldest's file
 // through a Pod that mounts the claim, and the claim holds the kept backups' files alone.
+// The cluster serves TLS, as a backup dials it with the operator's certificate.
 func TestBackupScheduleOnAClaimDrillsEveryOther(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
 	metrics := metricsAddr(t)
 	framework.StartOperator(t, ns, "--metrics-bind-address="+metrics)
-	framework.CreateReady(t, ns, 1)
+	// With TLS: the snapshot Pods dial as the operator, and its certificates are in the metrics.
+	framework.CreateReady(t, ns, 1, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
 	ctx := context.Background()
 	createClaim(t, ns, "backups")
 	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, "often")}

@@ -128,6 +128,17 @@ etcd_server_quota_backend_bytes{namespace="a",cluster="demo",member="demo-2"} 20
 			`etcdplan_cluster_last_backup_timestamp_seconds{namespace="a",cluster="fresh"} ` + itoa(day+3600) + `+0x3200`,
 		}, "\n"), time.Duration(day+2*3600) * time.Second,
 			[]string{"a/stale: EtcdCluster a/stale has no successful backup of the last 25 hours"}},
+		// "due" renews at 0 and ends at 120: it has a tenth of its life left (36 s) from 84 s
+		// on, and fires 5 minutes later; "fine" renews at 6000; "user" has no renewal and ends
+		// in a day (within a week: fires).
+		{"EtcdCertificateExpiresSoon", `etcdplan_cluster_certificate_expiry_timestamp_seconds{namespace="a",cluster="demo",secret="due"} 120x20
+etcdplan_cluster_certificate_renew_timestamp_seconds{namespace="a",cluster="demo",secret="due"} 0x20
+etcdplan_cluster_certificate_expiry_timestamp_seconds{namespace="a",cluster="demo",secret="fine"} 9000x20
+etcdplan_cluster_certificate_renew_timestamp_seconds{namespace="a",cluster="demo",secret="fine"} 6000x20
+etcdplan_cluster_certificate_expiry_timestamp_seconds{namespace="a",cluster="demo",secret="user"} 86400x20
+etcdplan_cluster_certificate_expiry_timestamp_seconds{namespace="a",cluster="demo",secret="later"} 9999999x20`, 7 * time.Minute,
+			[]string{"a/demo: The certificate in Secret due of EtcdCluster a/demo expires soon",
+				"a/demo: The certificate in Secret user of EtcdCluster a/demo expires soon"}},
 		{"EtcdplanMetricsUnreadable", `etcdplan_cluster_metrics_errors 0x10 1x30`, 16 * time.Minute,
 			[]string{"/: The etcdplan operator cannot read the EtcdClusters it reports on"}},
 	} {
