@@ -86,6 +86,7 @@ func writeStatus(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, no
 	for _, warning := range s.Warnings {
 		fmt.Fprintf(w, "  Warning:  %s\n", render.OneLine(warning))
 	}
+	writeTLS(w, ec, now)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tSINCE\tMESSAGE")
@@ -104,6 +105,38 @@ func writeStatus(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, no
 		return err
 	}
 	return writeHistory(w, s.History, now)
+}
+
+// writeTLS says which sides talk TLS, the Secret applications take a certificate from, and
+// when each certificate expires (and is renewed, for those the operator issues).
+func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, now time.Time) {
+	t := ec.Spec.TLS
+	if !t.ClientTLS() && !t.PeerTLS() {
+		return
+	}
+	fmt.Fprintf(w, "  TLS:      clients %s, peers %s", t.ClientMode(), t.PeerMode())
+	if st := ec.Status.TLS; st != nil && st.ClientSecretName != "" {
+		fmt.Fprintf(w, ", client certificate for applications in Secret %s", st.ClientSecretName)
+	}
+	fmt.Fprintln(w)
+	if ec.Status.TLS == nil {
+		return
+	}
+	for _, c := range ec.Status.TLS.Certificates {
+		renew := ""
+		if c.RenewAt != nil {
+			renew = ", renewed " + in(c.RenewAt.Time, now)
+		}
+		fmt.Fprintf(w, "  Cert:     %s (%s, issued by %s) expires %s%s\n", c.SecretName, c.Subject, c.Issuer, in(c.NotAfter.Time, now), renew)
+	}
+}
+
+// in says when a moment comes, or came: "in 59d", "3m ago".
+func in(t, now time.Time) string {
+	if t.Before(now) {
+		return ago(t, now)
+	}
+	return "in " + duration.HumanDuration(t.Sub(now))
 }
 
 // conditionsInOrder puts the kstatus conditions first: Ready, Reconciling, Stalled.

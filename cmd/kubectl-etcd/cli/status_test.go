@@ -192,3 +192,17 @@ func TestStatusShowsTheLastRecovery(t *testing.T) {
 	require.NoError(t, writeStatus(&out, ec, objs, now))
 	require.Contains(t, out.String(), "  Recovery: restored from EtcdBackup nightly on seed demo-3 (plan 9ad8d094236e), started 2m ago, answered as cluster c2 after 3.5s\n")
 }
+
+// A TLS cluster says which sides talk TLS, where applications find a client certificate,
+// and when each certificate expires and is renewed.
+func TestStatusShowsCertificates(t *testing.T) {
+	ec, objs := scalingCluster()
+	ec.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+	ec.Status.TLS = &v1alpha1.TLSStatus{ClientSecretName: "demo-client-tls", Certificates: []v1alpha1.CertificateStatus{
+		{SecretName: "demo-server-tls", Subject: "demo server", Issuer: "ns/demo etcd CA", NotAfter: metav1.NewTime(now.Add(90 * 24 * time.Hour)),
+			RenewAt: &metav1.Time{Time: now.Add(60 * 24 * time.Hour)}}}}
+	var out strings.Builder
+	require.NoError(t, writeStatus(&out, ec, objs, now))
+	require.Contains(t, out.String(), "TLS:      clients Auto, peers Auto, client certificate for applications in Secret demo-client-tls")
+	require.Contains(t, out.String(), "Cert:     demo-server-tls (demo server, issued by ns/demo etcd CA) expires in 90d, renewed in 60d")
+}
