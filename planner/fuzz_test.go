@@ -112,7 +112,8 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 		w.alarms = []Alarm{{MemberID: "1", Type: "NOSPACE"}}
 	}
 	if r.flag(6) {
-		w.renewals = []Renewal{{Secret: "demo-server-tls"}, {Secret: "demo-0-peer-tls", Unserved: r.flag(2)}}
+		w.renewals = []Renewal{{Secret: "demo-server-tls", Mounted: true}, {Secret: "demo-operator-tls"},
+			{Secret: "demo-0-peer-tls", Mounted: true, Unserved: r.flag(2)}}
 	}
 	w.election = r.flag(6)
 	if r.flag(5) {

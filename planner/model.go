@@ -476,11 +476,27 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.leader, m.linearizable, m.reachable = mm.name, true, true
 	case plan.UpgradeMember, plan.RestartMember:
 		mm.restart(s, desired)
-	case plan.RenewCertificate:
-		m.renewals = slices.DeleteFunc(slices.Clone(m.renewals), func(r Renewal) bool { return r.Secret == s.Secret })
+	case plan.RenewCertificate, plan.AwaitCertificate:
+		m.renewed(s)
 	}
 	m.settle()
 	m.bumpOrdinal()
+}
+
+// renewed foresees a certificate step: a renewed certificate that members mount is then
+// awaited; one awaited, or that no member mounts, is done.
+func (m *model) renewed(s plan.Step) {
+	out := []Renewal{}
+	for _, r := range m.renewals {
+		switch {
+		case r.Secret != s.Secret:
+			out = append(out, r)
+		case s.Action == plan.RenewCertificate && r.Mounted:
+			r.Unserved = true
+			out = append(out, r)
+		}
+	}
+	m.renewals = out
 }
 
 // start gives the member its Pod, on a claim it has or a new one of the spec's class and

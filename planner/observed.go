@@ -64,6 +64,9 @@ type Renewal struct {
 	// new one yet (a Secret volume is updated within a minute or so); else it reached two
 	// thirds of its life.
 	Unserved bool `json:"unserved,omitempty"`
+	// Mounted: members mount the Secret and serve its certificate, so a renewal is followed
+	// by a wait until they serve the new one.
+	Mounted bool `json:"mounted,omitempty"`
 }
 
 // Backup is a stored snapshot of the cluster, as an EtcdBackup records it.

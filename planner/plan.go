@@ -99,10 +99,11 @@ func PlanID(p plan.Plan) string {
 		Why                 plan.Why
 		MemberID, TargetID  string
 		Backup              string
+		Secret              string `json:",omitempty"` // omitted, plans of other steps keep their IDs
 	}
 	steps := make([]step, len(p.Steps))
 	for i, s := range p.Steps {
-		steps[i] = step{s.Action, s.Member, s.Target, s.Version, s.Precondition, s.Why, s.MemberID, s.TargetID, s.Backup}
+		steps[i] = step{s.Action, s.Member, s.Target, s.Version, s.Precondition, s.Why, s.MemberID, s.TargetID, s.Backup, s.Secret}
 	}
 	var blocked plan.BlockReason
 	if p.Blocked != nil {

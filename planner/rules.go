@@ -413,18 +413,24 @@ func leaderLast(m *model) []*member {
 }
 
 // renewCertificates renews the certificates the operator issued at two thirds of their
-// life, and waits for the members to serve them. Nothing restarts, so it comes right after
-// the repairs: a plan of long rolls must not hold it up while the certificate's last third
-// runs out.
+// life, every one due first, then waits for the members to serve those they mount. Nothing
+// restarts, so it comes right after the repairs: a plan of long rolls must not hold it up
+// while the certificates' last third runs out.
 func renewCertificates(m *model, d Desired) (plan.Step, bool) {
-	if !m.bootstrapped || len(m.renewals) == 0 {
+	if !m.bootstrapped {
 		return plan.Step{}, false
 	}
-	r := m.renewals[0]
-	s := plan.Step{Action: plan.RenewCertificate, Secret: r.Secret, Precondition: plan.Precondition{Kind: plan.PreNone},
-		Why: plan.WhyCertificateDue, Reason: fmt.Sprintf("the certificate in Secret %s reached two thirds of its life", r.Secret)}
-	if r.Unserved {
-		s.Why, s.Reason = plan.WhyCertificateUnserved, fmt.Sprintf("the certificate in Secret %s was renewed; members that mount it serve it within a minute or so", r.Secret)
+	pre := plan.Precondition{Kind: plan.PreNone}
+	for _, r := range m.renewals {
+		if !r.Unserved {
+			return plan.Step{Action: plan.RenewCertificate, Secret: r.Secret, Precondition: pre, Why: plan.WhyCertificateDue,
+				Reason: fmt.Sprintf("the certificate in Secret %s reached two thirds of its life", r.Secret)}, true
+		}
 	}
-	return s, true
+	if len(m.renewals) == 0 {
+		return plan.Step{}, false
+	}
+	r := m.renewals[0] // every one left was renewed
+	return plan.Step{Action: plan.AwaitCertificate, Secret: r.Secret, Precondition: pre, Why: plan.WhyCertificateUnserved,
+		Reason: fmt.Sprintf("the certificate in Secret %s was renewed; the members that mount it serve it within a minute or so", r.Secret)}, true
 }

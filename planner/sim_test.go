@@ -529,11 +529,16 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			}
 		}
 		w.alarms = slices.DeleteFunc(w.alarms, func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
-	case plan.RenewCertificate:
-		if !slices.ContainsFunc(w.renewals, func(r Renewal) bool { return r.Secret == s.Secret }) {
-			return false, fmt.Errorf("RenewCertificate of %s, which is not to be renewed", s.Secret)
+	case plan.RenewCertificate, plan.AwaitCertificate:
+		i := slices.IndexFunc(w.renewals, func(r Renewal) bool { return r.Secret == s.Secret })
+		if i < 0 || w.renewals[i].Unserved != (s.Action == plan.AwaitCertificate) {
+			return false, fmt.Errorf("%s of %s, which is not to be renewed so", s.Action, s.Secret)
 		}
-		w.renewals = slices.DeleteFunc(w.renewals, func(r Renewal) bool { return r.Secret == s.Secret })
+		if s.Action == plan.RenewCertificate && w.renewals[i].Mounted {
+			w.renewals[i].Unserved = true // served once the world looks again
+		} else {
+			w.renewals = slices.Delete(w.renewals, i, i+1)
+		}
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}

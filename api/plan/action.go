@@ -50,10 +50,12 @@ const (
 	// of it and the newest backup holds the higher revision.
 	SnapshotSurvivor Action = "SnapshotSurvivor"
 	// RenewCertificate issues the certificate in Secret again from the cluster's CA (one
-	// the operator issues, at two thirds of its life), then waits until the members that
-	// mount it serve the new one: etcd reads its certificate again at every handshake, so
-	// no member restarts.
+	// the operator issues, at two thirds of its life). etcd reads its certificate again at
+	// every handshake, so no member restarts.
 	RenewCertificate Action = "RenewCertificate"
+	// AwaitCertificate waits until every member that mounts Secret serves the certificate
+	// renewed in it (a Secret volume is updated in place within a minute or so).
+	AwaitCertificate Action = "AwaitCertificate"
 )
 
 // Actions lists every action. A new action is decided wherever actions differ, and tests
@@ -62,7 +64,7 @@ const (
 var Actions = []Action{
 	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
 	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
-	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate,
+	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate,
 }
 
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
@@ -140,7 +142,7 @@ const (
 // Shows says how soon a look shows the action's effect.
 func (a Action) Shows() Showing {
 	switch a {
-	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm:
+	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate:
 		return ShowsAtOnce
 	case DeleteMember, ExpandVolume:
 		return ShowsInCache

@@ -35,7 +35,8 @@ var facts = map[Action]struct {
 	ForceNewCluster:   {voters: true, deletes: DataWrites},
 	RestoreFromBackup: {voters: true, deletes: DataWrites, group: GroupJoining},
 	SnapshotSurvivor:  {},
-	RenewCertificate:  {},
+	RenewCertificate:  {shows: ShowsAtOnce},
+	AwaitCertificate:  {},
 }
 
 func TestActionFacts(t *testing.T) {

@@ -83,6 +83,15 @@ type Step struct {
 	Reason string `json:"reason"`
 }
 
+// Subject is what the step acts on, as plans and events name it: its member, or the
+// Secret of a certificate step.
+func (s Step) Subject() string {
+	if s.Member == "" {
+		return s.Secret
+	}
+	return s.Member
+}
+
 // BlockReason names why no plan can be made.
 type BlockReason string
 

@@ -123,8 +123,8 @@ const (
 const (
 	// WhyCertificateDue: a certificate the operator issued reached two thirds of its life.
 	WhyCertificateDue Why = "CertificateDue"
-	// WhyCertificateUnserved: a certificate was renewed and a member that mounts it does not
-	// serve it yet.
+	// WhyCertificateUnserved: a certificate was renewed, and a member that mounts it does
+	// not serve it yet.
 	WhyCertificateUnserved Why = "CertificateUnserved"
 )
 

@@ -85,7 +85,7 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 				if err != nil {
 					return State{}, err
 				}
-				st.issued(s, t.ClientMode(), now)
+				st.issued(c, s, t.ClientMode(), now)
 			}
 			st.Status.ClientSecretName = vocab.ClientSecret(c.Name)
 		}
@@ -215,7 +215,7 @@ func (k Keeper) peers(ctx context.Context, c *v1alpha1.EtcdCluster, members []st
 		case err != nil:
 			return err
 		default:
-			st.issued(s, c.Spec.TLS.PeerMode(), now)
+			st.issued(c, s, c.Spec.TLS.PeerMode(), now)
 		}
 	}
 	return nil
@@ -223,9 +223,9 @@ func (k Keeper) peers(ctx context.Context, c *v1alpha1.EtcdCluster, members []st
 
 // issued notes a certificate of the cluster's own CA, and whether the operator is to renew
 // it (cert-manager renews those it issued).
-func (st *State) issued(s *corev1.Secret, mode v1alpha1.TLSMode, now time.Time) {
+func (st *State) issued(c *v1alpha1.EtcdCluster, s *corev1.Secret, mode v1alpha1.TLSMode, now time.Time) {
 	st.note(s, mode == v1alpha1.TLSAuto)
-	if r, ok := renewal(s, now); ok && mode == v1alpha1.TLSAuto {
+	if r, ok := renewal(c, s, now); ok && mode == v1alpha1.TLSAuto {
 		st.Renewals = append(st.Renewals, r)
 	}
 }
@@ -389,12 +389,13 @@ func due(s *corev1.Secret, now time.Time) bool {
 
 // renewal says whether a Secret the operator issued is to be renewed: due, or renewed
 // and not yet served by the members that mount it.
-func renewal(s *corev1.Secret, now time.Time) (planner.Renewal, bool) {
+func renewal(c *v1alpha1.EtcdCluster, s *corev1.Secret, now time.Time) (planner.Renewal, bool) {
+	_, mounted, _ := request(c, s.Name)
 	switch {
 	case s.Annotations[vocab.AnnotationUnserved] != "":
-		return planner.Renewal{Secret: s.Name, Unserved: true}, true
+		return planner.Renewal{Secret: s.Name, Unserved: true, Mounted: mounted}, true
 	case due(s, now):
-		return planner.Renewal{Secret: s.Name}, true
+		return planner.Renewal{Secret: s.Name, Mounted: mounted}, true
 	}
 	return planner.Renewal{}, false
 }

@@ -161,8 +161,8 @@ func TestRenewIssuesOnceFromTheSameCA(t *testing.T) {
 	later := now.Add(21 * time.Minute) // past two thirds of 30 minutes
 	st, err = k.Ensure(context.Background(), c, []string{"demo-0"}, later)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []planner.Renewal{{Secret: "demo-server-tls"}, {Secret: "demo-operator-tls"}, {Secret: "demo-client-tls"},
-		{Secret: "demo-0-peer-tls"}}, st.Renewals)
+	require.Equal(t, []planner.Renewal{{Secret: "demo-server-tls", Mounted: true}, {Secret: "demo-operator-tls"}, {Secret: "demo-client-tls"},
+		{Secret: "demo-0-peer-tls", Mounted: true}}, st.Renewals, "members mount the server and peer certificates")
 
 	old := leafOf(t, secret(t, kube, vocab.ServerSecret("demo")))
 	require.NoError(t, k.Renew(context.Background(), c, vocab.ServerSecret("demo"), later))
@@ -177,7 +177,7 @@ func TestRenewIssuesOnceFromTheSameCA(t *testing.T) {
 
 	st, err = k.Ensure(context.Background(), c, nil, later)
 	require.NoError(t, err)
-	require.Contains(t, st.Renewals, planner.Renewal{Secret: "demo-server-tls", Unserved: true})
+	require.Contains(t, st.Renewals, planner.Renewal{Secret: "demo-server-tls", Unserved: true, Mounted: true})
 	require.NoError(t, k.Served(context.Background(), c, vocab.ServerSecret("demo"), nil), "no member runs to serve it")
 	require.NotContains(t, secret(t, kube, vocab.ServerSecret("demo")).Annotations, vocab.AnnotationUnserved)
 

@@ -398,11 +398,11 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 	if pr.StartedAt == nil {
 		deadline := now.Add(time.Duration(c.Spec.UpdateStrategy.ProgressDeadlineSeconds) * time.Second)
 		pr.State, pr.StartedAt, pr.Deadline = v1alpha1.StepRunning, v1alpha1.At(now), &metav1.Time{Time: deadline}
-		r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonStepStarted, "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Member, s.Reason)
+		r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonStepStarted, "step %d/%d %s %s: %s", i+1, len(rec.Steps), s.Action, s.Subject(), s.Reason)
 	}
 	rec.Summary = summary(rec)
 	wasStalled := conditions.IsStalled(c)
-	msg := fmt.Sprintf("plan %s step %d/%d: %s %s", rec.ID, i+1, len(rec.Steps), s.Action, s.Member)
+	msg := fmt.Sprintf("plan %s step %d/%d: %s %s", rec.ID, i+1, len(rec.Steps), s.Action, s.Subject())
 	markProgressing(c, v1alpha1.ReasonProgressing, msg)
 
 	result := reconcile.Result{RequeueAfter: pollWaiting}
@@ -447,7 +447,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		if s.Action == plan.PromoteLearner && s.MemberID != "" && !slices.Contains(c.Status.StalledLearners, s.MemberID) {
 			c.Status.StalledLearners = append(c.Status.StalledLearners, s.MemberID) // the next plan replaces it
 		}
-		r.stalled(c, wasStalled, reason, fmt.Sprintf("step %d/%d %s %s did not finish within %ds: %s. %s", i+1, len(rec.Steps), s.Action, s.Member,
+		r.stalled(c, wasStalled, reason, fmt.Sprintf("step %d/%d %s %s did not finish within %ds: %s. %s", i+1, len(rec.Steps), s.Action, s.Subject(),
 			c.Spec.UpdateStrategy.ProgressDeadlineSeconds, why, hint(s, reason)))
 	} else if left := pr.Deadline.Sub(now); result.RequeueAfter > left {
 		result.RequeueAfter = left + 10*time.Millisecond // be there when the deadline passes
@@ -467,7 +467,7 @@ func (r *Reconciler) stepFinished(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanSta
 		stepWait.WithLabelValues(string(s.Action), "effect").Observe(now.Sub(pr.AppliedAt.Time).Seconds())
 	}
 	stepsTotal.WithLabelValues(string(s.Action), "succeeded").Inc()
-	r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonStepSucceeded, "step %d/%d %s %s succeeded", i+1, len(rec.Steps), s.Action, s.Member)
+	r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonStepSucceeded, "step %d/%d %s %s succeeded", i+1, len(rec.Steps), s.Action, s.Subject())
 }
 
 func (r *Reconciler) event(c *v1alpha1.EtcdCluster, kind, reason, format string, args ...any) {

@@ -104,7 +104,7 @@ func supersededWhy(rec *v1alpha1.PlanStatus) string {
 	i := int(rec.Current)
 	if i < len(rec.Steps) && i < len(rec.Progress) && rec.Progress[i].AppliedAt != nil {
 		s := rec.Steps[i]
-		why += fmt.Sprintf(" after step %d/%d %s %s was applied; whether it took effect, the cluster shows", i+1, len(rec.Steps), s.Action, s.Member)
+		why += fmt.Sprintf(" after step %d/%d %s %s was applied; whether it took effect, the cluster shows", i+1, len(rec.Steps), s.Action, s.Subject())
 	}
 	return why
 }

@@ -134,7 +134,7 @@ func hint(s plan.Step, reason v1alpha1.StalledReason) string {
 		return "Check that a quorum of members is healthy: membership changes and deletions need one"
 	case plan.Compact, plan.Defragment, plan.DisarmAlarm:
 		return "Check that every voter is healthy and the members' disks: a defragmentation rewrites the whole database (docs/operations.md, out of space)"
-	case plan.RenewCertificate:
+	case plan.RenewCertificate, plan.AwaitCertificate:
 		return fmt.Sprintf("Check that Secret %s is mounted by the members (a Secret volume is updated in place, never through subPath) and the cluster's CA Secret is there (docs/security.md)", s.Secret)
 	case plan.StopMember, plan.ForceNewCluster, plan.RestoreFromBackup, plan.SnapshotSurvivor:
 		return checkOperator

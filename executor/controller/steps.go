@@ -31,7 +31,7 @@ import (
 func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	err := r.effect(ctx, c, o, s)
 	if errors.Is(err, etcd.ErrNotYet) {
-		return status.Waiting("%s %s: %v", s.Action, s.Member, err)
+		return status.Waiting("%s %s: %v", s.Action, s.Subject(), err)
 	}
 	return err
 }
@@ -84,7 +84,9 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 	case plan.SnapshotSurvivor:
 		return r.snapshotSurvivor(ctx, c, o, s)
 	case plan.RenewCertificate:
-		return r.renewCertificate(ctx, c, o, s)
+		return r.certs().Renew(ctx, c, s.Secret, r.now())
+	case plan.AwaitCertificate:
+		return r.awaitCertificate(ctx, c, o, s)
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }
@@ -207,12 +209,9 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 	return nil
 }
 
-// renewCertificate issues a certificate again when it is due, and waits until every
-// running member that mounts it serves it.
-func (r *Reconciler) renewCertificate(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	if err := r.certs().Renew(ctx, c, s.Secret, r.now()); err != nil {
-		return err
-	}
+// awaitCertificate waits until every ready member that mounts a renewed certificate serves
+// it.
+func (r *Reconciler) awaitCertificate(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	ips := map[string]string{}
 	for name, p := range o.pods {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && observe.PodReady(p) {

@@ -52,7 +52,7 @@ func markdown(b *strings.Builder, c Cluster) {
 	b.WriteString("| # | Action | Member | Target/Version | Precondition | Reason |\n")
 	b.WriteString("|--:|--------|--------|----------------|--------------|--------|\n")
 	for i, s := range p.Steps {
-		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", i+1, s.Action, cell(orDash(s.Member)),
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", i+1, s.Action, cell(orDash(s.Subject())),
 			cell(targetOrVersion(s)), cell(precondition(s.Precondition)), cell(s.Reason))
 	}
 	if c.Review != nil {
@@ -91,7 +91,7 @@ func risks(b *strings.Builder, p plan.Plan, r planner.Review) {
 	var warn, caution []string
 	for i, s := range p.Steps {
 		k := r.Steps[i]
-		step := fmt.Sprintf("Step %d (%s %s)", i+1, s.Action, cell(s.Member))
+		step := fmt.Sprintf("Step %d (%s %s)", i+1, s.Action, cell(s.Subject()))
 		if k.Disrupts || k.Budget {
 			warn = append(warn, step+": "+disruption(s, k))
 		}
@@ -115,7 +115,7 @@ func disruption(s plan.Step, k planner.Risk) string {
 		if out == "" {
 			out = "%s restarts (its clients reconnect to other members)"
 		}
-		out = fmt.Sprintf(out, cell(s.Member))
+		out = fmt.Sprintf(out, cell(s.Subject()))
 	}
 	if k.Budget {
 		if out != "" {

@@ -65,5 +65,5 @@ func OneLine(s string) string {
 // StepCells are a step's ACTION, MEMBER, TARGET/VERSION and PRECONDITION cells, for tables
 // that show steps with more columns (kubectl-etcd status adds their progress).
 func StepCells(s plan.Step) []string {
-	return []string{string(s.Action), orDash(s.Member), targetOrVersion(s), precondition(s.Precondition)}
+	return []string{string(s.Action), orDash(s.Subject()), targetOrVersion(s), precondition(s.Precondition)}
 }
