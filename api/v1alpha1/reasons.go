@@ -39,6 +39,17 @@ const (
 	ReasonRestoreVersionTooOld     StalledReason = "RestoreVersionTooOld"
 )
 
+// ConditionCertificateExpiring is True while a certificate of the cluster's TLS is close to
+// its end: a tenth of its life left for one the operator renews (its renewal did not
+// happen), a week for others (cert-manager's, the user's).
+const ConditionCertificateExpiring = "CertificateExpiring"
+
+// Reasons of CertificateExpiring.
+const (
+	ReasonExpiresSoon       = "ExpiresSoon"
+	ReasonCertificatesValid = "CertificatesValid"
+)
+
 // Other reasons of an EtcdCluster's conditions.
 const (
 	ReasonSuspended        = "Suspended"

@@ -273,6 +273,7 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 		return nil, plan.Plan{}, err
 	}
 	recordObserved(c, o)
+	markCertificates(c, r.now())
 	r.recoveryFinished(c, o, r.now())
 	o.defragNext = r.scheduleDefrag(c, o)
 	o.desired = observe.Desired(c)

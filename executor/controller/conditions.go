@@ -111,3 +111,31 @@ func clusterVersionBehind(c *v1alpha1.EtcdCluster) bool {
 	want, err2 := planner.ParseVersion(c.Spec.Version)
 	return err == nil && err2 == nil && !cv.SameMinor(want)
 }
+
+// markCertificates sets CertificateExpiring from the certificates the look read; a cluster
+// without TLS has no such condition.
+func markCertificates(c *v1alpha1.EtcdCluster, now time.Time) {
+	if c.Status.TLS == nil {
+		conditions.Delete(c, v1alpha1.ConditionCertificateExpiring)
+		return
+	}
+	for _, cs := range c.Status.TLS.Certificates {
+		if expiring(cs, now) {
+			conditions.MarkTrue(c, v1alpha1.ConditionCertificateExpiring, v1alpha1.ReasonExpiresSoon,
+				"the certificate in Secret %s expires at %s: a member or client using it is then cut off (docs/security.md)",
+				cs.SecretName, cs.NotAfter.UTC().Format(time.RFC3339))
+			return
+		}
+	}
+	conditions.MarkFalse(c, v1alpha1.ConditionCertificateExpiring, v1alpha1.ReasonCertificatesValid, "no certificate is close to its end")
+}
+
+// expiring: a tenth of the certificate's life is left (0.3 of the time from its renewal to
+// its end) when the operator renews it, else a week.
+func expiring(cs v1alpha1.CertificateStatus, now time.Time) bool {
+	left := cs.NotAfter.Sub(now)
+	if cs.RenewAt != nil {
+		return left < cs.NotAfter.Sub(cs.RenewAt.Time)*3/10
+	}
+	return left < 7*24*time.Hour
+}

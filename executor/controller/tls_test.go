@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -67,4 +69,36 @@ func TestMissingProvidedSecretStalls(t *testing.T) {
 	require.Equal(t, string(v1alpha1.ReasonTLSSecretNotFound), conditions.GetReason(c, meta.StalledCondition))
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "Secret srv does not exist")
 	require.Nil(t, c.Status.Plan, "nothing is planned")
+}
+
+// A certificate whose renewal did not happen says so in a condition once a tenth of its
+// life is left; one the operator does not renew, a week before its end.
+func TestExpiringCertificateIsACondition(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	boot := f.cluster()
+	boot.Status.ClusterID = ""
+	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
+	require.NoError(t, err)
+	c, _ := f.reconcile()
+	require.Equal(t, v1alpha1.ReasonCertificatesValid, conditions.GetReason(c, v1alpha1.ConditionCertificateExpiring))
+	require.False(t, conditions.IsTrue(c, v1alpha1.ConditionCertificateExpiring))
+
+	day := 24 * time.Hour
+	end := metav1.NewTime(f.now.Add(90 * day))
+	c.Status.TLS.Certificates = []v1alpha1.CertificateStatus{{SecretName: "demo-server-tls", NotAfter: end, RenewAt: &metav1.Time{Time: f.now.Add(60 * day)}}}
+	markCertificates(c, f.now.Add(80*day))
+	require.False(t, conditions.IsTrue(c, v1alpha1.ConditionCertificateExpiring), "10 days of 90 are left")
+	markCertificates(c, f.now.Add(82*day))
+	require.True(t, conditions.IsTrue(c, v1alpha1.ConditionCertificateExpiring), "8 days of 90 are left")
+	require.Contains(t, conditions.GetMessage(c, v1alpha1.ConditionCertificateExpiring), "Secret demo-server-tls expires at")
+
+	c.Status.TLS.Certificates = []v1alpha1.CertificateStatus{{SecretName: "users", NotAfter: end}}
+	markCertificates(c, f.now.Add(82*day))
+	require.False(t, conditions.IsTrue(c, v1alpha1.ConditionCertificateExpiring), "8 days before the end of a certificate the operator does not renew")
+	markCertificates(c, f.now.Add(84*day))
+	require.True(t, conditions.IsTrue(c, v1alpha1.ConditionCertificateExpiring), "6 days before")
+
+	c.Status.TLS = nil
+	markCertificates(c, f.now)
+	require.Nil(t, conditions.Get(c, v1alpha1.ConditionCertificateExpiring), "no TLS, no condition")
 }
