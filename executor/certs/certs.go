@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -207,7 +208,9 @@ func (k Keeper) peers(ctx context.Context, c *v1alpha1.EtcdCluster, members []st
 	if !own(c.Spec.TLS.PeerMode()) {
 		return nil
 	}
-	for _, m := range members {
+	// In a fixed order: the renewals are planned in it, and a plan that changes order
+	// would be superseded at every look.
+	for _, m := range slices.Sorted(slices.Values(members)) {
 		s := &corev1.Secret{}
 		err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: vocab.PeerSecret(m)}, s)
 		switch {
