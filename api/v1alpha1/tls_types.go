@@ -118,9 +118,14 @@ func (t *TLSSpec) side(s *TLSSideSpec) TLSMode {
 // TLSStatus is what clients need to know of the cluster's TLS.
 type TLSStatus struct {
 	// ClientSecretName names the Secret (tls.crt, tls.key, ca.crt) with a client certificate
-	// for applications, when the operator issues one (client mode Auto).
+	// for applications, when the cluster's own CA issues one (client mode Auto or
+	// CertManager).
 	// +optional
 	ClientSecretName string `json:"clientSecretName,omitempty"`
+	// ClientURL is where applications reach the cluster over TLS: the client Service, by
+	// the name its certificate is checked for.
+	// +optional
+	ClientURL string `json:"clientURL,omitempty"`
 	// Certificates are the certificates members and the operator use, as last read.
 	// +optional
 	// +listType=map

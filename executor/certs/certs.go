@@ -71,6 +71,9 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 		return State{}, nil
 	}
 	st := State{Status: &v1alpha1.TLSStatus{}}
+	if t.ClientTLS() {
+		st.Status.ClientURL = fmt.Sprintf("https://%s:%d", resources.ServerName(c), vocab.ClientPort)
+	}
 	if resources.OwnCA(t) {
 		ca, err := k.ownCA(ctx, c, now)
 		if err != nil {

@@ -60,6 +60,7 @@ func TestAutoIssuesOnceFromTheClustersCA(t *testing.T) {
 	require.NotNil(t, st.Operator)
 	require.Equal(t, "demo-client.ns.svc", st.Operator.ServerName)
 	require.Equal(t, vocab.ClientSecret("demo"), st.Status.ClientSecretName)
+	require.Equal(t, "https://demo-client.ns.svc:2379", st.Status.ClientURL)
 	require.Len(t, st.Status.Certificates, 4)
 
 	ca := secret(t, kube, vocab.CASecret("demo"))

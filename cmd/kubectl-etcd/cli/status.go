@@ -115,6 +115,9 @@ func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, now time.Time) {
 		return
 	}
 	fmt.Fprintf(w, "  TLS:      clients %s, peers %s", t.ClientMode(), t.PeerMode())
+	if st := ec.Status.TLS; st != nil && st.ClientURL != "" {
+		fmt.Fprintf(w, ", at %s", st.ClientURL)
+	}
 	if st := ec.Status.TLS; st != nil && st.ClientSecretName != "" {
 		fmt.Fprintf(w, ", client certificate for applications in Secret %s", st.ClientSecretName)
 	}

@@ -198,11 +198,11 @@ func TestStatusShowsTheLastRecovery(t *testing.T) {
 func TestStatusShowsCertificates(t *testing.T) {
 	ec, objs := scalingCluster()
 	ec.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
-	ec.Status.TLS = &v1alpha1.TLSStatus{ClientSecretName: "demo-client-tls", Certificates: []v1alpha1.CertificateStatus{
+	ec.Status.TLS = &v1alpha1.TLSStatus{ClientSecretName: "demo-client-tls", ClientURL: "https://demo-client.ns.svc:2379", Certificates: []v1alpha1.CertificateStatus{
 		{SecretName: "demo-server-tls", Subject: "demo server", Issuer: "ns/demo etcd CA", NotAfter: metav1.NewTime(now.Add(90 * 24 * time.Hour)),
 			RenewAt: &metav1.Time{Time: now.Add(60 * 24 * time.Hour)}}}}
 	var out strings.Builder
 	require.NoError(t, writeStatus(&out, ec, objs, now))
-	require.Contains(t, out.String(), "TLS:      clients Auto, peers Auto, client certificate for applications in Secret demo-client-tls")
+	require.Contains(t, out.String(), "TLS:      clients Auto, peers Auto, at https://demo-client.ns.svc:2379, client certificate for applications in Secret demo-client-tls")
 	require.Contains(t, out.String(), "Cert:     demo-server-tls (demo server, issued by ns/demo etcd CA) expires in 90d, renewed in 60d")
 }
