@@ -55,3 +55,17 @@ func TestCertificateStepsNameTheirSecret(t *testing.T) {
 	require.Equal(t, "demo-server-tls", a.Steps[0].Subject())
 	require.NotEqual(t, a.ID, b.ID)
 }
+
+// Certificates that expired cut members off from the operator, or from each other: the
+// renewals come first even when no member answers, since they need no answer from etcd.
+func TestExpiredCertificatesAreRenewedWhenNoMemberAnswers(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	w := running(c, 3, c.Version)
+	for _, m := range w.members {
+		m.up = false
+	}
+	w.renewals = []Renewal{{Secret: "demo-server-tls", Mounted: true}, {Secret: "demo-operator-tls"}}
+	p := Plan(c, w.observe())
+	require.Nil(t, p.Blocked)
+	require.Equal(t, plan.RenewCertificate, p.Steps[0].Action)
+}
