@@ -105,8 +105,12 @@ func (t *TLSSpec) ClientTLS() bool { return t.ClientMode() != TLSDisabled }
 // PeerTLS: members reach one another over TLS.
 func (t *TLSSpec) PeerTLS() bool { return t.PeerMode() != TLSDisabled }
 
-// Issues: the operator issues certificates for some side (mode Auto).
-func (t *TLSSpec) Issues() bool { return t.ClientMode() == TLSAuto || t.PeerMode() == TLSAuto }
+// OwnCA: the cluster's own CA issues some side's certificates (made by the operator, or by
+// cert-manager from issuerRef).
+func (t *TLSSpec) OwnCA() bool { return t.ClientMode().OwnCA() || t.PeerMode().OwnCA() }
+
+// OwnCA: the cluster's own CA issues the certificates of a side in this mode.
+func (m TLSMode) OwnCA() bool { return m == TLSAuto || m == TLSCertManager }
 
 func (t *TLSSpec) side(s *TLSSideSpec) TLSMode {
 	if s != nil && s.Mode != "" {

@@ -74,25 +74,8 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 	if t.ClientTLS() {
 		st.Status.ClientURL = fmt.Sprintf("https://%s:%d", resources.ServerName(c), vocab.ClientPort)
 	}
-	if resources.OwnCA(t) {
-		ca, err := k.ownCA(ctx, c, now)
-		if err != nil {
-			return State{}, err
-		}
-		st.note(ca, false) // a CA is rotated, not renewed
-		if err := k.trust(ctx, c, ca); err != nil {
-			return State{}, err
-		}
-		if own(t.ClientMode()) {
-			for _, l := range clientLeaves(c) {
-				s, err := k.leaf(ctx, c, t.ClientMode(), l.secret, l.req, keyPair(ca), now)
-				if err != nil {
-					return State{}, err
-				}
-				st.issued(c, s, t.ClientMode(), now)
-			}
-			st.Status.ClientSecretName = vocab.ClientSecret(c.Name)
-		}
+	if err := k.ownCerts(ctx, c, now, &st); err != nil {
+		return State{}, err
 	}
 	if err := k.peers(ctx, c, members, now, &st); err != nil {
 		return State{}, err
@@ -122,7 +105,7 @@ func (k Keeper) Operator(ctx context.Context, c *v1alpha1.EtcdCluster) (*tls.Con
 		return nil, "", err
 	}
 	bundle, version := s.Data[vocab.CACertKey], s.Name+"@"+s.ResourceVersion
-	if own(c.Spec.TLS.ClientMode()) {
+	if c.Spec.TLS.ClientMode().OwnCA() {
 		trust := &corev1.Secret{}
 		if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: vocab.TrustSecret(c.Name)}, trust); err != nil {
 			return nil, "", err
@@ -137,8 +120,34 @@ func (k Keeper) Operator(ctx context.Context, c *v1alpha1.EtcdCluster) (*tls.Con
 	return cfg, version, nil
 }
 
-// own: the cluster's own CA issues a side's certificates.
-func own(m v1alpha1.TLSMode) bool { return m == v1alpha1.TLSAuto || m == v1alpha1.TLSCertManager }
+// ownCerts makes what is missing of the cluster's own CA, its trust Secret and the
+// certificates of client traffic it issues.
+func (k Keeper) ownCerts(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Time, st *State) error {
+	t := c.Spec.TLS
+	if !t.OwnCA() {
+		return nil
+	}
+	ca, err := k.ownCA(ctx, c, now)
+	if err != nil {
+		return err
+	}
+	st.note(ca, false) // a CA is rotated, not renewed
+	if err := k.trust(ctx, c, ca); err != nil {
+		return err
+	}
+	if !t.ClientMode().OwnCA() {
+		return nil
+	}
+	for _, l := range clientLeaves(c) {
+		s, err := k.leaf(ctx, c, t.ClientMode(), l.secret, l.req, keyPair(ca), now)
+		if err != nil {
+			return err
+		}
+		st.issued(c, s, t.ClientMode(), now)
+	}
+	st.Status.ClientSecretName = vocab.ClientSecret(c.Name)
+	return nil
+}
 
 // ownCA is the Secret of the cluster's own CA: made by the operator (Auto), or by
 // cert-manager from spec.tls.issuerRef (CertManager).
@@ -208,7 +217,7 @@ func pemOf(c *x509.Certificate) []byte {
 // peers notes the peer certificates of members from the cluster's own CA, and those the
 // operator is to renew; a member's is issued just before its Pod (EnsurePeer).
 func (k Keeper) peers(ctx context.Context, c *v1alpha1.EtcdCluster, members []string, now time.Time, st *State) error {
-	if !own(c.Spec.TLS.PeerMode()) {
+	if !c.Spec.TLS.PeerMode().OwnCA() {
 		return nil
 	}
 	// In a fixed order: the renewals are planned in it, and a plan that changes order
@@ -240,7 +249,7 @@ func (st *State) issued(c *v1alpha1.EtcdCluster, s *corev1.Secret, mode v1alpha1
 // missing; the member's Pod mounts it.
 func (k Keeper) EnsurePeer(ctx context.Context, c *v1alpha1.EtcdCluster, member string, now time.Time) error {
 	mode := c.Spec.TLS.PeerMode()
-	if !own(mode) {
+	if !mode.OwnCA() {
 		return nil
 	}
 	var ca pki.KeyPair

@@ -70,12 +70,6 @@ func trustFile(mode v1alpha1.TLSMode, mount string) string {
 	return vocab.TrustTLSMount + "/" + vocab.CACertKey
 }
 
-// OwnCA: the cluster's own CA issues some side's certificates (the operator's, or one
-// cert-manager issues from spec.tls.issuerRef).
-func OwnCA(t *v1alpha1.TLSSpec) bool {
-	own := func(m v1alpha1.TLSMode) bool { return m == v1alpha1.TLSAuto || m == v1alpha1.TLSCertManager }
-	return own(t.ClientMode()) || own(t.PeerMode())
-}
 
 // listenURL is what a member listens on for one side.
 func listenURL(tls bool, port int) string {
@@ -98,7 +92,7 @@ func tlsVolumes(c *v1alpha1.EtcdCluster, member string) ([]corev1.Volume, []core
 	if c.Spec.TLS.PeerTLS() {
 		add("peer-tls", PeerSecret(c, member), vocab.PeerTLSMount)
 	}
-	if OwnCA(c.Spec.TLS) {
+	if c.Spec.TLS.OwnCA() {
 		add("trust", vocab.TrustSecret(c.Name), vocab.TrustTLSMount)
 	}
 	return vols, mounts
