@@ -11,12 +11,21 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // KillContainer kills a container's processes with SIGKILL, as if it crashed; the kubelet
-// restarts it according to the Pod's restartPolicy.
+// restarts it according to the Pod's restartPolicy. On the real node it kills the
+// container's main process.
 func (s *Stack) KillContainer(ctx context.Context, namespace, pod, container string) error {
+	p, err := s.client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if p.Spec.NodeName == RealNodeName {
+		return s.l.killRealNodeContainer(ctx, p, container)
+	}
 	return s.podFault(ctx, "kill", namespace, pod, url.Values{"container": {container}})
 }
 
@@ -163,11 +172,16 @@ func (s *Stack) WipePVC(ctx context.Context, namespace, pvc string) error {
 	return nil
 }
 
-// ContainerLog is a container's output so far, as the local kubelet keeps it.
+// ContainerLog is a container's output so far, as the local kubelet keeps it; on the real
+// node, what its kubelet serves through the API server.
 func (s *Stack) ContainerLog(ctx context.Context, namespace, pod, container string) (string, error) {
 	p, err := s.client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
 		return "", err
+	}
+	if p.Spec.NodeName == RealNodeName {
+		body, err := s.client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		return string(body), err
 	}
 	q := url.Values{"namespace": {namespace}, "pod": {pod}, "container": {container}}
 	body, err := s.l.admin(ctx, http.MethodGet, p.Spec.NodeName, "/logs", q, 64<<20)
