@@ -26,7 +26,7 @@ func (s *Stack) KillContainer(ctx context.Context, namespace, pod, container str
 	if p.Spec.NodeName == RealNodeName {
 		return s.l.killRealNodeContainer(ctx, p, container)
 	}
-	return s.podFault(ctx, "kill", namespace, pod, url.Values{"container": {container}})
+	return s.l.podFault(ctx, "kill", p, url.Values{"container": {container}})
 }
 
 // PauseContainer stops a container's processes (SIGSTOP): they hang with their sockets open,
@@ -55,15 +55,20 @@ func (s *Stack) podFault(ctx context.Context, fault, namespace, pod string, q ur
 	if err != nil {
 		return err
 	}
+	return s.l.podFault(ctx, fault, p, q)
+}
+
+// podFault asks the admin server of the Pod's node for the fault.
+func (l layout) podFault(ctx context.Context, fault string, p *corev1.Pod, q url.Values) error {
 	if p.Spec.NodeName == "" {
-		return fmt.Errorf("stack: %s %s/%s: the Pod is not scheduled", fault, namespace, pod)
+		return fmt.Errorf("stack: %s %s/%s: the Pod is not scheduled", fault, p.Namespace, p.Name)
 	}
 	if q == nil {
 		q = url.Values{}
 	}
-	q.Set("namespace", namespace)
-	q.Set("pod", pod)
-	return s.l.adminPost(ctx, p.Spec.NodeName, "/faults/"+fault, q)
+	q.Set("namespace", p.Namespace)
+	q.Set("pod", p.Name)
+	return l.adminPost(ctx, p.Spec.NodeName, "/faults/"+fault, q)
 }
 
 // StopNode stops a node as if it lost power: its containers are SIGKILLed, its kubelet exits
