@@ -11,13 +11,22 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // KillContainer kills a container's processes with SIGKILL, as if it crashed; the kubelet
-// restarts it according to the Pod's restartPolicy.
+// restarts it according to the Pod's restartPolicy. On the real node it kills the
+// container's main process.
 func (s *Stack) KillContainer(ctx context.Context, namespace, pod, container string) error {
-	return s.podFault(ctx, "kill", namespace, pod, url.Values{"container": {container}})
+	p, err := s.client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if p.Spec.NodeName == RealNodeName {
+		return s.l.killRealNodeContainer(ctx, p, container)
+	}
+	return s.l.podFault(ctx, "kill", p, url.Values{"container": {container}})
 }
 
 // PauseContainer stops a container's processes (SIGSTOP): they hang with their sockets open,
@@ -46,15 +55,20 @@ func (s *Stack) podFault(ctx context.Context, fault, namespace, pod string, q ur
 	if err != nil {
 		return err
 	}
+	return s.l.podFault(ctx, fault, p, q)
+}
+
+// podFault asks the admin server of the Pod's node for the fault.
+func (l layout) podFault(ctx context.Context, fault string, p *corev1.Pod, q url.Values) error {
 	if p.Spec.NodeName == "" {
-		return fmt.Errorf("stack: %s %s/%s: the Pod is not scheduled", fault, namespace, pod)
+		return fmt.Errorf("stack: %s %s/%s: the Pod is not scheduled", fault, p.Namespace, p.Name)
 	}
 	if q == nil {
 		q = url.Values{}
 	}
-	q.Set("namespace", namespace)
-	q.Set("pod", pod)
-	return s.l.adminPost(ctx, p.Spec.NodeName, "/faults/"+fault, q)
+	q.Set("namespace", p.Namespace)
+	q.Set("pod", p.Name)
+	return l.adminPost(ctx, p.Spec.NodeName, "/faults/"+fault, q)
 }
 
 // StopNode stops a node as if it lost power: its containers are SIGKILLed, its kubelet exits
@@ -163,11 +177,16 @@ func (s *Stack) WipePVC(ctx context.Context, namespace, pvc string) error {
 	return nil
 }
 
-// ContainerLog is a container's output so far, as the local kubelet keeps it.
+// ContainerLog is a container's output so far, as the local kubelet keeps it; on the real
+// node, what its kubelet serves through the API server.
 func (s *Stack) ContainerLog(ctx context.Context, namespace, pod, container string) (string, error) {
 	p, err := s.client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
 		return "", err
+	}
+	if p.Spec.NodeName == RealNodeName {
+		body, err := s.client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		return string(body), err
 	}
 	q := url.Values{"namespace": {namespace}, "pod": {pod}, "container": {container}}
 	body, err := s.l.admin(ctx, http.MethodGet, p.Spec.NodeName, "/logs", q, 64<<20)
