@@ -30,17 +30,18 @@ import (
 
 // Every member's volume wiped: once approved, the cluster starts anew from its newest
 // backup on a new seed, under a new cluster ID, and serves exactly what that backup holds;
-// the lost members' Pods and volumes go.
+// the lost members' Pods and volumes go. The cluster serves TLS on both sides, before and
+// after: the new seed and its members take the cluster's certificates.
 func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
-	before := framework.CreateReady(t, ns, 3)
+	before := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
 	m := minioFor(t, ns, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
 	ctx := context.Background()
 	dest := framework.MinIODest(m.Endpoint)
 
-	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
+	cli := framework.ClusterClient(t, ns, "demo")
 	written := map[string]string{}
 	put := func(from, to int) { putData(t, cli, written, from, to) }
 	put(0, 100)
@@ -100,7 +101,7 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 // keys reads every key under prefix from a cluster, with its value.
 func keys(t *testing.T, ns, name, prefix string) map[string]string {
 	t.Helper()
-	resp, err := framework.EtcdClient(t, framework.Endpoints(t, ns, name)).Get(context.Background(), prefix, clientv3.WithPrefix())
+	resp, err := framework.ClusterClient(t, ns, name).Get(context.Background(), prefix, clientv3.WithPrefix())
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, kv := range resp.Kvs {

@@ -111,19 +111,20 @@ func TestScaleDownMovesLeadershipFirst(t *testing.T) {
 
 // Two of three voters lose their volumes: the recovery plan waits for approval, then the
 // survivor restarts alone with --force-new-cluster and new members join it. Every write the
-// survivor had is there, in the same etcd cluster.
+// survivor had is there, in the same etcd cluster. The cluster serves TLS on both sides:
+// the survivor and the new members keep their certificates.
 func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
-	before := framework.CreateReady(t, ns, 3)
+	before := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
 	ctx := context.Background()
-	cli := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo"))
+	cli := framework.ClusterClient(t, ns, "demo")
 	written := map[string]string{}
 	putData(t, cli, written, 0, 200)
 	// A linearizable read through demo-0 returns once it applied every write acknowledged
 	// so far: the survivor has them all.
-	survivor := framework.EtcdClient(t, []string{podEndpoint(t, ns, "demo-0")})
+	survivor := framework.EtcdClientTLS(t, []string{podEndpoint(t, ns, "demo-0")}, framework.ClientTLS(t, ns, "demo"))
 	resp, err := survivor.Get(ctx, "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	require.NoError(t, err)
 	require.EqualValues(t, len(written), resp.Count)

@@ -298,7 +298,7 @@ func Endpoints(t *testing.T, ns, name string) []string {
 // EtcdClient is an etcd client of eps, closed when the test ends.
 func EtcdClient(t *testing.T, eps []string) *clientv3.Client {
 	t.Helper()
-	return etcdClient(t, eps, nil)
+	return EtcdClientTLS(t, eps, nil)
 }
 
 // ClusterClient is an etcd client of the cluster's running members, as an application
@@ -306,10 +306,12 @@ func EtcdClient(t *testing.T, eps []string) *clientv3.Client {
 // talk TLS. Closed when the test ends.
 func ClusterClient(t *testing.T, ns, name string) *clientv3.Client {
 	t.Helper()
-	return etcdClient(t, Endpoints(t, ns, name), ClientTLS(t, ns, name))
+	return EtcdClientTLS(t, Endpoints(t, ns, name), ClientTLS(t, ns, name))
 }
 
-func etcdClient(t *testing.T, eps []string, tlsCfg *tls.Config) *clientv3.Client {
+// EtcdClientTLS is an etcd client of eps with TLS when tlsCfg is set (EtcdConfig), closed
+// when the test ends.
+func EtcdClientTLS(t *testing.T, eps []string, tlsCfg *tls.Config) *clientv3.Client {
 	cli, err := clientv3.New(EtcdConfig(eps, tlsCfg))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
