@@ -70,7 +70,6 @@ func trustFile(mode v1alpha1.TLSMode, mount string) string {
 	return vocab.TrustTLSMount + "/" + vocab.CACertKey
 }
 
-
 // listenURL is what a member listens on for one side.
 func listenURL(tls bool, port int) string {
 	return fmt.Sprintf("%s://0.0.0.0:%d", vocab.Scheme(tls), port)
