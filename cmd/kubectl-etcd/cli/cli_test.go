@@ -51,6 +51,7 @@ func TestExitCodes(t *testing.T) {
 		{"no changes", []string{"plan", "-f", basic, "--observed", healthy, "--detailed-exitcode"}, ExitOK, "No changes", "", true},
 		{"changes, detailed", []string{"plan", "-k", examples + "scale-out", "--observed", healthy, "--detailed-exitcode"}, ExitChanges, "AddLearner", "", true},
 		{"changes, not detailed", []string{"plan", "-k", examples + "scale-out", "--observed", healthy}, ExitOK, "PromoteLearner  demo-4", "", true},
+		{"TLS from the start", []string{"plan", "-k", examples + "tls", "--observed", examples + "observed/empty.json"}, ExitOK, "CreateSeed", "", true},
 		{"long flag names", []string{"plan", "--filename", basic, "--observed", healthy, "--output", "markdown"}, ExitOK, "No changes.", "", true},
 		{"blocked plan", []string{"plan", "-f", "testdata/downgrade.yaml", "--observed", healthy, "--detailed-exitcode"}, ExitError,
 			"blocked (DowngradeRefused)", "error: EtcdCluster demo: blocked (DowngradeRefused): member demo-0 ran 3.6.16 and etcd's cluster version is 3.6", false},
