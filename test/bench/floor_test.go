@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/framework"
@@ -35,9 +36,16 @@ type floor struct {
 
 const floorPoll = 10 * time.Millisecond
 
+// newFloor makes the floor of a cluster in ns, with the cluster's Services. A cluster with
+// TLS has its Secrets issued by the product's own keeper (executor/certs), as
+// the operator issues them: they belong to an EtcdCluster of the same spec in the floor's
+// namespace, which no operator watches (floorOwner).
 func newFloor(t *testing.T, ns string, c *v1alpha1.EtcdCluster) *floor {
 	c = c.DeepCopy()
 	c.Namespace = ns
+	if c.Spec.TLS != nil {
+		c = floorOwner(t, c)
+	}
 	ctx := context.Background()
 	for _, svc := range []*corev1.Service{resources.Headless(c), resources.Client(c)} {
 		if err := framework.Env.Client.Create(ctx, svc); !apierrors.IsAlreadyExists(err) {
@@ -67,10 +75,12 @@ func (f *floor) start(name, version string, seed, expectData bool) {
 	f.create(ms)
 }
 
-// create creates a member's claim, unless it exists, and its Pod rendered from ms.
+// create creates a member's claim, unless it exists, and its Pod rendered from ms; first
+// the member's peer certificate when the cluster's CA issues it, as the operator does.
 func (f *floor) create(ms resources.MemberSpec) {
 	ctx, cancel := f.ctx()
 	defer cancel()
+	require.NoError(f.t, keeper().EnsurePeer(ctx, f.c, ms.Name, time.Now()))
 	pvc := resources.MemberPVC(f.c, ms.Name)
 	if err := framework.Env.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(f.t, err)
@@ -98,12 +108,15 @@ func (f *floor) endpoint(name string) string {
 // first, and gives up a connection attempt after 2 s): with gRPC's defaults (a second, then
 // longer, up to two minutes; 20 s per attempt) a member that starts while the floor waits
 // for it would be seen late.
+// A cluster with client TLS is dialed with the operator's certificate.
 func (f *floor) client(name string) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+	tlsCfg, ok := clientTLS(f.c.Namespace, f.c.Name)
+	require.True(f.t, ok, "the floor's TLS Secrets of %s are there", f.c.Name)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tlsCfg,
+		DialOptions: append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 2 * time.Second,
-		})}})
+		})}, etcd.ServerName(tlsCfg)...)})
 	require.NoError(f.t, err)
 	return cli
 }
@@ -162,8 +175,16 @@ func (f *floor) join(voter, name, version string) {
 	f.healthy(name)
 }
 
-// bootstrap forms a cluster of n members: a seed, then one learner at a time.
+// bootstrap forms a cluster of n members: a seed, then one learner at a time. A cluster
+// with TLS first has its CA and the certificates of client traffic issued (each member's
+// peer certificate is issued before its Pod), as the operator's first look does.
 func (f *floor) bootstrap(n int, version string) {
+	if f.c.Spec.TLS != nil {
+		ctx, cancel := f.ctx()
+		_, err := keeper().Ensure(ctx, f.c, nil, time.Now())
+		cancel()
+		require.NoError(f.t, err)
+	}
 	seed := f.name(0)
 	f.start(seed, version, true, false)
 	f.healthy(seed)
