@@ -124,7 +124,14 @@ func TestBench(t *testing.T) {
 	if os.Getenv("BENCH_ONLY") == "tls" {
 		results, lat := b.tlsScenarios(runs, false)
 		fmt.Println(table(results) + tlsReport(results, &lat))
-		fmt.Println(plots(t, results))
+		var secure []benchResult // the plain runs' plots stay those of the last full run
+		for _, r := range results {
+			if strings.HasSuffix(r.Name, tlsSuffix) {
+				secure = append(secure, r)
+			}
+		}
+		fmt.Println(plots(t, secure))
+		fmt.Println(laterSteps(secure))
 		return
 	}
 	var tlsFl *floor // the floor's three members of the cluster with TLS
