@@ -246,7 +246,7 @@ func tlsReport(results []benchResult, lat *latencyResult) string {
 			continue
 		}
 		if rows == 0 {
-			fmt.Fprintf(&b, "\n## TLS\n\n")
+			fmt.Fprintf(&b, "\n## TLS\n\n%s\n", tlsIntro)
 			fmt.Fprintf(&b, "| scenario, median of its runs | operator plain / TLS | floor plain / TLS | operator / floor plain | operator / floor TLS | TLS / plain, operator (floor) |\n|---|---|---|---|---|---|\n")
 		}
 		rows++
@@ -259,7 +259,7 @@ func tlsReport(results []benchResult, lat *latencyResult) string {
 		return b.String()
 	}
 	if rows == 0 {
-		fmt.Fprintf(&b, "\n## TLS\n")
+		fmt.Fprintf(&b, "\n## TLS\n\n%s", tlsIntro)
 	}
 	fmt.Fprintf(&b, "\nWrite latency, plain and TLS clusters of 3 members side by side: %d blocks of %d puts of 256 bytes one after the other on each, in turn; then a new client's first put (its connection and TLS handshake included), 20 on each, in turn.\n\n",
 		lat.Blocks, lat.PerBlock)
@@ -271,8 +271,44 @@ func tlsReport(results []benchResult, lat *latencyResult) string {
 	}
 	row("sequential puts, one client", lat.Plain, lat.TLS)
 	row("a new client's first put", lat.PlainDial, lat.TLSDial)
+	b.WriteString(tlsToCome)
 	return b.String()
 }
+
+const tlsIntro = `The bootstrap of 3 members and the scaling 3 -> 5 and back run a second time on clusters
+with ` + "`spec.tls: {mode: Auto}`" + ` (the rows ending in *TLS*): members serve clients and peers
+over mutual TLS from the cluster's own CA. The floor's clusters talk TLS too: the floor
+issues the same Secrets through the operator's own code (executor/certs: the CA, the trust
+bundle, the server, operator and application certificates before the seed, each member's
+peer certificate just before its Pod), owned by an EtcdCluster of the same spec in the
+floor's namespace that no operator watches; it renders the same Pods (the same TLS flags
+and Secret volumes) and dials members with the operator's client certificate. The writer,
+the sampler and the check that ends a run dial TLS clusters with that certificate too.
+Each side's figure is the median of its runs; *TLS / plain* compares the two within one
+run.
+`
+
+const tlsToCome = `
+Not measured yet, because neither exists yet: a running cluster cannot switch TLS on
+(admission refuses a change of either side's mode) and a cluster's CA cannot be rotated.
+Once they exist, each is benchmarked like the upgrade, against the naive way, with a
+writer on the cluster throughout, and a look at every member's peers every 50 ms:
+
+- **TLS switched on**: the operator's plan (each member restarted once serving http and
+  https on its client port, the operator's client moved to https, each member restarted
+  without http; then each member given a second peer port with TLS, its peer URL moved
+  there through etcd's MemberUpdate, and its plain peer listener dropped) against every
+  member restarted with client and peer TLS at once, highest ordinal first, as a
+  StatefulSet's rolling update does. Compared: time, writes failed, write p99 and max
+  (the writer dials https once a member serves it), and the looks at which a member was
+  cut off from a peer (the naive way cuts each restarted member off from the plain ones).
+- **CA rotation**: the operator's three passes (every member trusting the old and new CA,
+  a restart each; every certificate issued again from the new CA, no restart; every
+  member trusting the new CA alone, a restart each) against every member restarted with
+  certificates of the new CA, trusting it alone. Compared: the same figures, and the
+  writes failed by a client that holds the old CA's certificate until the new one is
+  issued to it.
+`
 
 // msf is a short latency in milliseconds with a decimal: sequential puts take a few.
 func msf(d time.Duration) string {
