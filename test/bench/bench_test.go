@@ -139,10 +139,10 @@ func TestBench(t *testing.T) {
 		five, _ := b.bootstrap("five", 5)
 		b.deleteCluster("five")
 		var three, secure benchResult
-		secure, tlsFl = b.bootstrapTLS("tls", 3)
+		secure, tlsFl = b.bootstrapTLS(tlsName(i), 3)
 		if i < runs {
-			b.deleteCluster("tls")
-			b.deleteTLS("tls")
+			b.deleteCluster(tlsName(i))
+			b.deleteTLS(tlsName(i))
 		}
 		three, fl = b.bootstrap("demo", 3)
 		if i < runs {
@@ -154,9 +154,9 @@ func TestBench(t *testing.T) {
 
 	results = append(results, b.scaling(fl, runs, "")...)
 	results = append(results, b.scaling(tlsFl, runs, tlsSuffix)...)
-	lat := b.latency("demo", "tls")
-	b.deleteCluster("tls") // the scenarios that follow use demo alone
-	b.deleteTLS("tls")
+	lat := b.latency("demo", tlsFl.c.Name)
+	b.deleteCluster(tlsFl.c.Name) // the scenarios that follow use demo alone
+	b.deleteTLS(tlsFl.c.Name)
 
 	results = append(results, b.podDeleted(fl, "demo-1"))
 	results = append(results, b.run("member replaced after data loss", "demo", 3, "3.6.16", func() {
@@ -169,7 +169,7 @@ func TestBench(t *testing.T) {
 		})
 		delete(fl.members, "demo-1")
 		require.NoError(t, client.IgnoreNotFound(framework.Env.Client.Delete(context.Background(), resources.MemberPVC(fl.c, "demo-1"))))
-		fl.join("demo-0", "demo-5", "3.6.16")
+		fl.join("demo-0", fl.fresh(), "3.6.16")
 	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
 	results = append(results, b.quorumLosses(runs)...)
 
@@ -187,11 +187,11 @@ func (b *bench) tlsScenarios(runs int, drop bool) ([]benchResult, latencyResult)
 	var fl, tlsFl *floor
 	for i := 1; i <= runs; i++ {
 		var three, secure benchResult
-		secure, tlsFl = b.bootstrapTLS("tls", 3)
+		secure, tlsFl = b.bootstrapTLS(tlsName(i), 3)
 		three, fl = b.bootstrap("demo", 3)
 		if i < runs {
-			b.deleteCluster("tls")
-			b.deleteTLS("tls")
+			b.deleteCluster(tlsName(i))
+			b.deleteTLS(tlsName(i))
 			b.deleteCluster("demo")
 		}
 		three.Run, three.Of, secure.Run, secure.Of = i, runs, i, runs
@@ -199,14 +199,19 @@ func (b *bench) tlsScenarios(runs int, drop bool) ([]benchResult, latencyResult)
 	}
 	results = append(results, b.scaling(fl, runs, "")...)
 	results = append(results, b.scaling(tlsFl, runs, tlsSuffix)...)
-	lat := b.latency("demo", "tls")
+	lat := b.latency("demo", tlsFl.c.Name)
 	if drop {
-		b.deleteCluster("tls")
-		b.deleteTLS("tls")
+		b.deleteCluster(tlsFl.c.Name)
+		b.deleteTLS(tlsFl.c.Name)
 		b.deleteCluster("demo")
 	}
 	return results, lat
 }
+
+// tlsName names the cluster with TLS of the i-th run: each run's is new, so that no
+// member's DNS name still resolves to a Pod of the run before when its peers check its
+// certificate against its address.
+func tlsName(i int) string { return fmt.Sprintf("tls%d", i) }
 
 // benchClusters is how many clusters one operator runs at once: BENCH_CLUSTERS, 50 by
 // default.
@@ -878,19 +883,22 @@ func (b *bench) scaling(fl *floor, runs int, suffix string) []benchResult {
 	t, opNS, name := b.t, b.opNS, fl.c.Name
 	var results []benchResult
 	for i := 1; i <= runs; i++ {
+		var third, fourth string // the floor's new members, named as the operator names its
 		up := b.run("scale 3 -> 5"+suffix, name, 5, "3.6.16", func() {
 			framework.Update(t, opNS, name, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
 		}, func() {
-			fl.join(fl.name(0), fl.name(3), "3.6.16")
-			fl.join(fl.name(0), fl.name(4), "3.6.16")
+			third = fl.fresh()
+			fl.join(fl.name(0), third, "3.6.16")
+			fourth = fl.fresh()
+			fl.join(fl.name(0), fourth, "3.6.16")
 		}, nil)
 		b.operatorLeader(name, b.newest(name))
-		fl.lead(fl.name(4))
+		fl.lead(fourth)
 		down := b.run("scale 5 -> 3, the leader removed"+suffix, name, 3, "3.6.16", func() {
 			framework.Update(t, opNS, name, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 		}, func() {
-			fl.leave(fl.name(0), fl.name(4))
-			fl.leave(fl.name(0), fl.name(3))
+			fl.leave(fl.name(0), fourth)
+			fl.leave(fl.name(0), third)
 		}, nil)
 		up.Run, up.Of, down.Run, down.Of = i, runs, i, runs
 		results = append(results, up, down)

@@ -32,6 +32,11 @@ type floor struct {
 	t       *testing.T
 	c       *v1alpha1.EtcdCluster // never created: it only renders the members
 	members map[string]uint64     // name -> etcd member ID
+	// ordinals is one more than the highest ordinal of a member the floor started: a new
+	// member takes the next one (fresh), as the operator's do. A name used before may
+	// still resolve to its old Pod's address for a while, and with peer TLS etcd refuses a
+	// member whose address its certificate's name does not resolve to.
+	ordinals int
 }
 
 const floorPoll = 10 * time.Millisecond
@@ -65,6 +70,7 @@ func (f *floor) images() resources.Images {
 
 // start creates a member's claim and Pod: a seed alone, or a member joining those listed.
 func (f *floor) start(name, version string, seed, expectData bool) {
+	f.ordinals = max(f.ordinals, vocab.Ordinal(f.c.Name, name)+1)
 	ms := resources.MemberSpec{Name: name, Version: version, Seed: seed, ExpectData: expectData}
 	ms.InitialCluster = []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name, f.c.Spec.TLS.PeerTLS())}
 	for m := range f.members {
@@ -194,6 +200,9 @@ func (f *floor) bootstrap(n int, version string) {
 }
 
 func (f *floor) name(i int) string { return fmt.Sprintf("%s-%d", f.c.Name, i) }
+
+// fresh is the name of the next member to join: an ordinal never used by the floor before.
+func (f *floor) fresh() string { return f.name(f.ordinals) }
 
 // leave hands leadership to voter if the member leads, removes it and deletes its Pod and
 // claim.
