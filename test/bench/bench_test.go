@@ -122,7 +122,7 @@ func TestBench(t *testing.T) {
 	// BENCH_ONLY=tls measures only the bootstrap of 3 and the scaling 3 -> 5 and back, plain
 	// and with TLS, and the write latency of both, and writes no docs.
 	if os.Getenv("BENCH_ONLY") == "tls" {
-		results, lat := b.tlsScenarios(runs, false)
+		results, lat := b.tlsScenarios(runs)
 		fmt.Println(table(results) + tlsReport(results, &lat))
 		var secure []benchResult // the plain runs' plots stay those of the last full run
 		for _, r := range results {
@@ -180,9 +180,8 @@ func TestBench(t *testing.T) {
 }
 
 // tlsScenarios measures the bootstrap of 3 members and the scaling 3 -> 5 and back, each
-// plain and with TLS, runs times, and then the write latency of both clusters. The clusters
-// stay unless drop.
-func (b *bench) tlsScenarios(runs int, drop bool) ([]benchResult, latencyResult) {
+// plain and with TLS, runs times, and then the write latency of both clusters.
+func (b *bench) tlsScenarios(runs int) ([]benchResult, latencyResult) {
 	var results []benchResult
 	var fl, tlsFl *floor
 	for i := 1; i <= runs; i++ {
@@ -199,13 +198,7 @@ func (b *bench) tlsScenarios(runs int, drop bool) ([]benchResult, latencyResult)
 	}
 	results = append(results, b.scaling(fl, runs, "")...)
 	results = append(results, b.scaling(tlsFl, runs, tlsSuffix)...)
-	lat := b.latency("demo", tlsFl.c.Name)
-	if drop {
-		b.deleteCluster(tlsFl.c.Name)
-		b.deleteTLS(tlsFl.c.Name)
-		b.deleteCluster("demo")
-	}
-	return results, lat
+	return results, b.latency("demo", tlsFl.c.Name)
 }
 
 // tlsName names the cluster with TLS of the i-th run: each run's is new, so that no
