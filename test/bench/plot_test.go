@@ -109,7 +109,8 @@ const benchDoc = `# Benchmarks
 Written by ` + "`make bench`" + `: every figure below comes from one run on the local stack (a real
 kube-apiserver, the local kubelet, etcd in Pods). Each scenario runs twice: once by the
 operator, and once by the *floor*, a small program that drives the same Pod and etcd
-operations directly (the same Pods, rendered by the same code), each as soon as the one
+operations directly (the same Pods, rendered by the same code, each joining member named
+by the next ordinal as the operator names its), each as soon as the one
 before took effect, polling every 10 ms. The floor is what etcd and Kubernetes allow; the
 ratio operator / floor is what the operator costs on top. On a shared two-core machine the
 figures of both swing by up to twice between runs; compare the ratios within one run.
