@@ -116,22 +116,47 @@ func TestBench(t *testing.T) {
 	// BENCH_ONLY=scale measures only the scaling 3 -> 5 and back, and writes no docs.
 	if os.Getenv("BENCH_ONLY") == "scale" {
 		_, fl := b.bootstrap("demo", 3)
-		fmt.Println(table(b.scaling(fl, runs)))
+		fmt.Println(table(b.scaling(fl, runs, "")))
 		return
 	}
+	// BENCH_ONLY=tls measures only the bootstrap of 3 and the scaling 3 -> 5 and back, plain
+	// and with TLS, and the write latency of both, and writes no docs.
+	if os.Getenv("BENCH_ONLY") == "tls" {
+		results, lat := b.tlsScenarios(runs)
+		fmt.Println(table(results) + tlsReport(results, &lat))
+		var secure []benchResult // the plain runs' plots stay those of the last full run
+		for _, r := range results {
+			if strings.HasSuffix(r.Name, tlsSuffix) {
+				secure = append(secure, r)
+			}
+		}
+		fmt.Println(plots(t, secure))
+		fmt.Println(laterSteps(secure))
+		return
+	}
+	var tlsFl *floor // the floor's three members of the cluster with TLS
 	for i := 1; i <= runs; i++ {
 		five, _ := b.bootstrap("five", 5)
 		b.deleteCluster("five")
-		var three benchResult
+		var three, secure benchResult
+		secure, tlsFl = b.bootstrapTLS(tlsName(i), 3)
+		if i < runs {
+			b.deleteCluster(tlsName(i))
+			b.deleteTLS(tlsName(i))
+		}
 		three, fl = b.bootstrap("demo", 3)
 		if i < runs {
 			b.deleteCluster("demo")
 		}
-		three.Run, three.Of, five.Run, five.Of = i, runs, i, runs
-		results = append(results, three, five)
+		three.Run, three.Of, five.Run, five.Of, secure.Run, secure.Of = i, runs, i, runs, i, runs
+		results = append(results, three, secure, five)
 	}
 
-	results = append(results, b.scaling(fl, runs)...)
+	results = append(results, b.scaling(fl, runs, "")...)
+	results = append(results, b.scaling(tlsFl, runs, tlsSuffix)...)
+	lat := b.latency("demo", tlsFl.c.Name)
+	b.deleteCluster(tlsFl.c.Name) // the scenarios that follow use demo alone
+	b.deleteTLS(tlsFl.c.Name)
 
 	results = append(results, b.podDeleted(fl, "demo-1"))
 	results = append(results, b.run("member replaced after data loss", "demo", 3, "3.6.16", func() {
@@ -144,15 +169,42 @@ func TestBench(t *testing.T) {
 		})
 		delete(fl.members, "demo-1")
 		require.NoError(t, client.IgnoreNotFound(framework.Env.Client.Delete(context.Background(), resources.MemberPVC(fl.c, "demo-1"))))
-		fl.join("demo-0", "demo-5", "3.6.16")
+		fl.join("demo-0", fl.fresh(), "3.6.16")
 	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
 	results = append(results, b.quorumLosses(runs)...)
 
 	results = append(results, b.upgrade(), b.defrag(), b.restart(10))
 	b.clear(opNS, floorNS, b.restartNS) // the other scenarios' clusters go first
 	rollouts := b.rollouts(runs)
-	report(t, results, b.scale(benchClusters()), rollouts)
+	report(t, results, &lat, b.scale(benchClusters()), rollouts)
 }
+
+// tlsScenarios measures the bootstrap of 3 members and the scaling 3 -> 5 and back, each
+// plain and with TLS, runs times, and then the write latency of both clusters.
+func (b *bench) tlsScenarios(runs int) ([]benchResult, latencyResult) {
+	var results []benchResult
+	var fl, tlsFl *floor
+	for i := 1; i <= runs; i++ {
+		var three, secure benchResult
+		secure, tlsFl = b.bootstrapTLS(tlsName(i), 3)
+		three, fl = b.bootstrap("demo", 3)
+		if i < runs {
+			b.deleteCluster(tlsName(i))
+			b.deleteTLS(tlsName(i))
+			b.deleteCluster("demo")
+		}
+		three.Run, three.Of, secure.Run, secure.Of = i, runs, i, runs
+		results = append(results, three, secure)
+	}
+	results = append(results, b.scaling(fl, runs, "")...)
+	results = append(results, b.scaling(tlsFl, runs, tlsSuffix)...)
+	return results, b.latency("demo", tlsFl.c.Name)
+}
+
+// tlsName names the cluster with TLS of the i-th run: each run's is new, so that no
+// member's DNS name still resolves to a Pod of the run before when its peers check its
+// certificate against its address.
+func tlsName(i int) string { return fmt.Sprintf("tls%d", i) }
 
 // benchClusters is how many clusters one operator runs at once: BENCH_CLUSTERS, 50 by
 // default.
@@ -166,9 +218,20 @@ func benchClusters() int {
 // bootstrap measures creating a cluster of n members, and returns the floor's for the
 // scenarios that follow.
 func (b *bench) bootstrap(name string, n int32) (benchResult, *floor) {
-	c := framework.NewCluster(b.opNS, name, n)
+	return b.bootstrapOf(framework.NewCluster(b.opNS, name, n), "")
+}
+
+// bootstrapTLS measures creating a cluster of n members with client and peer TLS from its
+// own CA; the floor issues the same Secrets first, through the same code.
+func (b *bench) bootstrapTLS(name string, n int32) (benchResult, *floor) {
+	markTLS(b.opNS, name)
+	return b.bootstrapOf(withTLS(framework.NewCluster(b.opNS, name, n)), tlsSuffix)
+}
+
+func (b *bench) bootstrapOf(c *v1alpha1.EtcdCluster, suffix string) (benchResult, *floor) {
+	name, n := c.Name, c.Spec.Replicas
 	fl := newFloor(b.t, b.floorNS, c)
-	r := b.run(fmt.Sprintf("bootstrap %d", n), name, int(n), "3.6.16", func() {
+	r := b.run(fmt.Sprintf("bootstrap %d%s", n, suffix), name, int(n), "3.6.16", func() {
 		require.NoError(b.t, framework.Env.Client.Create(context.Background(), c))
 	}, func() { fl.bootstrap(int(n), "3.6.16") }, nil)
 	return r, fl
@@ -465,7 +528,10 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 		}
 		eps = append(eps, observe.ClientURL(&p))
 	}
-	cli := framework.EtcdClient(b.t, eps[:1])
+	cli, err := clientv3.New(etcdConfig(ns, cluster, eps[:1]))
+	if err != nil {
+		return false
+	}
 	defer cli.Close() // polled every 20 ms: not left to the test's end
 	list, err := cli.MemberList(ctx)
 	if err != nil || len(list.Members) != replicas {
@@ -543,7 +609,7 @@ func (b *bench) deleteCluster(name string) {
 func (b *bench) operatorLeader(cluster, member string) {
 	for _, m := range framework.Get(b.t, b.opNS, cluster).Status.Members {
 		if m.Name == member {
-			framework.MoveLeader(b.t, b.opNS, cluster, framework.ParseID(b.t, m.ID))
+			moveLeader(b.t, b.opNS, cluster, framework.ParseID(b.t, m.ID))
 		}
 	}
 }
@@ -565,8 +631,8 @@ func (f *floor) leader() string {
 }
 
 // report prints the table and writes docs/benchmarks.md with a plot per scenario.
-func report(t *testing.T, results []benchResult, sr scaleResult, rollouts []rolloutResult) {
-	figures := table(results) + scaleReport(sr) + rolloutReport(rollouts)
+func report(t *testing.T, results []benchResult, lat *latencyResult, sr scaleResult, rollouts []rolloutResult) {
+	figures := table(results) + tlsReport(results, lat) + scaleReport(sr) + rolloutReport(rollouts)
 	fmt.Println(figures)
 	root := framework.Env.Root
 	doc := fmt.Sprintf(benchDoc, machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), gitCommit(root), figures, plots(t, results))
@@ -804,25 +870,28 @@ func (pt *podTimes) stop(start time.Time) string {
 	return fmt.Sprintf("%d came after %s (first / median / last), ready %s after they came", len(came), spread(came), spread(readyAfter))
 }
 
-// scaling scales the cluster demo (of three members) to five and back, runs times; the
-// member scale-down removes leads when it starts.
-func (b *bench) scaling(fl *floor, runs int) []benchResult {
-	t, opNS := b.t, b.opNS
+// scaling scales the cluster of fl (of three members) to five and back, runs times; the
+// member scale-down removes leads when it starts. The scenarios' names end in suffix.
+func (b *bench) scaling(fl *floor, runs int, suffix string) []benchResult {
+	t, opNS, name := b.t, b.opNS, fl.c.Name
 	var results []benchResult
 	for i := 1; i <= runs; i++ {
-		up := b.run("scale 3 -> 5", "demo", 5, "3.6.16", func() {
-			framework.Update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+		var third, fourth string // the floor's new members, named as the operator names its
+		up := b.run("scale 3 -> 5"+suffix, name, 5, "3.6.16", func() {
+			framework.Update(t, opNS, name, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
 		}, func() {
-			fl.join("demo-0", "demo-3", "3.6.16")
-			fl.join("demo-0", "demo-4", "3.6.16")
+			third = fl.fresh()
+			fl.join(fl.name(0), third, "3.6.16")
+			fourth = fl.fresh()
+			fl.join(fl.name(0), fourth, "3.6.16")
 		}, nil)
-		b.operatorLeader("demo", b.newest("demo"))
-		fl.lead("demo-4")
-		down := b.run("scale 5 -> 3, the leader removed", "demo", 3, "3.6.16", func() {
-			framework.Update(t, opNS, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
+		b.operatorLeader(name, b.newest(name))
+		fl.lead(fourth)
+		down := b.run("scale 5 -> 3, the leader removed"+suffix, name, 3, "3.6.16", func() {
+			framework.Update(t, opNS, name, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 })
 		}, func() {
-			fl.leave("demo-0", "demo-4")
-			fl.leave("demo-0", "demo-3")
+			fl.leave(fl.name(0), fourth)
+			fl.leave(fl.name(0), third)
 		}, nil)
 		up.Run, up.Of, down.Run, down.Of = i, runs, i, runs
 		results = append(results, up, down)

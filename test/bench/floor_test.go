@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/framework"
@@ -31,13 +32,25 @@ type floor struct {
 	t       *testing.T
 	c       *v1alpha1.EtcdCluster // never created: it only renders the members
 	members map[string]uint64     // name -> etcd member ID
+	// ordinals is one more than the highest ordinal of a member the floor started: a new
+	// member takes the next one (fresh), as the operator's do. A name used before may
+	// still resolve to its old Pod's address for a while, and with peer TLS etcd refuses a
+	// member whose address its certificate's name does not resolve to.
+	ordinals int
 }
 
 const floorPoll = 10 * time.Millisecond
 
+// newFloor makes the floor of a cluster in ns, with the cluster's Services. A cluster with
+// TLS has its Secrets issued by the product's own keeper (executor/certs), as
+// the operator issues them: they belong to an EtcdCluster of the same spec in the floor's
+// namespace, which no operator watches (floorOwner).
 func newFloor(t *testing.T, ns string, c *v1alpha1.EtcdCluster) *floor {
 	c = c.DeepCopy()
 	c.Namespace = ns
+	if c.Spec.TLS != nil {
+		c = floorOwner(t, c)
+	}
 	ctx := context.Background()
 	for _, svc := range []*corev1.Service{resources.Headless(c), resources.Client(c)} {
 		if err := framework.Env.Client.Create(ctx, svc); !apierrors.IsAlreadyExists(err) {
@@ -57,6 +70,7 @@ func (f *floor) images() resources.Images {
 
 // start creates a member's claim and Pod: a seed alone, or a member joining those listed.
 func (f *floor) start(name, version string, seed, expectData bool) {
+	f.ordinals = max(f.ordinals, vocab.Ordinal(f.c.Name, name)+1)
 	ms := resources.MemberSpec{Name: name, Version: version, Seed: seed, ExpectData: expectData}
 	ms.InitialCluster = []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name, f.c.Spec.TLS.PeerTLS())}
 	for m := range f.members {
@@ -67,10 +81,12 @@ func (f *floor) start(name, version string, seed, expectData bool) {
 	f.create(ms)
 }
 
-// create creates a member's claim, unless it exists, and its Pod rendered from ms.
+// create creates a member's claim, unless it exists, and its Pod rendered from ms; first
+// the member's peer certificate when the cluster's CA issues it, as the operator does.
 func (f *floor) create(ms resources.MemberSpec) {
 	ctx, cancel := f.ctx()
 	defer cancel()
+	require.NoError(f.t, keeper().EnsurePeer(ctx, f.c, ms.Name, time.Now()))
 	pvc := resources.MemberPVC(f.c, ms.Name)
 	if err := framework.Env.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(f.t, err)
@@ -98,12 +114,15 @@ func (f *floor) endpoint(name string) string {
 // first, and gives up a connection attempt after 2 s): with gRPC's defaults (a second, then
 // longer, up to two minutes; 20 s per attempt) a member that starts while the floor waits
 // for it would be seen late.
+// A cluster with client TLS is dialed with the operator's certificate.
 func (f *floor) client(name string) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+	tlsCfg, ok := clientTLS(f.c.Namespace, f.c.Name)
+	require.True(f.t, ok, "the floor's TLS Secrets of %s are there", f.c.Name)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.endpoint(name)}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tlsCfg,
+		DialOptions: append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 2 * time.Second,
-		})}})
+		})}, etcd.ServerName(tlsCfg)...)})
 	require.NoError(f.t, err)
 	return cli
 }
@@ -162,8 +181,16 @@ func (f *floor) join(voter, name, version string) {
 	f.healthy(name)
 }
 
-// bootstrap forms a cluster of n members: a seed, then one learner at a time.
+// bootstrap forms a cluster of n members: a seed, then one learner at a time. A cluster
+// with TLS first has its CA and the certificates of client traffic issued (each member's
+// peer certificate is issued before its Pod), as the operator's first look does.
 func (f *floor) bootstrap(n int, version string) {
+	if f.c.Spec.TLS != nil {
+		ctx, cancel := f.ctx()
+		_, err := keeper().Ensure(ctx, f.c, nil, time.Now())
+		cancel()
+		require.NoError(f.t, err)
+	}
 	seed := f.name(0)
 	f.start(seed, version, true, false)
 	f.healthy(seed)
@@ -173,6 +200,9 @@ func (f *floor) bootstrap(n int, version string) {
 }
 
 func (f *floor) name(i int) string { return fmt.Sprintf("%s-%d", f.c.Name, i) }
+
+// fresh is the name of the next member to join: an ordinal never used by the floor before.
+func (f *floor) fresh() string { return f.name(f.ordinals) }
 
 // leave hands leadership to voter if the member leads, removes it and deletes its Pod and
 // claim.

@@ -109,7 +109,8 @@ const benchDoc = `# Benchmarks
 Written by ` + "`make bench`" + `: every figure below comes from one run on the local stack (a real
 kube-apiserver, the local kubelet, etcd in Pods). Each scenario runs twice: once by the
 operator, and once by the *floor*, a small program that drives the same Pod and etcd
-operations directly (the same Pods, rendered by the same code), each as soon as the one
+operations directly (the same Pods, rendered by the same code, each joining member named
+by the next ordinal as the operator names its), each as soon as the one
 before took effect, polling every 10 ms. The floor is what etcd and Kubernetes allow; the
 ratio operator / floor is what the operator costs on top. On a shared two-core machine the
 figures of both swing by up to twice between runs; compare the ratios within one run.
@@ -143,6 +144,10 @@ figures of both swing by up to twice between runs; compare the ratios within one
 - **Timed** steps: those the sampler saw pending before they were done; a step that became
   possible, was applied and showed its effect between two looks is faster than 50 ms and
   not timed.
+- **TLS**: the bootstrap of 3 and the scaling 3 -> 5 and back run again on clusters with
+  ` + "`spec.tls: {mode: Auto}`" + `, the floor's with the same Secrets, flags and client
+  certificate (rows ending in *TLS*); the section TLS sets them beside the plain runs and
+  gives the write latency of both.
 - The bootstraps and scaling 3 -> 5 and back run several times (` + "`BENCH_REPEAT`" + `, 3 by default): each run has its row,
   and a second table gives the medians. Joins swing most, by etcd itself: etcd 3.6 keeps
   only a short raft log, so once a cluster has taken a few hundred writes a joining member

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -44,7 +43,9 @@ const probeEvery = 20 * time.Millisecond
 
 func startProbe(t *testing.T, ns, cluster string) *probe {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: framework.Endpoints(t, ns, cluster), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cfg := etcdConfig(ns, cluster, framework.Endpoints(t, ns, cluster))
+	cfg.DialTimeout = 2 * time.Second
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +216,12 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 	if len(eps) == 0 {
 		return smp, true
 	}
+	tlsCfg, ok := clientTLS(ns, name)
+	if !ok { // a TLS cluster's Secrets are not there yet
+		return smp, true
+	}
 	if *cli == nil {
-		if *cli, err = etcd.Dial(eps, nil); err != nil {
+		if *cli, err = etcd.Dial(eps, tlsCfg); err != nil {
 			return smp, true
 		}
 	}
