@@ -41,6 +41,9 @@ func (k Keeper) certManagerCA(ctx context.Context, c *v1alpha1.EtcdCluster) erro
 		"usages":    []any{"cert sign", "crl sign", "digital signature"},
 		"issuerRef": map[string]any{"name": ref.Name, "kind": ref.Kind, "group": "cert-manager.io"},
 	})
+	// The CA keeps its key when cert-manager renews it, so the certificates it issued before
+	// still chain to the renewed one; its renewal adds it to the trust bundle (trust).
+	ca.Object["spec"].(map[string]any)["privateKey"].(map[string]any)["rotationPolicy"] = "Never"
 	if err := k.create(ctx, c, ca); err != nil {
 		return err
 	}

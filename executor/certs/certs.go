@@ -6,7 +6,6 @@
 package certs
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -181,8 +180,11 @@ func (k Keeper) leaf(ctx context.Context, c *v1alpha1.EtcdCluster, mode v1alpha1
 	return k.getOrIssue(ctx, c, secret, now, func() (pki.KeyPair, error) { return issue(ca, c, r, now) }, ca.Cert)
 }
 
-// trust keeps the cluster's trust Secret to the bundle of its own CA: the first certificate
-// of the CA Secret (cert-manager's may carry the chain above it, which is not trusted).
+// trust keeps the cluster's own CA in its trust Secret: the first certificate of the CA
+// Secret (cert-manager's may carry the chain above it, which is not trusted). A CA that
+// cert-manager renewed is added beside the one before, never in its place: running members
+// read their trust bundle only at start, and the certificates they serve may still come
+// from the earlier one. Dropping a CA is a rotation's.
 func (k Keeper) trust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.Secret) error {
 	certs, err := pki.Certificates(ca.Data[vocab.TLSCertKey])
 	if err != nil {
@@ -203,11 +205,17 @@ func (k Keeper) trust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.S
 		return err
 	case !metav1.IsControlledBy(s, c):
 		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s is not this cluster's: rename or delete it", s.Name)
-	case bytes.Equal(s.Data[vocab.CACertKey], bundle):
+	case trusts(s.Data[vocab.CACertKey], certs[0]):
 		return nil
 	}
-	s.Data = map[string][]byte{vocab.CACertKey: bundle}
+	s.Data = map[string][]byte{vocab.CACertKey: pki.Bundle(s.Data[vocab.CACertKey], bundle)}
 	return k.Client.Update(ctx, s)
+}
+
+// trusts: the bundle holds the certificate.
+func trusts(bundle []byte, ca *x509.Certificate) bool {
+	certs, err := pki.Certificates(bundle)
+	return err == nil && slices.ContainsFunc(certs, ca.Equal)
 }
 
 func pemOf(c *x509.Certificate) []byte {

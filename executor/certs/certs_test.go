@@ -186,3 +186,33 @@ func TestRenewIssuesOnceFromTheSameCA(t *testing.T) {
 	require.NotContains(t, secret(t, kube, vocab.OperatorSecret("demo")).Annotations, vocab.AnnotationUnserved, "no member mounts it")
 	requireStuck(t, k.Renew(context.Background(), c, "someone-elses", later), v1alpha1.ReasonTLSSecretInvalid, "not one the operator issues")
 }
+
+// The trust Secret holds the cluster's CA; a CA renewed in its Secret (as cert-manager
+// renews one) is added beside the earlier one, never in its place.
+func TestTrustKeepsEveryCAItHeld(t *testing.T) {
+	c := cluster(&v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto})
+	k, kube := keeper(t, c)
+	_, err := k.Ensure(context.Background(), c, nil, now)
+	require.NoError(t, err)
+	trusted := func() []*x509.Certificate {
+		certs, err := pki.Certificates(secret(t, kube, vocab.TrustSecret("demo")).Data[vocab.CACertKey])
+		require.NoError(t, err)
+		return certs
+	}
+	first := trusted()
+	require.Len(t, first, 1)
+	require.True(t, first[0].Equal(leafOf(t, secret(t, kube, vocab.CASecret("demo")))))
+
+	renewed, err := pki.NewCA("demo renewed", now, time.Hour)
+	require.NoError(t, err)
+	ca := secret(t, kube, vocab.CASecret("demo"))
+	ca.Data[vocab.TLSCertKey], ca.Data[vocab.TLSKeyKey] = renewed.Cert, renewed.Key
+	require.NoError(t, kube.Update(context.Background(), ca))
+	for range 2 {
+		_, err = k.Ensure(context.Background(), c, nil, now)
+		require.NoError(t, err)
+		both := trusted()
+		require.Len(t, both, 2)
+		require.True(t, both[0].Equal(first[0]), "the earlier CA stays trusted")
+	}
+}
