@@ -449,6 +449,9 @@ func (k Keeper) Renew(ctx context.Context, c *v1alpha1.EtcdCluster, secret strin
 	if err != nil || !due(s, now) {
 		return err
 	}
+	if !metav1.IsControlledBy(s, c) {
+		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s is not this cluster's: the operator renews only what it issued; rename or delete it", secret)
+	}
 	caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
 	if err != nil {
 		return err

@@ -185,6 +185,11 @@ func TestRenewIssuesOnceFromTheSameCA(t *testing.T) {
 	require.NoError(t, k.Renew(context.Background(), c, vocab.OperatorSecret("demo"), later))
 	require.NotContains(t, secret(t, kube, vocab.OperatorSecret("demo")).Annotations, vocab.AnnotationUnserved, "no member mounts it")
 	requireStuck(t, k.Renew(context.Background(), c, "someone-elses", later), v1alpha1.ReasonTLSSecretInvalid, "not one the operator issues")
+
+	users := secret(t, kube, vocab.ClientSecret("demo"))
+	users.OwnerReferences = nil
+	require.NoError(t, kube.Update(context.Background(), users))
+	requireStuck(t, k.Renew(context.Background(), c, vocab.ClientSecret("demo"), later.Add(time.Hour)), v1alpha1.ReasonTLSSecretInvalid, "renews only what it issued")
 }
 
 // The trust Secret holds the cluster's CA; a CA renewed in its Secret (as cert-manager
