@@ -46,7 +46,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		if o.etcd == nil {
 			return errors.New("no member answers")
 		}
-		_, err := o.etcd.AddLearner(ctx, vocab.PeerURL(c.Name, c.Namespace, s.Member, c.Spec.TLS.PeerTLS()))
+		_, err := o.etcd.AddLearner(ctx, resources.PeerURL(c, s.Member))
 		return err
 	case plan.PromoteLearner:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
@@ -311,17 +311,17 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 		}
 	}
 	if seed || o.Etcd == nil {
-		ms.InitialCluster = []string{s.Member + "=" + vocab.PeerURL(c.Name, c.Namespace, s.Member, c.Spec.TLS.PeerTLS())}
+		ms.InitialCluster = []string{s.Member + "=" + resources.PeerURL(c, s.Member)}
 		for _, rm := range o.Recorded {
 			if rm.Name != s.Member && !seed {
-				ms.InitialCluster = append(ms.InitialCluster, rm.Name+"="+vocab.PeerURL(c.Name, c.Namespace, rm.Name, c.Spec.TLS.PeerTLS()))
+				ms.InitialCluster = append(ms.InitialCluster, rm.Name+"="+resources.PeerURL(c, rm.Name))
 			}
 		}
 		return ms
 	}
 	for _, m := range o.Etcd.Members {
 		name := m.MemberName()
-		ms.InitialCluster = append(ms.InitialCluster, name+"="+vocab.PeerURL(c.Name, c.Namespace, name, c.Spec.TLS.PeerTLS()))
+		ms.InitialCluster = append(ms.InitialCluster, name+"="+resources.PeerURL(c, name))
 		if name == s.Member {
 			ms.ExpectData = ms.ExpectData || m.Started()
 			ms.Voter = !m.Learner

@@ -15,6 +15,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -178,7 +179,7 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 		if m.ID == "" {
 			continue
 		}
-		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, m.Name, c.Spec.TLS.PeerTLS())},
+		v.Members = append(v.Members, planner.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: []string{resources.PeerURL(c, m.Name)},
 			Learner: m.Role == v1alpha1.RoleLearner, Answering: m.Healthy, Silent: m.Silent, Version: m.Version, DBSize: m.DBSize})
 		if m.Leader {
 			v.LeaderID, v.Linearizable = m.ID, true

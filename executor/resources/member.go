@@ -211,8 +211,8 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 		"listen-peer-urls":            listenURL(c.Spec.TLS.PeerTLS(), vocab.PeerPort),
 		"listen-client-urls":          listenURL(c.Spec.TLS.ClientTLS(), vocab.ClientPort),
 		"listen-metrics-urls":         listenURL(false, vocab.MetricsPort),
-		"advertise-client-urls":       vocab.ClientURL(c.Name, c.Namespace, m.Name, c.Spec.TLS.ClientTLS()),
-		"initial-advertise-peer-urls": vocab.PeerURL(c.Name, c.Namespace, m.Name, c.Spec.TLS.PeerTLS()),
+		"advertise-client-urls":       ClientURL(c, m.Name),
+		"initial-advertise-peer-urls": PeerURL(c, m.Name),
 		"initial-cluster":             strings.Join(m.InitialCluster, ","),
 		"initial-cluster-state":       state,
 		"initial-cluster-token":       clusterToken(c),
@@ -272,7 +272,7 @@ func restoreContainers(c *v1alpha1.EtcdCluster, img Images, m MemberSpec, secure
 	mounts := []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}}
 	return []corev1.Container{
 		fetchContainer(img, *m.Restore, secure),
-		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), vocab.RestoreDir+"/data", m.Name, vocab.PeerURL(c.Name, c.Namespace, m.Name, c.Spec.TLS.PeerTLS()), clusterToken(c), secure), {
+		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), vocab.RestoreDir+"/data", m.Name, PeerURL(c, m.Name), clusterToken(c), secure), {
 			Name:                     "restore-place",
 			Image:                    img.Operator,
 			Command:                  agent.RestorePlace{From: vocab.RestoreDir + "/data", DataDir: vocab.DataDir}.Argv(),

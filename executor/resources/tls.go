@@ -37,6 +37,16 @@ func OperatorSecret(c *v1alpha1.EtcdCluster) string {
 	return vocab.OperatorSecret(c.Name)
 }
 
+// PeerURL is the address other members reach a member at, https when peers talk TLS.
+func PeerURL(c *v1alpha1.EtcdCluster, member string) string {
+	return vocab.PeerURL(c.Name, c.Namespace, member, c.Spec.TLS.PeerTLS())
+}
+
+// ClientURL is the address a member advertises to clients, https when they talk TLS.
+func ClientURL(c *v1alpha1.EtcdCluster, member string) string {
+	return vocab.ClientURL(c.Name, c.Namespace, member, c.Spec.TLS.ClientTLS())
+}
+
 // ServerName is the name the operator checks members' server certificates for. It dials
 // members at their Pod IPs, which no certificate names; every member serves one
 // certificate, which names the client Service.

@@ -72,10 +72,10 @@ func (f *floor) images() resources.Images {
 func (f *floor) start(name, version string, seed, expectData bool) {
 	f.ordinals = max(f.ordinals, vocab.Ordinal(f.c.Name, name)+1)
 	ms := resources.MemberSpec{Name: name, Version: version, Seed: seed, ExpectData: expectData}
-	ms.InitialCluster = []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name, f.c.Spec.TLS.PeerTLS())}
+	ms.InitialCluster = []string{name + "=" + resources.PeerURL(f.c, name)}
 	for m := range f.members {
 		if m != name {
-			ms.InitialCluster = append(ms.InitialCluster, m+"="+vocab.PeerURL(f.c.Name, f.c.Namespace, m, f.c.Spec.TLS.PeerTLS()))
+			ms.InitialCluster = append(ms.InitialCluster, m+"="+resources.PeerURL(f.c, m))
 		}
 	}
 	f.create(ms)
@@ -166,7 +166,7 @@ func (f *floor) through(voter string, call func(ctx context.Context, cli *client
 func (f *floor) join(voter, name, version string) {
 	var id uint64
 	f.through(voter, func(ctx context.Context, cli *clientv3.Client) error {
-		resp, err := cli.MemberAddAsLearner(ctx, []string{vocab.PeerURL(f.c.Name, f.c.Namespace, name, f.c.Spec.TLS.PeerTLS())})
+		resp, err := cli.MemberAddAsLearner(ctx, []string{resources.PeerURL(f.c, name)})
 		if err == nil {
 			id = resp.Member.ID
 		}

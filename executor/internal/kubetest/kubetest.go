@@ -47,7 +47,7 @@ func Demo(members int, edit func(c *v1alpha1.EtcdCluster)) ([]client.Object, *pl
 	for i := 0; i < members; i++ {
 		name, id := vocab.MemberName("demo", i), strconv.Itoa(i+1)
 		objs = append(objs, MemberPod(c, name), MemberPVC(c, name, id))
-		view.Members = append(view.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, name, c.Spec.TLS.PeerTLS())},
+		view.Members = append(view.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{resources.PeerURL(c, name)},
 			Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 100})
 	}
 	return objs, view
