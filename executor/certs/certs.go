@@ -195,12 +195,8 @@ func (k Keeper) trust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.S
 	err = k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: vocab.TrustSecret(c.Name)}, s)
 	switch {
 	case apierrors.IsNotFound(err):
-		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: vocab.TrustSecret(c.Name), Namespace: c.Namespace, Labels: resources.ClusterLabels(c)},
-			Data: map[string][]byte{vocab.CACertKey: bundle}}
-		if err := controllerutil.SetControllerReference(c, s, k.Client.Scheme()); err != nil {
-			return err
-		}
-		return k.Client.Create(ctx, s)
+		_, err := k.createOwned(ctx, c, vocab.TrustSecret(c.Name), corev1.SecretTypeOpaque, map[string][]byte{vocab.CACertKey: bundle})
+		return err
 	case err != nil:
 		return err
 	case !metav1.IsControlledBy(s, c):
@@ -367,21 +363,25 @@ func (k Keeper) getOrIssue(ctx context.Context, c *v1alpha1.EtcdCluster, name st
 	if err != nil {
 		return nil, err
 	}
-	s = &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: resources.ClusterLabels(c)},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{vocab.TLSCertKey: pair.Cert, vocab.TLSKeyKey: pair.Key},
-	}
+	data := map[string][]byte{vocab.TLSCertKey: pair.Cert, vocab.TLSKeyKey: pair.Key}
 	if ca != nil {
-		s.Data[vocab.CACertKey] = pki.Bundle(ca)
+		data[vocab.CACertKey] = pki.Bundle(ca)
 	}
+	s, err = k.createOwned(ctx, c, name, corev1.SecretTypeTLS, data)
+	if apierrors.IsAlreadyExists(err) {
+		return nil, errors.New("Secret " + name + " appeared while it was issued; reading it again")
+	}
+	return s, err
+}
+
+// createOwned creates a Secret of the cluster's, which goes with it.
+func (k Keeper) createOwned(ctx context.Context, c *v1alpha1.EtcdCluster, name string, typ corev1.SecretType, data map[string][]byte) (*corev1.Secret, error) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: resources.ClusterLabels(c)},
+		Type: typ, Data: data}
 	if err := controllerutil.SetControllerReference(c, s, k.Client.Scheme()); err != nil {
 		return nil, err
 	}
 	if err := k.Client.Create(ctx, s); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, errors.New("Secret " + name + " appeared while it was issued; reading it again")
-		}
 		return nil, err
 	}
 	return s, nil
