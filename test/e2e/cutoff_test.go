@@ -33,12 +33,14 @@ var recoveryActions = []plan.Action{plan.RestoreFromBackup, plan.ForceNewCluster
 // no recovery, the cluster keeps its ID, serves linearizable reads and acknowledges
 // writes. Reconnected, the nodes stop the Pods, the two members' data goes with them, and
 // the cluster recovers from a snapshot of the survivor, every acknowledged write kept.
-// Cutting nodes off freezes every Pod on them: the test needs the stack to itself, and
-// `make test` runs it after the others (ETCDPLAN_STACK_EXCLUSIVE=1).
+// Cutting nodes off freezes every Pod on them: the test needs node-1..3 to itself, and
+// `make test` runs it after the others (ETCDPLAN_STACK_EXCLUSIVE=1), beside the real node's
+// test, whose Pods all run on node-4.
 func TestExclusiveMemoryMembersTerminatingOnCutOffNodesKeepServing(t *testing.T) {
 	if os.Getenv("ETCDPLAN_STACK_EXCLUSIVE") != "1" {
 		t.Skip("cuts nodes off the API server: run alone by `make test` with ETCDPLAN_STACK_EXCLUSIVE=1")
 	}
+	t.Parallel()
 	start := time.Now()
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)

@@ -33,11 +33,13 @@ import (
 // non-root user) and serves every write acknowledged at or before the backup's revision;
 // the backup's restore drill runs there too.
 // It needs the stack with node-4 (ETCDPLAN_REAL_NODE=1); `make test` runs it with the
-// exclusive end-to-end tests, where the stack is this package's alone and adds node-4.
+// exclusive end-to-end tests, where the stack is this package's alone and adds node-4. Every
+// Pod it makes runs on node-4, so it runs beside the test that cuts node-1..3 off.
 func TestExclusiveRealNodeCluster(t *testing.T) {
 	if !stack.RealNodeWanted() {
 		t.Skip("needs node-4: ETCDPLAN_REAL_NODE=1 (make test runs it with the exclusive end-to-end tests)")
 	}
+	t.Parallel()
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
 	m := minioFor(t, ns, objstore.FreeAddrOn(t, framework.Env.Stack.Instance().BridgeIP()))
