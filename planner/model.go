@@ -44,8 +44,11 @@ type member struct {
 	ran          string  // the version it last answered with: its data's, for the version rules
 	configHash   string
 	configFields string
-	raftIndex    uint64
-	raftTerm     uint64
+	listen       plan.Listen // how its Pod serves, when not as the spec says
+	// Its peer URL in etcd's membership is known, and is TLS.
+	peerURLKnown, peerURLTLS bool
+	raftIndex                uint64
+	raftTerm                 uint64
 	// The member's database file, the part of it in use, and its quota (0: not known).
 	dbSize, dbInUse, quota int64
 	// Its volume claim's class and requested size (0: not known), and whether the class
@@ -141,6 +144,7 @@ func (m *model) fromEtcd(d Desired, o Observed) {
 		mm.silent = em.Silent && !mm.up && em.Started()
 		mm.version, mm.raftIndex, mm.raftTerm = em.Version, em.RaftIndex, em.RaftTerm
 		mm.dbSize, mm.dbInUse, mm.quota = em.DBSize, em.DBInUse, em.Quota
+		mm.peerURLKnown, mm.peerURLTLS = true, tlsURL(em.PeerURLs)
 		if em.Answering && em.Leader != "" {
 			mm.ran = em.Version
 		}
@@ -171,7 +175,7 @@ func (mm *member) fromPod(p *Pod) {
 		return
 	}
 	mm.pod, mm.running, mm.podDeleting, mm.seed = true, p.Running, p.Deleting, p.Seed
-	mm.configHash, mm.configFields, mm.restoring = p.ConfigHash, p.ConfigFields, p.Restoring
+	mm.configHash, mm.configFields, mm.restoring, mm.listen = p.ConfigHash, p.ConfigFields, p.Restoring, p.Listen
 	if p.Version != "" {
 		mm.version = p.Version
 	}
@@ -445,7 +449,8 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.SnapshotSurvivor:
 		m.halt = true
 	case plan.AddLearner:
-		m.members = append(m.members, &member{name: s.Member, ordinal: vocab.Ordinal(m.cluster, s.Member), inEtcd: true, learner: true})
+		m.members = append(m.members, &member{name: s.Member, ordinal: vocab.Ordinal(m.cluster, s.Member), inEtcd: true, learner: true,
+			peerURLKnown: true, peerURLTLS: registersTLS(s, desired)})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
 		mm.start(s, desired)
@@ -472,12 +477,15 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.alarms = slices.DeleteFunc(slices.Clone(m.alarms), func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
 	case plan.ForceNewCluster:
 		m.restartOn(mm, desired)
+		mm.listen = s.Listen
 		mm.pod, mm.running, mm.podDeleting, mm.up, mm.hasLeader, mm.forcing = true, true, false, true, true, false
 		m.leader, m.linearizable, m.reachable = mm.name, true, true
 	case plan.UpgradeMember, plan.RestartMember:
 		mm.restart(s, desired)
 	case plan.RenewCertificate, plan.AwaitCertificate:
 		m.renewed(s)
+	case plan.UpdatePeerURL:
+		mm.peerURLTLS = true
 	}
 	m.settle()
 	m.bumpOrdinal()
@@ -506,13 +514,13 @@ func (mm *member) start(s plan.Step, desired Desired) {
 		mm.class, mm.bytes = desired.StorageClass, desired.StorageBytes
 	}
 	mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
-	mm.version, mm.configHash, mm.configFields = s.Version, desired.ConfigHash, desired.ConfigFields
+	mm.version, mm.configHash, mm.configFields, mm.listen = s.Version, desired.ConfigHash, desired.ConfigFields, s.Listen
 }
 
 // restart re-creates the member's Pod on the step's version and the spec's configuration,
 // with the spec's quota.
 func (mm *member) restart(s plan.Step, desired Desired) {
-	mm.configFields, mm.quota = desired.ConfigFields, 0
+	mm.configFields, mm.quota, mm.listen = desired.ConfigFields, 0, s.Listen
 	mm.version, mm.configHash, mm.up, mm.hasLeader, mm.pod, mm.running, mm.podDeleting = s.Version, desired.ConfigHash, true, true, true, true, false
 }
 
@@ -541,7 +549,8 @@ func (m *model) seed(s plan.Step, desired Desired) *member {
 	}
 	*mm = member{name: mm.name, ordinal: mm.ordinal, inEtcd: true, started: true, up: true, hasLeader: true,
 		pod: true, running: true, seed: true, pvc: true, version: s.Version, class: class, bytes: bytes, expandable: expandable,
-		configHash: desired.ConfigHash, configFields: desired.ConfigFields}
+		configHash: desired.ConfigHash, configFields: desired.ConfigFields, listen: s.Listen,
+		peerURLKnown: true, peerURLTLS: registersTLS(s, desired)}
 	m.leader, m.bootstrapped, m.reachable, m.linearizable = mm.name, true, true, true
 	return mm
 }

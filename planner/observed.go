@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
@@ -193,6 +194,9 @@ type Pod struct {
 	ConfigFields string `json:"configFields,omitempty"`
 	// IP is the Pod's address.
 	IP string `json:"ip,omitempty"`
+	// Listen is how the Pod serves clients and peers when not as the spec says: it was
+	// started before TLS was switched on, or while the switch was under way.
+	Listen plan.Listen `json:"listen,omitzero"`
 }
 
 // PVC is what the planner needs of a member's volume claim.

@@ -49,6 +49,9 @@ type Desired struct {
 	// Restore names the snapshot a new cluster's seed is restored from
 	// (spec.bootstrap.restore); "" starts an empty cluster.
 	Restore string `json:"restore,omitempty"`
+	// ClientTLS and PeerTLS: the spec has members serve clients, and peers, over TLS.
+	ClientTLS bool `json:"clientTLS,omitempty"`
+	PeerTLS   bool `json:"peerTLS,omitempty"`
 }
 
 // Plan returns the ordered steps that take the observed cluster to the desired state.
@@ -318,10 +321,10 @@ func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
 		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
 		expandVolumes, stopMembers,
-		scaleDown, scaleUp, upgrade, reconfigure, recoverSpace, defragFragmented,
+		scaleDown, scaleUp, switchTLS, upgrade, reconfigure, recoverSpace, defragFragmented,
 	} {
 		if s, ok := rule(m, d); ok {
-			return s, true
+			return m.withListen(s, d), true
 		}
 	}
 	return plan.Step{}, false

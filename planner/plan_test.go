@@ -27,7 +27,7 @@ func running(c Desired, n int, version string) *world {
 	for i := 0; i < n; i++ {
 		w.nextID++
 		m := &wmember{name: vocab.MemberName(name, i), id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
-			pod: true, up: true, pvc: true, version: version, hash: c.ConfigHash}
+			pod: true, up: true, pvc: true, version: version, hash: c.ConfigHash, listen: final(c), peerTLS: c.PeerTLS}
 		w.members[m.name] = m
 	}
 	if n > 0 {

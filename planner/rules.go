@@ -262,7 +262,7 @@ func temporaryVoters(m *model, d Desired) int {
 // to be replaced is not restarted).
 func rollNeeded(m *model, d Desired) bool {
 	for _, mm := range m.members {
-		if mm.voter() && mm.pod && (mm.version != d.Version || mm.configHash != d.ConfigHash) && replacement(mm, d) == "" {
+		if mm.voter() && mm.pod && (mm.version != d.Version || mm.configHash != d.ConfigHash || mm.serves(d) != final(d)) && replacement(mm, d) == "" {
 			return true
 		}
 	}

@@ -89,6 +89,51 @@ type wmember struct {
 	// removed: the member left through a removal a quorum committed, so the others hold
 	// the data; retained: it left in a recovery holding data, and its claim is kept.
 	removed, retained bool
+	// listen is how its Pod serves, each side spelled out ("": plain text); its peer URL is
+	// TLS (peerTLS), on the second peer port (peerAlt).
+	listen           plan.Listen
+	peerTLS, peerAlt bool
+}
+
+// serve gives the member's new Pod the step's Listen, spelled out against the spec.
+func (m *wmember) serve(s plan.Step, d Desired) {
+	f := final(d)
+	m.listen = plan.Listen{Client: cmp.Or(s.Listen.Client, f.Client), Peer: cmp.Or(s.Listen.Peer, f.Peer)}
+}
+
+// peerURL is the member's peer URL in etcd's membership.
+func (m *wmember) peerURL(cluster, host string) string {
+	scheme, port := "http", 2380
+	if m.peerTLS {
+		scheme = "https"
+	}
+	if m.peerAlt {
+		port = 2382
+	}
+	return fmt.Sprintf("%s://%s.%s.default.svc:%d", scheme, host, cluster, port)
+}
+
+// reaches: from can dial to at its peer URL: to serves that scheme on that port, and from
+// holds a peer certificate to dial TLS with.
+func (w *world) reaches(from, to *wmember) bool {
+	serves := map[string]string{"": "http", plan.ListenPlain: "http", plan.ListenBoth: "http", plan.ListenTLS: "https"}[to.listen.Peer]
+	if to.peerAlt {
+		serves = map[string]string{plan.ListenBoth: "https", plan.ListenTLS: "https"}[to.listen.Peer]
+	}
+	want := map[bool]string{false: "http", true: "https"}[to.peerTLS]
+	return serves == want && (!to.peerTLS || from.listen.Peer == plan.ListenBoth || from.listen.Peer == plan.ListenTLS)
+}
+
+// cutOff names a pair of members whose Pods run where one cannot dial the other.
+func (w *world) cutOff() error {
+	for _, a := range w.sorted() {
+		for _, b := range w.sorted() {
+			if a != b && a.inEtcd && b.inEtcd && a.pod && b.pod && !w.reaches(a, b) {
+				return fmt.Errorf("%s cannot reach %s at %s (it serves peers %q)", a.name, b.name, b.peerURL(w.cluster, b.name), b.listen.Peer)
+			}
+		}
+	}
+	return nil
 }
 
 func (m *wmember) dbSize() int64 { return m.data + m.history + m.free }
@@ -172,7 +217,7 @@ func (w *world) observe() Observed {
 		km := Member{Name: m.name}
 		if m.pod {
 			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash,
-				Deleting: m.deleting}
+				Deleting: m.deleting, Listen: m.listen}
 			if m.preflightErr != "" {
 				km.Pod = &Pod{Failed: true, PreflightError: m.preflightErr, Version: m.version, ConfigHash: m.hash, Deleting: m.deleting}
 			}
@@ -204,7 +249,7 @@ func (w *world) observe() Observed {
 		if m.peerName != "" {
 			peer = m.peerName
 		}
-		em := EtcdMember{ID: m.id, PeerURLs: []string{"http://" + peer + "." + w.cluster + ".default.svc:2380"}, Learner: m.learner, RaftIndex: 100 + m.index, RaftTerm: 2 + m.term}
+		em := EtcdMember{ID: m.id, PeerURLs: []string{m.peerURL(w.cluster, peer)}, Learner: m.learner, RaftIndex: 100 + m.index, RaftTerm: 2 + m.term}
 		if m.started {
 			em.Name, em.Version = peer, m.version
 		}
@@ -395,7 +440,8 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		w.nextID++
 		seed := &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true,
-			pod: true, seed: true, up: true, version: s.Version, hash: d.ConfigHash}
+			pod: true, seed: true, up: true, version: s.Version, hash: d.ConfigHash, peerTLS: registersTLS(s, d)}
+		seed.serve(s, d)
 		if m != nil {
 			seed.pvc, seed.class, seed.bytes = m.pvc, m.class, m.bytes
 		}
@@ -415,7 +461,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			return false, fmt.Errorf("AddLearner %s re-uses a member name", s.Member)
 		}
 		w.nextID++
-		w.members[s.Member] = &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, learner: true}
+		w.members[s.Member] = &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, learner: true, peerTLS: registersTLS(s, d)}
 	case plan.StartMember:
 		if m == nil || !m.inEtcd {
 			return false, fmt.Errorf("StartMember %s, which is not in the membership", s.Member)
@@ -429,6 +475,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		w.claim(m, d)
 		m.pod, m.up, m.starting, m.deleting = true, false, true, false // it takes time to start
 		m.version, m.hash = s.Version, d.ConfigHash
+		m.serve(s, d)
 	case plan.PromoteLearner:
 		if !m.live() {
 			return false, fmt.Errorf("PromoteLearner %s, which does not run", s.Member)
@@ -488,6 +535,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			}
 		}
 		m.version, m.hash, m.up, m.silent, m.starting, m.deleting = s.Version, d.ConfigHash, false, false, true, false // it takes time to start again
+		m.serve(s, d)
 	case plan.Compact:
 		if !w.hasQuorum() {
 			return false, fmt.Errorf("Compact without quorum")
@@ -513,6 +561,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if err := w.forceNewCluster(m, all); err != nil {
 			return false, err
 		}
+		m.serve(s, d)
 	case plan.RestoreFromBackup:
 		if err := w.restore(s, d, m); err != nil {
 			return false, err
@@ -539,6 +588,11 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		} else {
 			w.renewals = slices.Delete(w.renewals, i, i+1)
 		}
+	case plan.UpdatePeerURL:
+		if !w.hasQuorum() || m == nil || !m.inEtcd {
+			return false, fmt.Errorf("UpdatePeerURL %s without quorum, or of no member", s.Member)
+		}
+		m.peerTLS, m.peerAlt = true, true
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}
@@ -546,6 +600,9 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if !x.inEtcd && !x.pod && !x.pvc {
 			delete(w.members, k) // nothing left of it anywhere
 		}
+	}
+	if err := w.cutOff(); err != nil {
+		return false, fmt.Errorf("after %s %s: %w", s.Action, s.Member, err)
 	}
 	w.elect()
 	return false, nil
@@ -586,7 +643,8 @@ func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
 	}
 	w.nextID++
 	seed := &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true, pod: true, seed: true, up: true,
-		version: s.Version, hash: d.ConfigHash, restoring: w.source()}
+		version: s.Version, hash: d.ConfigHash, restoring: w.source(), peerTLS: registersTLS(s, d)}
+	seed.serve(s, d)
 	w.members[s.Member] = seed
 	w.claim(seed, d)
 	w.clusterID, w.leader, w.alarms, w.compacted = w.clusterID+"'", s.Member, nil, false

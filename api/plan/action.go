@@ -56,6 +56,10 @@ const (
 	// AwaitCertificate waits until every member that mounts Secret serves the certificate
 	// renewed in it (a Secret volume is updated in place within a minute or so).
 	AwaitCertificate Action = "AwaitCertificate"
+	// UpdatePeerURL moves a member's peer URL in etcd's membership to TLS on the second
+	// peer port, which the member already serves beside plain text on the first: peers
+	// dial it there from then on. Part of switching peer TLS on for a running cluster.
+	UpdatePeerURL Action = "UpdatePeerURL"
 )
 
 // Actions lists every action. A new action is decided wherever actions differ, and tests
@@ -64,7 +68,7 @@ const (
 var Actions = []Action{
 	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
 	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
-	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate,
+	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate, UpdatePeerURL,
 }
 
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
@@ -98,7 +102,7 @@ func (a Action) Disrupts() bool { return a.TakesDown() || a == StopMember }
 //     deletion shows in Kubernetes instead.
 func (a Action) ChangesMembership() bool {
 	switch a {
-	case AddLearner, PromoteLearner, RemoveMember:
+	case AddLearner, PromoteLearner, RemoveMember, UpdatePeerURL:
 		return true
 	}
 	return false
@@ -125,6 +129,16 @@ func (a Action) ChangesVoters() bool {
 	return false
 }
 
+// StartsPod reports whether the step starts a Pod for its member (AddLearner: the Pod
+// its StartMember starts), which serves clients and peers as the step's Listen says.
+func (a Action) StartsPod() bool {
+	switch a {
+	case CreateSeed, RestoreFromBackup, ForceNewCluster, AddLearner, StartMember, RestartMember, UpgradeMember:
+		return true
+	}
+	return false
+}
+
 // Showing is how soon a look shows an applied action's effect; the executor looks again
 // at once for those that show within moments, and goes on with the next step.
 type Showing int
@@ -142,7 +156,7 @@ const (
 // Shows says how soon a look shows the action's effect.
 func (a Action) Shows() Showing {
 	switch a {
-	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate:
+	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL:
 		return ShowsAtOnce
 	case DeleteMember, ExpandVolume:
 		return ShowsInCache

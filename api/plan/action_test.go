@@ -12,31 +12,32 @@ import (
 // facts is every fact of every action, decided once here: a new action fails
 // TestActionFacts until it has its row.
 var facts = map[Action]struct {
-	takesDown, disrupts, membership, linearizable, shown, voters bool
-	shows                                                        Showing
-	deletes                                                      Data
-	group                                                        Group
+	takesDown, disrupts, membership, linearizable, shown, voters, pod bool
+	shows                                                             Showing
+	deletes                                                           Data
+	group                                                             Group
 }{
-	CreateSeed:         {group: GroupJoining},
-	AddLearner:         {membership: true, linearizable: true, shown: true, shows: ShowsAtOnce, group: GroupJoining},
-	StartMember:        {},
+	CreateSeed:         {pod: true, group: GroupJoining},
+	AddLearner:         {pod: true, membership: true, linearizable: true, shown: true, shows: ShowsAtOnce, group: GroupJoining},
+	StartMember:        {pod: true},
 	PromoteLearner:     {membership: true, linearizable: true, shown: true, voters: true, shows: ShowsAtOnce},
 	TransferLeadership: {shown: true, shows: ShowsAtOnce},
 	RemoveMember: {takesDown: true, disrupts: true, membership: true, linearizable: true, shown: true, voters: true,
 		shows: ShowsAtOnce, group: GroupLeaving},
 	DeleteMember:      {linearizable: true, shows: ShowsInCache, deletes: DataMemberVolume},
 	StopMember:        {disrupts: true, group: GroupStopping},
-	RestartMember:     {takesDown: true, disrupts: true, linearizable: true, group: GroupRestarting},
-	UpgradeMember:     {takesDown: true, disrupts: true, linearizable: true, group: GroupRestarting},
+	RestartMember:     {pod: true, takesDown: true, disrupts: true, linearizable: true, group: GroupRestarting},
+	UpgradeMember:     {pod: true, takesDown: true, disrupts: true, linearizable: true, group: GroupRestarting},
 	Compact:           {shows: ShowsAtOnce, deletes: DataHistory},
 	Defragment:        {takesDown: true, disrupts: true, linearizable: true, shows: ShowsAtOnce, group: GroupDefragmenting},
 	DisarmAlarm:       {shows: ShowsAtOnce},
 	ExpandVolume:      {shows: ShowsInCache},
-	ForceNewCluster:   {voters: true, deletes: DataWrites},
-	RestoreFromBackup: {voters: true, deletes: DataWrites, group: GroupJoining},
+	ForceNewCluster:   {pod: true, voters: true, deletes: DataWrites},
+	RestoreFromBackup: {pod: true, voters: true, deletes: DataWrites, group: GroupJoining},
 	SnapshotSurvivor:  {},
 	RenewCertificate:  {shows: ShowsAtOnce},
 	AwaitCertificate:  {},
+	UpdatePeerURL:     {membership: true, linearizable: true, shown: true, shows: ShowsAtOnce},
 }
 
 func TestActionFacts(t *testing.T) {
@@ -47,8 +48,8 @@ func TestActionFacts(t *testing.T) {
 			continue
 		}
 		got := []any{a.TakesDown(), a.Disrupts(), a.ChangesMembership(), a.NeedsLinearizable(), a.ShowsInMembership(),
-			a.ChangesVoters(), a.Shows(), a.Deletes(), a.Group()}
-		want := []any{f.takesDown, f.disrupts, f.membership, f.linearizable, f.shown, f.voters, f.shows, f.deletes, f.group}
+			a.ChangesVoters(), a.Shows(), a.Deletes(), a.Group(), a.StartsPod()}
+		want := []any{f.takesDown, f.disrupts, f.membership, f.linearizable, f.shown, f.voters, f.shows, f.deletes, f.group, f.pod}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: facts %v, want %v", a, got, want)
 		}

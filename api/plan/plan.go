@@ -73,6 +73,11 @@ type Step struct {
 	// Secret is the TLS Secret a RenewCertificate step issues again.
 	// +optional
 	Secret string `json:"secret,omitempty"`
+	// Listen is how the member's new Pod serves clients and peers, when not as the spec
+	// says: while TLS is switched on for a running cluster. For AddLearner, a peer side of
+	// ListenBoth registers a plain-text peer URL.
+	// +optional
+	Listen Listen `json:"listen,omitzero"`
 	// Precondition must hold before the step starts.
 	Precondition Precondition `json:"precondition"`
 	// Why is the reason code: why the step is needed, stable across versions. Plans
@@ -82,6 +87,24 @@ type Step struct {
 	// Reason says why the step is needed, for humans.
 	Reason string `json:"reason"`
 }
+
+// Listen is how a member serves each side: ListenPlain, ListenTLS or, while TLS is
+// switched on for a running cluster, ListenBoth. Empty: as the spec says.
+type Listen struct {
+	// +optional
+	Client string `json:"client,omitempty"`
+	// +optional
+	Peer string `json:"peer,omitempty"`
+}
+
+// How a member serves one side.
+const (
+	ListenPlain = "http"
+	ListenTLS   = "https"
+	// ListenBoth: plain text and TLS side by side; clients on the one port, peers on two
+	// (plain text on the first, TLS on the second).
+	ListenBoth = "http+https"
+)
 
 // Subject is what the step acts on, as plans and events name it: its member, or the
 // Secret of a certificate step.

@@ -128,6 +128,20 @@ const (
 	WhyCertificateUnserved Why = "CertificateUnserved"
 )
 
+// Switching TLS on for a running cluster.
+const (
+	// WhyTLSBeside: the spec asks for TLS, which the member does not serve yet; it restarts
+	// serving TLS beside plain text, so no client and no peer is cut off.
+	WhyTLSBeside Why = "TLSBeside"
+	// WhyPeerURLToTLS: every member serves peer TLS; the member's peer URL moves to it.
+	WhyPeerURLToTLS Why = "PeerURLToTLS"
+	// WhyClientPlainTextOff: the first member to stop serving plain-text clients; the plan
+	// waits for approval first, since clients that do not speak TLS are refused from then.
+	WhyClientPlainTextOff Why = "ClientPlainTextOff"
+	// WhyPlainTextOff: the member stops serving plain text where TLS replaced it.
+	WhyPlainTextOff Why = "PlainTextOff"
+)
+
 // Whys lists every reason code a step can carry.
 var Whys = []Why{
 	WhyBootstrap, WhyBootstrapRestore,
@@ -139,4 +153,5 @@ var Whys = []Why{
 	WhySurvivorRestartsAlone, WhySurvivorInMemory, WhyOldClusterPod, WhyNoSurvivor,
 	WhyNoSpaceCompact, WhyNoSpaceDefragment, WhyNoSpaceDisarm, WhyDefragScheduled, WhyDefragThreshold,
 	WhyCertificateDue, WhyCertificateUnserved,
+	WhyTLSBeside, WhyPeerURLToTLS, WhyClientPlainTextOff, WhyPlainTextOff,
 }

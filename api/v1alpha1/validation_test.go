@@ -161,10 +161,6 @@ func TestAdmission(t *testing.T) {
 	}{
 		{"storage shrinks", "storage.size cannot shrink", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Size = resource.MustParse("512Mi") }},
 		{"medium changes", "storage.medium is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.Storage.Medium = v1alpha1.StorageMediumMemory }},
-		{"tls mode changes", "tls.mode is immutable", func(e *v1alpha1.EtcdCluster) { e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} }},
-		{"peer tls mode changes", "tls.mode is immutable", func(e *v1alpha1.EtcdCluster) {
-			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}}
-		}},
 	}
 	for i, tt := range refusedOnUpdate {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,6 +190,23 @@ func TestAdmission(t *testing.T) {
 		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Client: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto},
 			Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}}
 		require.NoError(t, c.Update(ctx, e), "the same modes per side")
+		for _, side := range []string{"client", "peer"} {
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+			off := &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}
+			e.Spec.TLS.Client, e.Spec.TLS.Peer = map[string]*v1alpha1.TLSSideSpec{"client": off}[side], map[string]*v1alpha1.TLSSideSpec{"peer": off}[side]
+			err := c.Update(ctx, e)
+			require.Error(t, err, "%s TLS switched off", side)
+			require.Contains(t, err.Error(), "tls."+side+".mode (or tls.mode) may go from Disabled to TLS")
+		}
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "c"}
+		require.Error(t, c.Update(ctx, e), "another source")
+
+		plain := valid("tls-switched-on")
+		require.NoError(t, c.Create(ctx, plain))
+		plain.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}}
+		require.NoError(t, c.Update(ctx, plain), "peer TLS switched on")
+		plain.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+		require.NoError(t, c.Update(ctx, plain), "client TLS switched on")
 
 		m := valid("tls-cert-manager")
 		m.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: "ca"}}

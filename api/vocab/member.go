@@ -3,6 +3,7 @@ package vocab
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -45,20 +46,28 @@ func PeerURL(cluster, namespace, member string, tls bool) string {
 	return fmt.Sprintf("%s://%s:%d", Scheme(tls), MemberHost(cluster, namespace, member), PeerPort)
 }
 
+// PeerTLSURL is a member's peer URL on the second peer port, where a member whose peer TLS
+// was switched on while it ran is reached over TLS.
+func PeerTLSURL(cluster, namespace, member string) string {
+	return fmt.Sprintf("%s://%s:%d", Scheme(true), MemberHost(cluster, namespace, member), PeerTLSPort)
+}
+
 // ClientURL is the address a member advertises to clients, https when they talk TLS.
 func ClientURL(cluster, namespace, member string, tls bool) string {
 	return fmt.Sprintf("%s://%s:%d", Scheme(tls), MemberHost(cluster, namespace, member), ClientPort)
 }
 
 // ManagedName returns the name of the member a peer URL list belongs to when it is of this
-// cluster's form, <scheme>://<cluster>-<ordinal>.<cluster>.<namespace>.svc:2380, and "" when
-// it is not: such a member is not this cluster's to manage. An empty namespace accepts any.
+// cluster's form, <scheme>://<cluster>-<ordinal>.<cluster>.<namespace>.svc:2380 (or
+// https on the second peer port, 2382), and "" when it is not: such a member is not this
+// cluster's to manage. An empty namespace accepts any.
 func ManagedName(cluster, namespace string, peerURLs []string) string {
 	if len(peerURLs) != 1 {
 		return ""
 	}
 	u, err := url.Parse(peerURLs[0])
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() != strconv.Itoa(PeerPort) || u.Path != "" {
+	ports := map[string]string{"http": strconv.Itoa(PeerPort), "https": strconv.Itoa(PeerPort) + "," + strconv.Itoa(PeerTLSPort)}
+	if err != nil || u.Port() == "" || !slices.Contains(strings.Split(ports[u.Scheme], ","), u.Port()) || u.Path != "" {
 		return ""
 	}
 	member, rest, _ := strings.Cut(u.Hostname(), ".")

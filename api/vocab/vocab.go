@@ -55,6 +55,10 @@ const (
 	ClientPort  = 2379
 	PeerPort    = 2380
 	MetricsPort = 2381
+	// PeerTLSPort is the second peer port, always TLS: a member whose peer TLS is switched
+	// on while it runs serves it there beside plain text on PeerPort (one port serves peers
+	// one way only), and keeps its peer URL there once plain text is gone.
+	PeerTLSPort = 2382
 )
 
 // Containers of the Pods the operator renders, by name: the operator reads their statuses

@@ -6,6 +6,7 @@
 package certs
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -73,7 +74,7 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 	if t.ClientTLS() {
 		st.Status.ClientURL = fmt.Sprintf("https://%s:%d", resources.ServerName(c), vocab.ClientPort)
 	}
-	if err := k.ownCerts(ctx, c, now, &st); err != nil {
+	if err := k.ownCerts(ctx, c, members, now, &st); err != nil {
 		return State{}, err
 	}
 	if err := k.peers(ctx, c, members, now, &st); err != nil {
@@ -121,12 +122,12 @@ func (k Keeper) Operator(ctx context.Context, c *v1alpha1.EtcdCluster) (*tls.Con
 
 // ownCerts makes what is missing of the cluster's own CA, its trust Secret and the
 // certificates of client traffic it issues.
-func (k Keeper) ownCerts(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Time, st *State) error {
+func (k Keeper) ownCerts(ctx context.Context, c *v1alpha1.EtcdCluster, members []string, now time.Time, st *State) error {
 	t := c.Spec.TLS
 	if !t.OwnCA() {
 		return nil
 	}
-	ca, err := k.ownCA(ctx, c, now)
+	ca, err := k.ownCA(ctx, c, members, now)
 	if err != nil {
 		return err
 	}
@@ -150,7 +151,7 @@ func (k Keeper) ownCerts(ctx context.Context, c *v1alpha1.EtcdCluster, now time.
 
 // ownCA is the Secret of the cluster's own CA: made by the operator (Auto), or by
 // cert-manager from spec.tls.issuerRef (CertManager).
-func (k Keeper) ownCA(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Time) (*corev1.Secret, error) {
+func (k Keeper) ownCA(ctx context.Context, c *v1alpha1.EtcdCluster, members []string, now time.Time) (*corev1.Secret, error) {
 	if c.Spec.TLS.ClientMode() == v1alpha1.TLSCertManager || c.Spec.TLS.PeerMode() == v1alpha1.TLSCertManager {
 		if err := k.certManagerCA(ctx, c); err != nil {
 			return nil, err
@@ -159,13 +160,31 @@ func (k Keeper) ownCA(ctx context.Context, c *v1alpha1.EtcdCluster, now time.Tim
 	}
 	return k.getOrIssue(ctx, c, vocab.CASecret(c.Name), now, func() (pki.KeyPair, error) {
 		if c.Status.ClusterID != "" {
-			// Running members trust the CA they started with alone: a new one would cut
-			// off every member issued a certificate from it.
-			return pki.KeyPair{}, status.Stuck(string(v1alpha1.ReasonTLSSecretNotFound),
-				"Secret %s, the CA the running members trust, is gone: restore it from a copy", vocab.CASecret(c.Name))
+			if used, err := k.caUsed(ctx, c, members); err != nil || used {
+				// Members trust the CA they started with alone: a new one would cut off
+				// every member issued a certificate from it.
+				return pki.KeyPair{}, cmp.Or(err, status.Stuck(string(v1alpha1.ReasonTLSSecretNotFound),
+					"Secret %s, the CA the members trust, is gone: restore it from a copy", vocab.CASecret(c.Name)))
+			}
 		}
 		return pki.NewCA(c.Namespace+"/"+c.Name+" etcd CA", now, caValidity)
 	}, nil)
+}
+
+// caUsed: a certificate of the cluster's CA was issued, so members may trust it: a
+// formed cluster gets a CA only when TLS is switched on for it, before any is issued.
+func (k Keeper) caUsed(ctx context.Context, c *v1alpha1.EtcdCluster, members []string) (bool, error) {
+	names := []string{vocab.TrustSecret(c.Name), vocab.ServerSecret(c.Name), vocab.OperatorSecret(c.Name)}
+	for _, m := range members {
+		names = append(names, vocab.PeerSecret(m))
+	}
+	for _, name := range names {
+		err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			return true, client.IgnoreNotFound(err)
+		}
+	}
+	return false, nil
 }
 
 // leaf is the Secret of a certificate the cluster's own CA issues: by the operator (Auto)

@@ -134,11 +134,16 @@ func TestSecretsThatCannotBeUsedAreNamed(t *testing.T) {
 	requireStuck(t, err, v1alpha1.ReasonTLSSecretInvalid, "is not this cluster's")
 
 	auto.Status.ClusterID = "c1"
-	k, kube := keeper(t, auto)
-	_, err = k.Ensure(context.Background(), auto, nil, now)
-	requireStuck(t, err, v1alpha1.ReasonTLSSecretNotFound, "the CA the running members trust, is gone")
+	k, kube := keeper(t, auto, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: vocab.PeerSecret("demo-1"), Namespace: "ns"}})
+	_, err = k.Ensure(context.Background(), auto, []string{"demo-0", "demo-1"}, now)
+	requireStuck(t, err, v1alpha1.ReasonTLSSecretNotFound, "the CA the members trust, is gone")
 	require.Error(t, kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.CASecret("demo")}, &corev1.Secret{}),
-		"no new CA is made for a cluster that formed")
+		"no new CA is made for a cluster that formed and was issued certificates")
+
+	k, kube = keeper(t, auto)
+	_, err = k.Ensure(context.Background(), auto, []string{"demo-0", "demo-1"}, now)
+	require.NoError(t, err, "TLS switched on for a running cluster: no certificate was ever issued")
+	require.NoError(t, kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.CASecret("demo")}, &corev1.Secret{}))
 }
 
 func requireStuck(t *testing.T, err error, reason v1alpha1.StalledReason, msg string) {

@@ -361,6 +361,11 @@ func (r *Reconciler) gate(c *v1alpha1.EtcdCluster, o *observation, now time.Time
 		msg := recoveryMessage(c, o, rec)
 		r.stalled(c, conditions.IsStalled(c), v1alpha1.StalledReason(plan.BlockQuorumLost), msg)
 		return reconcile.Result{RequeueAfter: pollIdle}, true
+	case !approved && plainTextHeld(rec):
+		rec.Phase = v1alpha1.PlanAwaitingApproval
+		rec.Summary = summary(rec)
+		markProgressing(c, v1alpha1.ReasonAwaitingApproval, plainTextMessage(c, rec))
+		return reconcile.Result{}, true
 	case !approved && c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual:
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)

@@ -40,7 +40,8 @@ type observation struct {
 }
 
 // clients keeps one etcd connection per cluster, re-pointed as member Pods move, and
-// dialed again when the operator's client certificate changed.
+// dialed again when the operator's client certificate changed or the members' endpoints
+// turned to TLS (a connection dials one way).
 type clients struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]conn
@@ -55,7 +56,8 @@ type conn struct {
 func (cs *clients) get(uid types.NamespacedName, clusterID string, endpoints map[string]string, t certs.State, dial etcd.DialFunc) (etcd.Cluster, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cli, ok := cs.m[uid]; ok && cli.tls == t.Version {
+	version := t.Version + " " + observe.Scheme(endpoints)
+	if cli, ok := cs.m[uid]; ok && cli.tls == version {
 		cli.SetCluster(clusterID, endpoints)
 		return cli, nil
 	} else if ok {
@@ -69,7 +71,7 @@ func (cs *clients) get(uid types.NamespacedName, clusterID string, endpoints map
 	if cs.m == nil {
 		cs.m = map[types.NamespacedName]conn{}
 	}
-	cs.m[uid] = conn{cli, t.Version}
+	cs.m[uid] = conn{cli, version}
 	return cli, nil
 }
 

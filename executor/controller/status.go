@@ -130,7 +130,7 @@ func hint(s plan.Step, reason v1alpha1.StalledReason) string {
 		return fmt.Sprintf("Check that %s is healthy and reachable from the leader", s.Target)
 	case plan.ExpandVolume:
 		return fmt.Sprintf("Check volume claim %s: its events and conditions, and that its StorageClass can expand volumes", s.Member)
-	case plan.RemoveMember, plan.AddLearner, plan.DeleteMember:
+	case plan.RemoveMember, plan.AddLearner, plan.DeleteMember, plan.UpdatePeerURL:
 		return "Check that a quorum of members is healthy: membership changes and deletions need one"
 	case plan.Compact, plan.Defragment, plan.DisarmAlarm:
 		return "Check that every voter is healthy and the members' disks: a defragmentation rewrites the whole database (docs/operations.md, out of space)"

@@ -46,7 +46,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		if o.etcd == nil {
 			return errors.New("no member answers")
 		}
-		_, err := o.etcd.AddLearner(ctx, resources.PeerURL(c, s.Member))
+		_, err := o.etcd.AddLearner(ctx, resources.NewPeerURL(c, s.Member, s.Listen))
 		return err
 	case plan.PromoteLearner:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
@@ -54,6 +54,9 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.MoveLeader(ctx, ids[0], ids[1]) }, s.MemberID, s.TargetID)
 	case plan.RemoveMember:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.Remove(ctx, ids[0]) }, s.MemberID)
+	case plan.UpdatePeerURL:
+		url := vocab.PeerTLSURL(c.Name, c.Namespace, s.Member)
+		return withIDs(o, func(ids ...uint64) error { return o.etcd.UpdatePeerURL(ctx, ids[0], url) }, s.MemberID)
 	case plan.Compact:
 		if o.etcd == nil {
 			return errors.New("no member answers")
@@ -301,7 +304,7 @@ func nodeReady(n *corev1.Node) bool {
 // status recorded it as a voter) expects to find its data, and its Pod stops at the
 // preflight check when the data is gone.
 func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seed bool) resources.MemberSpec {
-	ms := resources.MemberSpec{Name: s.Member, Version: s.Version, Seed: seed && c.Status.ClusterID == ""}
+	ms := resources.MemberSpec{Name: s.Member, Version: s.Version, Seed: seed && c.Status.ClusterID == "", Listen: s.Listen}
 	if pvc := o.pvcs[s.Member]; pvc != nil && pvc.Annotations[vocab.AnnotationMemberID] != "" {
 		ms.ExpectData = true
 	}
@@ -311,7 +314,7 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 		}
 	}
 	if seed || o.Etcd == nil {
-		ms.InitialCluster = []string{s.Member + "=" + resources.PeerURL(c, s.Member)}
+		ms.InitialCluster = []string{s.Member + "=" + resources.NewPeerURL(c, s.Member, s.Listen)}
 		for _, rm := range o.Recorded {
 			if rm.Name != s.Member && !seed {
 				ms.InitialCluster = append(ms.InitialCluster, rm.Name+"="+resources.PeerURL(c, rm.Name))
@@ -321,7 +324,9 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 	}
 	for _, m := range o.Etcd.Members {
 		name := m.MemberName()
-		ms.InitialCluster = append(ms.InitialCluster, name+"="+resources.PeerURL(c, name))
+		for _, u := range m.PeerURLs { // as etcd has them: a joining member's must match
+			ms.InitialCluster = append(ms.InitialCluster, name+"="+u)
+		}
 		if name == s.Member {
 			ms.ExpectData = ms.ExpectData || m.Started()
 			ms.Voter = !m.Learner
@@ -357,7 +362,8 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
 		}
-		if p.Annotations[vocab.AnnotationVersion] == s.Version && p.Annotations[vocab.AnnotationConfigHash] == c.Spec.ConfigHash() {
+		if p.Annotations[vocab.AnnotationVersion] == s.Version && p.Annotations[vocab.AnnotationConfigHash] == c.Spec.ConfigHash() &&
+			resources.Served(p) == resources.Serving(c, s.Listen) {
 			return nil // already re-created
 		}
 		if err := r.removePod(ctx, c, o, p); err != nil {

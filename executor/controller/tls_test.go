@@ -13,9 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/internal/kubetest"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
 )
 
 // A cluster whose client TLS comes from the operator is dialed with the operator's
@@ -101,4 +105,62 @@ func TestExpiringCertificateIsACondition(t *testing.T) {
 	c.Status.TLS = nil
 	markCertificates(c, f.now)
 	require.Nil(t, conditions.Get(c, v1alpha1.ConditionCertificateExpiring), "no TLS, no condition")
+}
+
+// TLS switched on for a running cluster: a member restarts serving TLS beside plain text
+// (the operator keeps dialing plain text until every member serves TLS), and the cluster
+// gets its CA though it formed long ago, since no certificate of one was ever issued.
+func TestTLSSwitchedOnRestartsMembersBesidePlainText(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	var dialed []string
+	f.r.Dial = func(eps map[string]string, cfg *tls.Config) (etcd.Cluster, error) {
+		dialed = append(dialed, observe.Scheme(eps))
+		return f.etcd.Dial(eps, cfg)
+	}
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	c, _ := f.reconcile()
+	require.Equal(t, plan.WhyTLSBeside, c.Status.Plan.Steps[0].Why)
+	require.Equal(t, plan.Listen{Client: plan.ListenBoth, Peer: plan.ListenBoth}, c.Status.Plan.Steps[0].Listen)
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.CASecret("demo")}, &corev1.Secret{}))
+	require.Equal(t, []string{"http"}, dialed, "members serve plain text alone: the operator dials plain text (etcd.Dial then leaves its TLS configuration unused)")
+	var p corev1.Pod
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: c.Status.Plan.Steps[0].Member}, &p))
+	require.Equal(t, plan.Listen{Client: plan.ListenBoth, Peer: plan.ListenBoth}, resources.Served(&p), "re-created serving both")
+}
+
+// Once every member serves TLS beside plain text, the peer URLs move to TLS on the second
+// peer port, by member ID, and the first restart without plain text waits for approval.
+func TestTLSSwitchedOnMovesPeerURLsAndWaitsForApprovalBeforeRefusingPlainText(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	both := plan.Listen{Client: plan.ListenBoth, Peer: plan.ListenBoth}
+	for i := 0; i < 3; i++ {
+		name := vocab.MemberName("demo", i)
+		old := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, old))
+		require.NoError(t, f.kube.Delete(context.Background(), old))
+		require.NoError(t, f.kube.Create(context.Background(), kubetest.MemberPodServing(f.cluster(), name, both)))
+	}
+	var dialed []string
+	f.r.Dial = func(eps map[string]string, cfg *tls.Config) (etcd.Cluster, error) {
+		dialed = append(dialed, observe.Scheme(eps))
+		require.NotNil(t, cfg)
+		return f.etcd.Dial(eps, cfg)
+	}
+	c, _ := f.reconcile()
+	require.Equal(t, []string{"https"}, dialed, "every member serves TLS: the operator dials it")
+	require.Equal(t, []string{"UpdatePeerURL 1 https://demo-0.demo.ns.svc:2382", "UpdatePeerURL 2 https://demo-1.demo.ns.svc:2382",
+		"UpdatePeerURL 3 https://demo-2.demo.ns.svc:2382"}, f.etcd.Calls())
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
+	cur := c.Status.Plan.Steps[c.Status.Plan.Current]
+	require.Equal(t, plan.WhyClientPlainTextOff, cur.Why)
+	require.Contains(t, conditions.GetMessage(c, meta.ReconcilingCondition), "members refuse clients that do not speak TLS")
+	var p corev1.Pod
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: cur.Member}, &p))
+	require.Equal(t, both, resources.Served(&p), "nothing restarts before the approval")
+
+	f.approve(c.Status.Plan.ID)
+	f.reconcile()
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: cur.Member}, &p))
+	require.Equal(t, plan.Listen{Client: plan.ListenTLS, Peer: plan.ListenTLS}, resources.Served(&p))
 }

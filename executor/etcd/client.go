@@ -11,6 +11,7 @@ import (
 	"maps"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,8 @@ type Cluster interface {
 	Promote(ctx context.Context, id uint64) error
 	// Remove removes a member.
 	Remove(ctx context.Context, id uint64) error
+	// UpdatePeerURL sets a member's one peer URL.
+	UpdatePeerURL(ctx context.Context, id uint64, peerURL string) error
 	// MoveLeader asks the leader to hand leadership to the target.
 	MoveLeader(ctx context.Context, leader, target uint64) error
 	// Compact compacts the history up to the current revision.
@@ -81,8 +84,8 @@ var _ Cluster = (*Client)(nil)
 type DialFunc func(endpoints map[string]string, tlsCfg *tls.Config) (Cluster, error)
 
 // Dial connects to the given member endpoints (name -> URL), with TLS when tlsCfg is set
-// (https endpoints). It does not wait for a connection: calls fail fast when nobody
-// answers.
+// and the endpoints are https (while TLS is switched on they are http, and tlsCfg is not
+// used). It does not wait for a connection: calls fail fast when nobody answers.
 func Dial(endpoints map[string]string, tlsCfg *tls.Config) (Cluster, error) {
 	return dial(endpoints, tlsCfg)
 }
@@ -90,6 +93,9 @@ func Dial(endpoints map[string]string, tlsCfg *tls.Config) (Cluster, error) {
 func dial(endpoints map[string]string, tlsCfg *tls.Config) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no member endpoints")
+	}
+	if !strings.HasPrefix(urls(endpoints)[0], "https://") {
+		tlsCfg = nil
 	}
 	// gRPC waits a second before reconnecting by default; a member starts in a few
 	// hundred milliseconds, and calls made meanwhile wait on that reconnect.

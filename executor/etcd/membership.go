@@ -101,6 +101,26 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 	})
 }
 
+// UpdatePeerURL sets a member's one peer URL; a member that has it already is left as it
+// is (the step may be retried after the operator stopped midway).
+func (c *Client) UpdatePeerURL(ctx context.Context, id uint64, peerURL string) error {
+	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(list.Members, func(m *etcdserverpb.Member) bool { return m.ID == id })
+		switch {
+		case i < 0:
+			return fmt.Errorf("etcd lists no member %s", ID(id))
+		case slices.Equal(list.Members[i].PeerURLs, []string{peerURL}):
+			return nil
+		}
+		_, err = cli.MemberUpdate(ctx, id, []string{peerURL})
+		return notYet(err)
+	})
+}
+
 // MoveLeader asks the leader, at its own endpoint, to hand leadership to the target. It
 // acts only when the member it reaches is the leader it was told of.
 func (c *Client) MoveLeader(ctx context.Context, leader, target uint64) error {

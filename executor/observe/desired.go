@@ -25,6 +25,8 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 		QuotaBytes:    ptr.Deref(c.Spec.Options.QuotaBackendBytes, 0),
 		DefragPercent: defragPercent(c.Spec.Maintenance),
 		Restore:       RestoreSource(c.Spec.Bootstrap),
+		ClientTLS:     c.Spec.TLS.ClientTLS(),
+		PeerTLS:       c.Spec.TLS.PeerTLS(),
 	}
 }
 

@@ -1,7 +1,6 @@
 package observe
 
 import (
-	"cmp"
 	"fmt"
 	"net"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
@@ -22,7 +22,7 @@ import (
 // Members joins a cluster's member Pods and volume claims by member name. A Pod that
 // ended (member Pods never restart in place) is marked Failed: StartMember replaces it,
 // unless its preflight check found the member's data gone.
-func Members(objs Objects) []planner.Member {
+func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 	pods, pvcs := objs.Pods, objs.PVCs
 	byName := map[string]*planner.Member{}
 	get := func(name string) *planner.Member {
@@ -41,6 +41,9 @@ func Members(objs Objects) []planner.Member {
 		}
 		if m := get(name); m.Pod == nil || m.Pod.Failed { // a Pod that runs wins over one that ended
 			m.Pod = pod(p)
+			if l := resources.Served(p); l != resources.Serving(c, plan.Listen{}) && l != (plan.Listen{}) {
+				m.Pod.Listen = l // started before TLS was switched on, or while it was
+			}
 			m.Pod.Restoring = restoring(objs.Backups, p.Annotations[vocab.AnnotationRestoreSeed])
 		}
 	}
@@ -131,23 +134,44 @@ func etcdRunning(p *corev1.Pod) bool {
 }
 
 // Endpoints are the client URLs (by member name) of the member Pods that run etcd, at their
-// Pod IPs, which work from inside and outside the cluster network alike.
+// Pod IPs, which work from inside and outside the cluster network alike: https when every
+// one serves TLS (one connection dials all one way), plain text while TLS is being
+// switched on and some do not serve it yet.
 func Endpoints(pods []corev1.Pod) map[string]string {
-	out := map[string]string{}
+	var serving []*corev1.Pod
+	tls := true
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdRunning(p) {
-			out[p.Name] = ClientURL(p)
+			serving = append(serving, p)
+			s := p.Annotations[vocab.AnnotationClientScheme]
+			tls = tls && (s == plan.ListenTLS || s == plan.ListenBoth)
 		}
+	}
+	out := map[string]string{}
+	for _, p := range serving {
+		out[p.Name] = clientURL(p, tls)
 	}
 	return out
 }
 
 // ClientURL is the etcd client URL of a Pod at its Pod IP, https when the Pod says it
-// serves TLS.
+// serves TLS alone.
 func ClientURL(p *corev1.Pod) string {
-	scheme := cmp.Or(p.Annotations[vocab.AnnotationClientScheme], vocab.Scheme(false))
-	return scheme + "://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(vocab.ClientPort))
+	return clientURL(p, p.Annotations[vocab.AnnotationClientScheme] == plan.ListenTLS)
+}
+
+// Scheme is how endpoints are dialed: all one way.
+func Scheme(endpoints map[string]string) string {
+	for _, u := range endpoints {
+		scheme, _, _ := strings.Cut(u, "://")
+		return scheme
+	}
+	return ""
+}
+
+func clientURL(p *corev1.Pod, tls bool) string {
+	return vocab.Scheme(tls) + "://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(vocab.ClientPort))
 }
 
 func exitedWith(s corev1.ContainerState, code int32) bool {

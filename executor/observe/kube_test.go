@@ -43,7 +43,7 @@ func TestPreflightOutcome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ms := Members(Objects{Pods: []corev1.Pod{tt.pod}})
+			ms := Members(Objects{Pods: []corev1.Pod{tt.pod}}, &v1alpha1.EtcdCluster{})
 			require.Len(t, ms, 1)
 			require.True(t, ms[0].Pod.Failed)
 			require.Equal(t, tt.lost, ms[0].Pod.DataLost)

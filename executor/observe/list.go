@@ -234,7 +234,7 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		StalledLearners: c.Status.StalledLearners,
 		DefragDue:       defragDue(c),
 		Recorded:        Recorded(c),
-		Members:         Members(o),
+		Members:         Members(o, c),
 		Backup:          newestBackup(o.Backups, ids...),
 		SnapshotTo:      snapshotTo(o.SnapshotDestination(ids...)),
 		Snapshots:       snapshots(o.Backups, ids...),

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
@@ -47,6 +48,9 @@ type MemberSpec struct {
 	// RestoreSeed, when set, is the EtcdBackup a recovery starts the cluster anew from on
 	// this seed: its Pod carries it (the mark of a member in memory, which has no claim).
 	RestoreSeed string
+	// Listen is how the member serves clients and peers when not as the spec says (the
+	// step's).
+	Listen plan.Listen
 }
 
 // Restore is a snapshot a seed member's data is restored from.
@@ -81,7 +85,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 		// What the check printed is the Pod's record of why it failed, for the operator to show.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
-	tlsVols, tlsMounts := tlsVolumes(c, m.Name)
+	tlsVols, tlsMounts := tlsVolumes(c, m.Name, Serving(c, m.Listen))
 	volumes := append([]corev1.Volume{dataVolume(c, m.Name)}, tlsVols...)
 	if m.Seed && m.Restore != nil {
 		inits = append(inits, restoreContainers(c, img, m, secure)...)
@@ -105,11 +109,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 				Env:             gomaxprocs(c),
 				Resources:       c.Spec.Resources,
 				SecurityContext: secure,
-				Ports: []corev1.ContainerPort{
-					{Name: "client", ContainerPort: vocab.ClientPort},
-					{Name: "peer", ContainerPort: vocab.PeerPort},
-					{Name: "metrics", ContainerPort: vocab.MetricsPort},
-				},
+				Ports:           ports(Serving(c, m.Listen)),
 				// Ready means the member can serve: it has a leader and answers a read through
 				// it. A NOSPACE alarm still lets clients read and delete (which is how they
 				// recover from it), so it does not empty the client Service. Probed every
@@ -154,8 +154,8 @@ func memberMeta(c *v1alpha1.EtcdCluster, m MemberSpec) (labels, annotations map[
 	if m.Seed {
 		annotations[vocab.AnnotationSeed] = "true"
 	}
-	if c.Spec.TLS.ClientTLS() {
-		annotations[vocab.AnnotationClientScheme] = vocab.Scheme(true)
+	if l := Serving(c, m.Listen); l.Client != plan.ListenPlain {
+		annotations[vocab.AnnotationClientScheme] = l.Client
 	}
 	if m.Seed && m.Restore != nil {
 		annotations[vocab.AnnotationRestore] = m.Restore.From
@@ -167,6 +167,30 @@ func memberMeta(c *v1alpha1.EtcdCluster, m MemberSpec) (labels, annotations map[
 		annotations[vocab.AnnotationRestoreSeed] = m.RestoreSeed
 	}
 	return labels, annotations
+}
+
+// ports are the etcd container's ports; the second peer port while it serves peer TLS.
+func ports(l plan.Listen) []corev1.ContainerPort {
+	out := []corev1.ContainerPort{
+		{Name: "client", ContainerPort: vocab.ClientPort},
+		{Name: "peer", ContainerPort: vocab.PeerPort},
+		{Name: "metrics", ContainerPort: vocab.MetricsPort},
+	}
+	if servesTLS(l.Peer) {
+		out = append(out, corev1.ContainerPort{Name: "peer-tls", ContainerPort: vocab.PeerTLSPort})
+	}
+	return out
+}
+
+// ownPeerURL is the peer URL the member has in the initial cluster it joins (etcd's
+// member list), else the one it registers as it serves.
+func ownPeerURL(c *v1alpha1.EtcdCluster, m MemberSpec) string {
+	for _, e := range m.InitialCluster {
+		if u, ok := strings.CutPrefix(e, m.Name+"="); ok {
+			return u
+		}
+	}
+	return NewPeerURL(c, m.Name, m.Listen)
 }
 
 // secureContainer: non-root, read-only root filesystem, no capabilities.
@@ -205,14 +229,16 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 	if m.Seed {
 		state = "new"
 	}
+	l := Serving(c, m.Listen)
+	clientURLs, peerURLs := listenURLs(l)
 	flags := map[string]string{
 		"name":                        m.Name,
 		"data-dir":                    vocab.DataDir,
-		"listen-peer-urls":            listenURL(c.Spec.TLS.PeerTLS(), vocab.PeerPort),
-		"listen-client-urls":          listenURL(c.Spec.TLS.ClientTLS(), vocab.ClientPort),
+		"listen-peer-urls":            peerURLs,
+		"listen-client-urls":          clientURLs,
 		"listen-metrics-urls":         listenURL(false, vocab.MetricsPort),
-		"advertise-client-urls":       ClientURL(c, m.Name),
-		"initial-advertise-peer-urls": PeerURL(c, m.Name),
+		"advertise-client-urls":       vocab.ClientURL(c.Name, c.Namespace, m.Name, l.Client == plan.ListenTLS),
+		"initial-advertise-peer-urls": ownPeerURL(c, m),
 		"initial-cluster":             strings.Join(m.InitialCluster, ","),
 		"initial-cluster-state":       state,
 		"initial-cluster-token":       clusterToken(c),
@@ -220,7 +246,7 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 	if m.ForceNewCluster != "" {
 		flags["force-new-cluster"] = "true"
 	}
-	tlsFlags(c, flags)
+	tlsFlags(c, l, flags)
 	o := c.Spec.Options
 	setInt := func(k string, v *int64) {
 		if v != nil {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 )
@@ -33,7 +34,7 @@ func TestMemberPodIsSafeAndRestricted(t *testing.T) {
 	require.Equal(t, int32(vocab.MetricsPort), etcd.ReadinessProbe.HTTPGet.Port.IntVal)
 	args := strings.Join(etcd.Command, " ")
 	for _, want := range []string{"--initial-cluster-state=existing", "--initial-cluster=demo-0=http://a:2380,demo-3=http://b:2380",
-		"--initial-advertise-peer-urls=http://demo-3.demo.ns.svc:2380", "--listen-metrics-urls=http://0.0.0.0:2381", "--log-level=warn"} {
+		"--initial-advertise-peer-urls=http://b:2380", "--listen-metrics-urls=http://0.0.0.0:2381", "--log-level=warn"} {
 		require.Contains(t, args, want)
 	}
 	require.Equal(t, "GOMAXPROCS", etcd.Env[0].Name, "GOMAXPROCS follows the CPU limit")
@@ -92,7 +93,7 @@ func TestMemberPodServesTLS(t *testing.T) {
 	p := MemberPod(c, Images{EtcdRepository: "quay.io/coreos/etcd", Operator: "op:1"}, MemberSpec{Name: "demo-3", Version: "3.6.16"})
 	etcd := p.Spec.Containers[0]
 	args := strings.Join(etcd.Command, " ")
-	for _, want := range []string{"--listen-client-urls=https://0.0.0.0:2379", "--listen-peer-urls=https://0.0.0.0:2380",
+	for _, want := range []string{"--listen-client-urls=https://0.0.0.0:2379", "--listen-peer-urls=https://0.0.0.0:2380,https://0.0.0.0:2382",
 		"--advertise-client-urls=https://demo-3.demo.ns.svc:2379", "--initial-advertise-peer-urls=https://demo-3.demo.ns.svc:2380",
 		"--listen-metrics-urls=http://0.0.0.0:2381", "--client-cert-auth=true", "--peer-client-cert-auth=true",
 		"--cert-file=/etc/etcd/tls/server/tls.crt", "--trusted-ca-file=/etc/etcd/tls/trust/ca.crt",
@@ -124,4 +125,31 @@ func TestMemberPodServesTLS(t *testing.T) {
 	require.NotContains(t, strings.Join(p.Spec.Containers[0].Command, " "), "https")
 	require.NotContains(t, p.Annotations, vocab.AnnotationClientScheme)
 	require.Len(t, p.Spec.Volumes, 1)
+}
+
+// While TLS is switched on, a member serves TLS beside plain text: clients both ways on one
+// port, peers plain on the first port and TLS on the second; it advertises plain text, and
+// its Pod's flags say how it serves.
+func TestMemberPodServesTLSBesidePlainText(t *testing.T) {
+	c := demo()
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+	both := plan.Listen{Client: plan.ListenBoth, Peer: plan.ListenBoth}
+	p := MemberPod(c, Images{}, MemberSpec{Name: "demo-3", Version: "3.6.16", Listen: both})
+	args := strings.Join(p.Spec.Containers[0].Command, " ")
+	for _, want := range []string{"--listen-client-urls=http://0.0.0.0:2379,https://0.0.0.0:2379",
+		"--listen-peer-urls=http://0.0.0.0:2380,https://0.0.0.0:2382", "--advertise-client-urls=http://demo-3.demo.ns.svc:2379",
+		"--initial-advertise-peer-urls=http://demo-3.demo.ns.svc:2380", "--client-cert-auth=true", "--peer-cert-file=/etc/etcd/tls/peer/tls.crt"} {
+		require.Contains(t, args, want)
+	}
+	require.Equal(t, both, Served(p))
+	require.Equal(t, plan.ListenBoth, p.Annotations[vocab.AnnotationClientScheme])
+	require.Len(t, p.Spec.Volumes, 4, "data, server, peer and trust")
+
+	p = MemberPod(c, Images{}, MemberSpec{Name: "demo-3", Version: "3.6.16", Listen: plan.Listen{Peer: plan.ListenBoth}})
+	require.Equal(t, plan.Listen{Client: plan.ListenTLS, Peer: plan.ListenBoth}, Served(p))
+	p = MemberPod(c, Images{}, MemberSpec{Name: "demo-3", Version: "3.6.16"})
+	require.Equal(t, Serving(c, plan.Listen{}), Served(p))
+	c.Spec.TLS = nil
+	require.Equal(t, plan.Listen{Client: plan.ListenPlain, Peer: plan.ListenPlain}, Served(MemberPod(c, Images{}, MemberSpec{Name: "demo-3"})))
+	require.Equal(t, "http://demo-3.demo.ns.svc:2380", NewPeerURL(c, "demo-3", plan.Listen{}))
 }

@@ -1,11 +1,14 @@
 package resources
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 )
@@ -42,6 +45,12 @@ func PeerURL(c *v1alpha1.EtcdCluster, member string) string {
 	return vocab.PeerURL(c.Name, c.Namespace, member, c.Spec.TLS.PeerTLS())
 }
 
+// NewPeerURL is the peer URL a member registers when it joins serving peers so: plain
+// text while it serves TLS beside it (its peers may not dial TLS yet).
+func NewPeerURL(c *v1alpha1.EtcdCluster, member string, l plan.Listen) string {
+	return vocab.PeerURL(c.Name, c.Namespace, member, Serving(c, l).Peer == plan.ListenTLS)
+}
+
 // ClientURL is the address a member advertises to clients, https when they talk TLS.
 func ClientURL(c *v1alpha1.EtcdCluster, member string) string {
 	return vocab.ClientURL(c.Name, c.Namespace, member, c.Spec.TLS.ClientTLS())
@@ -54,16 +63,87 @@ func ServerName(c *v1alpha1.EtcdCluster) string {
 	return vocab.ClientService(c.Name) + "." + c.Namespace + ".svc"
 }
 
+// Serving is how a member's Pod serves each side, spelled out: the step's Listen where it
+// says, else as the spec says.
+func Serving(c *v1alpha1.EtcdCluster, l plan.Listen) plan.Listen {
+	return plan.Listen{
+		Client: cmp.Or(l.Client, listenOf(c.Spec.TLS.ClientTLS())),
+		Peer:   cmp.Or(l.Peer, listenOf(c.Spec.TLS.PeerTLS())),
+	}
+}
+
+func listenOf(tls bool) string {
+	if tls {
+		return plan.ListenTLS
+	}
+	return plan.ListenPlain
+}
+
+// servesTLS: a side served so takes TLS.
+func servesTLS(side string) bool { return side == plan.ListenTLS || side == plan.ListenBoth }
+
+// Served reads how a member Pod serves each side from its etcd's listen flags; zero for a
+// Pod without them.
+func Served(p *corev1.Pod) plan.Listen {
+	var l plan.Listen
+	for _, ctr := range p.Spec.Containers {
+		if ctr.Name != vocab.ContainerEtcd {
+			continue
+		}
+		for _, arg := range ctr.Command {
+			if v, ok := strings.CutPrefix(arg, "--listen-client-urls="); ok {
+				l.Client = schemes(v)
+			}
+			if v, ok := strings.CutPrefix(arg, "--listen-peer-urls="); ok {
+				l.Peer = schemes(v)
+			}
+		}
+	}
+	return l
+}
+
+// schemes says how a listen flag's URLs serve: plain text, TLS or both.
+func schemes(urls string) string {
+	plain, tls := false, false
+	for _, u := range strings.Split(urls, ",") {
+		plain, tls = plain || strings.HasPrefix(u, "http://"), tls || strings.HasPrefix(u, "https://")
+	}
+	switch {
+	case plain && tls:
+		return plan.ListenBoth
+	case tls:
+		return plan.ListenTLS
+	}
+	return plan.ListenPlain
+}
+
+// listenURLs are what a member listens on for each side. Peers served TLS beside plain
+// text get it on the second peer port; served TLS alone, on both ports, so a member is
+// reached at either peer URL a member can have.
+func listenURLs(l plan.Listen) (client, peer string) {
+	client = map[string]string{
+		plan.ListenPlain: listenURL(false, vocab.ClientPort),
+		plan.ListenTLS:   listenURL(true, vocab.ClientPort),
+		plan.ListenBoth:  listenURL(false, vocab.ClientPort) + "," + listenURL(true, vocab.ClientPort),
+	}[l.Client]
+	peer = map[string]string{
+		plan.ListenPlain: listenURL(false, vocab.PeerPort),
+		plan.ListenTLS:   listenURL(true, vocab.PeerPort) + "," + listenURL(true, vocab.PeerTLSPort),
+		plan.ListenBoth:  listenURL(false, vocab.PeerPort) + "," + listenURL(true, vocab.PeerTLSPort),
+	}[l.Peer]
+	return client, peer
+}
+
 // tlsFlags are a member's TLS flags: client certificates are required on each side that
 // talks TLS (etcd's --trusted-ca-file alone would already ask for them; the flags say so).
-func tlsFlags(c *v1alpha1.EtcdCluster, flags map[string]string) {
-	if t := c.Spec.TLS; t.ClientTLS() {
+func tlsFlags(c *v1alpha1.EtcdCluster, l plan.Listen, flags map[string]string) {
+	if t := c.Spec.TLS; servesTLS(l.Client) {
 		flags["cert-file"] = vocab.ServerTLSMount + "/" + vocab.TLSCertKey
 		flags["key-file"] = vocab.ServerTLSMount + "/" + vocab.TLSKeyKey
 		flags["trusted-ca-file"] = trustFile(t.ClientMode(), vocab.ServerTLSMount)
 		flags["client-cert-auth"] = "true"
 	}
-	if t := c.Spec.TLS; t.PeerTLS() {
+	if t := c.Spec.TLS; servesTLS(l.Peer) {
 		flags["peer-cert-file"] = vocab.PeerTLSMount + "/" + vocab.TLSCertKey
 		flags["peer-key-file"] = vocab.PeerTLSMount + "/" + vocab.TLSKeyKey
 		flags["peer-trusted-ca-file"] = trustFile(t.PeerMode(), vocab.PeerTLSMount)
@@ -88,20 +168,20 @@ func listenURL(tls bool, port int) string {
 // tlsVolumes are the Secret volumes of a member's TLS, and their mounts in etcd's
 // container. Each Secret is mounted whole (never through subPath), so that a renewed
 // certificate reaches the running member.
-func tlsVolumes(c *v1alpha1.EtcdCluster, member string) ([]corev1.Volume, []corev1.VolumeMount) {
+func tlsVolumes(c *v1alpha1.EtcdCluster, member string, l plan.Listen) ([]corev1.Volume, []corev1.VolumeMount) {
 	var vols []corev1.Volume
 	var mounts []corev1.VolumeMount
 	add := func(name, secret, path string) {
 		v, m := secretVolume(name, secret, path)
 		vols, mounts = append(vols, v), append(mounts, m)
 	}
-	if c.Spec.TLS.ClientTLS() {
+	if servesTLS(l.Client) {
 		add("server-tls", ServerSecret(c), vocab.ServerTLSMount)
 	}
-	if c.Spec.TLS.PeerTLS() {
+	if servesTLS(l.Peer) {
 		add("peer-tls", PeerSecret(c, member), vocab.PeerTLSMount)
 	}
-	if c.Spec.TLS.OwnCA() {
+	if c.Spec.TLS.OwnCA() && (servesTLS(l.Client) || servesTLS(l.Peer)) {
 		add("trust", vocab.TrustSecret(c.Name), vocab.TrustTLSMount)
 	}
 	return vols, mounts

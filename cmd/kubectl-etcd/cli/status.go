@@ -169,7 +169,7 @@ func writeMembers(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects) e
 	for i := range objs.Pods {
 		pods[objs.Pods[i].Labels[v1alpha1.LabelMember]] = &objs.Pods[i]
 	}
-	members := observe.Members(objs)
+	members := observe.Members(objs, ec)
 	kube := map[string]planner.Member{}
 	for _, m := range members {
 		kube[m.Name] = m

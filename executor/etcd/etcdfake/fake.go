@@ -147,6 +147,18 @@ func (c *Cluster) Remove(_ context.Context, id uint64) error {
 	return nil
 }
 
+func (c *Cluster) UpdatePeerURL(_ context.Context, id uint64, peerURL string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("UpdatePeerURL %s %s", etcd.ID(id), peerURL); err != nil {
+		return err
+	}
+	if !c.shows() {
+		return nil
+	}
+	return c.member(id, func(m *planner.EtcdMember) { m.PeerURLs = []string{peerURL} })
+}
+
 func (c *Cluster) MoveLeader(_ context.Context, leader, target uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

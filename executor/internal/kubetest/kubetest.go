@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -104,7 +105,12 @@ func checkedStatusPatch(t *testing.T) func(context.Context, client.Client, strin
 
 // MemberPod is a running member Pod of c, a voter.
 func MemberPod(c *v1alpha1.EtcdCluster, name string) *corev1.Pod {
-	p := resources.MemberPod(c, resources.Images{EtcdRepository: "etcd", Operator: "op"}, resources.MemberSpec{Name: name, Version: c.Spec.Version})
+	return MemberPodServing(c, name, plan.Listen{})
+}
+
+// MemberPodServing is a running member Pod of c, a voter, serving as l says.
+func MemberPodServing(c *v1alpha1.EtcdCluster, name string, l plan.Listen) *corev1.Pod {
+	p := resources.MemberPod(c, resources.Images{EtcdRepository: "etcd", Operator: "op"}, resources.MemberSpec{Name: name, Version: c.Spec.Version, Listen: l})
 	p.Labels[v1alpha1.LabelRole] = string(v1alpha1.RoleVoter)
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "EtcdCluster", Name: c.Name, UID: c.UID, Controller: ptr.To(true)}}
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0." + strings.TrimPrefix(name, "demo-"),
