@@ -509,13 +509,16 @@ func (k Keeper) Served(ctx context.Context, c *v1alpha1.EtcdCluster, secret stri
 		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s: %v", secret, err)
 	}
 	for member, ip := range servers(c, secret, podIPs) {
-		host := vocab.MemberHost(c.Name, c.Namespace, member)
-		port := vocab.PeerPort
+		// A member serving peers TLS beside plain text serves it on the second port alone.
+		ports := []int{vocab.PeerPort, vocab.PeerTLSPort}
 		if secret == vocab.ServerSecret(c.Name) {
-			port = vocab.ClientPort
+			ports = []int{vocab.ClientPort}
 		}
-		got, err := servedSerial(ctx, net.JoinHostPort(ip, strconv.Itoa(port)), &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12})
-		if err != nil || got != serial {
+		cfg := &tls.Config{RootCAs: pool, ServerName: vocab.MemberHost(c.Name, c.Namespace, member), MinVersion: tls.VersionTLS12}
+		if !slices.ContainsFunc(ports, func(port int) bool {
+			got, err := servedSerial(ctx, net.JoinHostPort(ip, strconv.Itoa(port)), cfg)
+			return err == nil && got == serial
+		}) {
 			return status.Waiting("waiting for %s to serve the renewed certificate of Secret %s (a Secret volume is updated within a minute or so)", member, secret)
 		}
 	}

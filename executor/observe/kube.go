@@ -143,9 +143,7 @@ func Endpoints(pods []corev1.Pod) map[string]string {
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdRunning(p) {
-			serving = append(serving, p)
-			s := p.Annotations[vocab.AnnotationClientScheme]
-			tls = tls && (s == plan.ListenTLS || s == plan.ListenBoth)
+			serving, tls = append(serving, p), tls && servesTLS(p)
 		}
 	}
 	out := map[string]string{}
@@ -156,9 +154,14 @@ func Endpoints(pods []corev1.Pod) map[string]string {
 }
 
 // ClientURL is the etcd client URL of a Pod at its Pod IP, https when the Pod says it
-// serves TLS alone.
+// serves TLS (alone, or beside plain text while TLS is switched on).
 func ClientURL(p *corev1.Pod) string {
-	return clientURL(p, p.Annotations[vocab.AnnotationClientScheme] == plan.ListenTLS)
+	return clientURL(p, servesTLS(p))
+}
+
+func servesTLS(p *corev1.Pod) bool {
+	s := p.Annotations[vocab.AnnotationClientScheme]
+	return s == plan.ListenTLS || s == plan.ListenBoth
 }
 
 // Scheme is how endpoints are dialed: all one way.

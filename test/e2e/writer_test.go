@@ -30,7 +30,8 @@ type writer struct {
 func startWriter(t *testing.T, ns, cluster string) *writer {
 	t.Helper()
 	id := framework.Get(t, ns, cluster).Status.ClusterID
-	cli, err := clientv3.New(framework.EtcdConfig(framework.Endpoints(t, ns, cluster), framework.ClientTLS(t, ns, cluster)))
+	cfg := framework.ClientTLS(t, ns, cluster)
+	cli, err := clientv3.New(framework.EtcdConfig(framework.EndpointsAs(t, ns, cluster, cfg != nil), cfg))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{}), revs: map[string]int64{}}
@@ -39,7 +40,7 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 		defer cli.Close()
 		for i := 0; ctx.Err() == nil; i++ {
 			if i%20 == 0 {
-				if eps := framework.Endpoints(t, ns, cluster); len(eps) > 0 {
+				if eps := framework.EndpointsAs(t, ns, cluster, cfg != nil); len(eps) > 0 {
 					cli.SetEndpoints(eps...)
 				}
 			}

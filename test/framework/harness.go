@@ -295,6 +295,19 @@ func Endpoints(t *testing.T, ns, name string) []string {
 	return out
 }
 
+// EndpointsAs are the client URLs of the cluster's running members as a client that
+// speaks TLS or not reaches them, whatever the members serve: a client keeps the way it
+// was set up while TLS is switched on.
+func EndpointsAs(t *testing.T, ns, name string, tls bool) []string {
+	t.Helper()
+	var out []string
+	for _, ep := range Endpoints(t, ns, name) {
+		_, hostPort, _ := strings.Cut(ep, "://")
+		out = append(out, vocab.Scheme(tls)+"://"+hostPort)
+	}
+	return out
+}
+
 // EtcdClient is an etcd client of eps, closed when the test ends.
 func EtcdClient(t *testing.T, eps []string) *clientv3.Client {
 	t.Helper()

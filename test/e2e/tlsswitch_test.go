@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/test/framework"
+)
+
+// TLS switched on for a running cluster, a writer speaking plain text throughout the first
+// part: each member restarts serving TLS beside plain text, the peer URLs move to TLS on
+// the second peer port, and the plan waits for approval before any member refuses plain
+// text. By then every member is healthy on TLS peer URLs, and plain-text and TLS clients are
+// both served. A writer speaking TLS takes over; approved, members restart serving TLS
+// alone: plain text is refused, members advertise https, and every acknowledged write of
+// both writers is there.
+func TestTLSSwitchedOnLive(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 3)
+	phase := phases(t)
+	plainEPs := func() []string { return framework.EndpointsAs(t, ns, "demo", false) }
+	w := startWriter(t, ns, "demo")
+	w.waitAcked()
+
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	c := framework.WaitFor(t, ns, "demo", 5*time.Minute, "the plan at its first step without plain text, awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+		p := c.Status.Plan
+		return p != nil && p.Phase == v1alpha1.PlanAwaitingApproval && p.Steps[p.Current].Why == plan.WhyClientPlainTextOff
+	})
+	phase("every member serves TLS beside plain text, peer URLs on TLS")
+	both := plan.Listen{Client: plan.ListenBoth, Peer: plan.ListenBoth}
+	for _, p := range framework.MemberPods(t, ns, "demo") {
+		require.Equal(t, both, resources.Served(&p), p.Name)
+	}
+	for _, m := range framework.CheckMembership(t, ns, "demo").Members {
+		require.Equal(t, []string{vocab.PeerTLSURL("demo", ns, m.Name)}, m.PeerURLs, "members reach %s over TLS", m.Name)
+	}
+	put(t, framework.EtcdClient(t, plainEPs()), "/plain", "still served")
+	put(t, framework.ClusterClient(t, ns, "demo"), "/tls", "served too")
+	w.stopAndVerify()
+	t.Logf("the plain-text writer: %d writes failed, the slowest took %v", w.failed, w.maxLat)
+
+	tw := startWriter(t, ns, "demo") // the application moved to TLS
+	tw.waitAcked()
+	framework.Update(t, ns, "demo", func(x *v1alpha1.EtcdCluster) {
+		x.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID}
+	})
+	framework.WaitFor(t, ns, "demo", 5*time.Minute, "Ready with TLS alone", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && c.Status.Plan == nil && c.Status.ReadyReplicas == 3
+	})
+	phase("approved: plain text gone")
+	tw.stopAndVerify()
+	t.Logf("the TLS writer: %d writes failed, the slowest took %v", tw.failed, tw.maxLat)
+	for _, p := range framework.MemberPods(t, ns, "demo") {
+		require.Equal(t, plan.Listen{Client: plan.ListenTLS, Peer: plan.ListenTLS}, resources.Served(&p), p.Name)
+	}
+	for _, m := range framework.CheckMembership(t, ns, "demo").Members {
+		require.Equal(t, []string{vocab.ClientURL("demo", ns, m.Name, true)}, m.ClientURLs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := framework.EtcdClient(t, plainEPs()).Put(ctx, "/plain", "refused")
+	require.Error(t, err, "plain text is refused")
+	got, err := framework.ClusterClient(t, ns, "demo").Get(context.Background(), "/plain")
+	require.NoError(t, err)
+	require.Equal(t, "still served", string(got.Kvs[0].Value))
+}
+
+// put writes a key and requires etcd to acknowledge it.
+func put(t *testing.T, cli *clientv3.Client, key, value string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := cli.Put(ctx, key, value)
+	require.NoError(t, err, "put %s", key)
+}
