@@ -2,15 +2,21 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/framework"
 )
@@ -31,6 +37,7 @@ func TestTLSSwitchedOnLive(t *testing.T) {
 	plainEPs := func() []string { return framework.EndpointsAs(t, ns, "demo", false) }
 	w := startWriter(t, ns, "demo")
 	w.waitAcked()
+	cutOff := watchPeers(t, ns, "demo")
 
 	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
 	c := framework.WaitFor(t, ns, "demo", 5*time.Minute, "the plan at its first step without plain text, awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
@@ -61,6 +68,7 @@ func TestTLSSwitchedOnLive(t *testing.T) {
 	phase("approved: plain text gone")
 	tw.stopAndVerify()
 	t.Logf("the TLS writer: %d writes failed, the slowest took %v", tw.failed, tw.maxLat)
+	require.Empty(t, cutOff(), "no member answered without a leader for long: none was cut off from its peers")
 	for _, p := range framework.MemberPods(t, ns, "demo") {
 		require.Equal(t, plan.Listen{Client: plan.ListenTLS, Peer: plan.ListenTLS}, resources.Served(&p), p.Name)
 	}
@@ -74,6 +82,57 @@ func TestTLSSwitchedOnLive(t *testing.T) {
 	got, err := framework.ClusterClient(t, ns, "demo").Get(context.Background(), "/plain")
 	require.NoError(t, err)
 	require.Equal(t, "still served", string(got.Kvs[0].Value))
+}
+
+// watchPeers asks every running member for its status four times a second, the way the
+// Pod serves it, until the function it returns is called; that returns the members that
+// answered without knowing a leader for more than two seconds in a row: cut off from their
+// peers. A member that just started hears from the leader within a heartbeat or two.
+func watchPeers(t *testing.T, ns, cluster string) func() []string {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []string)
+	go func() {
+		since, cut := map[string]time.Time{}, map[string]bool{}
+		for ctx.Err() == nil {
+			cfg := framework.ClientTLS(t, ns, cluster)
+			for _, p := range framework.MemberPods(t, ns, cluster) {
+				if leaderless(ctx, &p, cfg) {
+					if since[p.Name].IsZero() {
+						since[p.Name] = time.Now()
+					}
+					cut[p.Name] = cut[p.Name] || time.Since(since[p.Name]) > 2*time.Second
+				} else {
+					delete(since, p.Name)
+				}
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		done <- slices.Sorted(maps.Keys(cut))
+	}()
+	return func() []string {
+		cancel()
+		return <-done
+	}
+}
+
+// leaderless: the member answers and knows no leader.
+func leaderless(ctx context.Context, p *corev1.Pod, cfg *tls.Config) bool {
+	if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+		return false
+	}
+	ep := observe.ClientURL(p)
+	if !strings.HasPrefix(ep, "https://") {
+		cfg = nil
+	}
+	cli, err := clientv3.New(framework.EtcdConfig([]string{ep}, cfg))
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	defer scancel()
+	st, err := cli.Status(sctx, ep)
+	return err == nil && st.Leader == 0
 }
 
 // put writes a key and requires etcd to acknowledge it.
