@@ -135,6 +135,9 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 			m.preflightErr, m.up = "exit code 5: permission denied", false
 		}
 	}
+	if r.flag(3) {
+		tlsSwitch(r, &c, w)
+	}
 	if w.memory && r.flag(2) { // a survivor in memory can be snapshotted, and restored from
 		w.snapshotTo, w.snapshotRev = "s3://fuzz/", int64(1+r.n(3))*20
 		if r.flag(2) {
@@ -142,6 +145,39 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 		}
 	}
 	return c, w
+}
+
+// tlsSwitch puts the world somewhere in switching TLS on, as the spec asks: not begun,
+// some members serving TLS beside plain text, every one and peer URLs moving, plain text
+// going; or a cluster made with TLS.
+func tlsSwitch(r *bytesReader, c *Desired, w *world) {
+	c.ClientTLS, c.PeerTLS = !r.flag(3), !r.flag(3)
+	c.PeerTLS = c.PeerTLS || !c.ClientTLS
+	both := plan.Listen{Client: plan.ListenPlain, Peer: plan.ListenPlain}
+	if c.ClientTLS {
+		both.Client = plan.ListenBoth
+	}
+	if c.PeerTLS {
+		both.Peer = plan.ListenBoth
+	}
+	stage := r.n(5)
+	for _, m := range w.sorted() {
+		m.listen = plan.Listen{Client: plan.ListenPlain, Peer: plan.ListenPlain}
+		switch {
+		case stage == 1 && r.flag(2), stage == 2:
+			m.listen = both
+		case stage == 3:
+			m.listen = both
+			if r.flag(2) {
+				m.listen = final(*c)
+			}
+		case stage == 4:
+			m.listen, m.peerTLS = final(*c), c.PeerTLS
+		}
+		if stage == 3 || stage == 2 && r.flag(2) {
+			m.peerTLS, m.peerAlt = c.PeerTLS, c.PeerTLS
+		}
+	}
 }
 
 // fault disturbs the world between two steps, as the cluster does while a plan runs.
@@ -297,6 +333,9 @@ func isConverged(w *world, d Desired) bool {
 			continue
 		}
 		if !m.inEtcd || m.learner || m.dataLost || !m.pod || m.deleting || m.version != d.Version || m.hash != d.ConfigHash {
+			return false
+		}
+		if m.serving() != final(d) || m.peerTLS != d.PeerTLS {
 			return false
 		}
 		_, known := w.expandable[m.class]

@@ -45,10 +45,11 @@ type member struct {
 	configHash   string
 	configFields string
 	listen       plan.Listen // how its Pod serves, when not as the spec says
-	// Its peer URL in etcd's membership is known, and is TLS.
-	peerURLKnown, peerURLTLS bool
-	raftIndex                uint64
-	raftTerm                 uint64
+	// Its peer URL in etcd's membership is known (from etcd, else its claim's record), is
+	// TLS, and is on the second peer port.
+	peerURLKnown, peerURLTLS, peerURLAlt bool
+	raftIndex                            uint64
+	raftTerm                             uint64
 	// The member's database file, the part of it in use, and its quota (0: not known).
 	dbSize, dbInUse, quota int64
 	// Its volume claim's class and requested size (0: not known), and whether the class
@@ -144,7 +145,7 @@ func (m *model) fromEtcd(d Desired, o Observed) {
 		mm.silent = em.Silent && !mm.up && em.Started()
 		mm.version, mm.raftIndex, mm.raftTerm = em.Version, em.RaftIndex, em.RaftTerm
 		mm.dbSize, mm.dbInUse, mm.quota = em.DBSize, em.DBInUse, em.Quota
-		mm.peerURLKnown, mm.peerURLTLS = true, tlsURL(em.PeerURLs)
+		mm.knowPeerURL(em.PeerURLs)
 		if em.Answering && em.Leader != "" {
 			mm.ran = em.Version
 		}
@@ -190,6 +191,9 @@ func (m *model) fromClaim(mm *member, c *PVC) {
 	mm.class, mm.bytes, mm.expandable = c.StorageClass, c.Bytes, c.Expandable
 	if mm.ran == "" {
 		mm.ran = c.Version
+	}
+	if !mm.peerURLKnown && c.PeerURL != "" {
+		mm.knowPeerURL([]string{c.PeerURL})
 	}
 	if mm.inEtcd && mm.pvcID != "" && mm.pvcID != mm.id {
 		m.block(&plan.Blocker{Reason: plan.BlockDuplicateMember, Message: fmt.Sprintf(
@@ -485,7 +489,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.RenewCertificate, plan.AwaitCertificate:
 		m.renewed(s)
 	case plan.UpdatePeerURL:
-		mm.peerURLTLS = true
+		mm.peerURLTLS, mm.peerURLAlt = true, true
 	}
 	m.settle()
 	m.bumpOrdinal()

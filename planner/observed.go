@@ -208,6 +208,9 @@ type PVC struct {
 	// Version is the etcd version the member last answered with, recorded on the claim:
 	// the version its data was last served by, known even while no Pod runs.
 	Version string `json:"version,omitempty"`
+	// PeerURL is the member's peer URL as etcd's member list last showed it, recorded on
+	// the claim: known even while no member answers.
+	PeerURL string `json:"peerURL,omitempty"`
 	// StorageClass is the claim's class, and Bytes the size it requests (0: not known).
 	StorageClass string `json:"storageClass,omitempty"`
 	Bytes        int64  `json:"bytes,omitempty"`

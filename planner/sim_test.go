@@ -101,6 +101,11 @@ func (m *wmember) serve(s plan.Step, d Desired) {
 	m.listen = plan.Listen{Client: cmp.Or(s.Listen.Client, f.Client), Peer: cmp.Or(s.Listen.Peer, f.Peer)}
 }
 
+// serving is how its Pod serves each side, plain text where nothing is said.
+func (m *wmember) serving() plan.Listen {
+	return plan.Listen{Client: cmp.Or(m.listen.Client, plan.ListenPlain), Peer: cmp.Or(m.listen.Peer, plan.ListenPlain)}
+}
+
 // peerURL is the member's peer URL in etcd's membership.
 func (m *wmember) peerURL(cluster, host string) string {
 	scheme, port := "http", 2380
@@ -116,12 +121,12 @@ func (m *wmember) peerURL(cluster, host string) string {
 // reaches: from can dial to at its peer URL: to serves that scheme on that port, and from
 // holds a peer certificate to dial TLS with.
 func (w *world) reaches(from, to *wmember) bool {
-	serves := map[string]string{"": "http", plan.ListenPlain: "http", plan.ListenBoth: "http", plan.ListenTLS: "https"}[to.listen.Peer]
+	serves := map[string]string{plan.ListenPlain: "http", plan.ListenBoth: "http", plan.ListenTLS: "https"}[to.serving().Peer]
 	if to.peerAlt {
-		serves = map[string]string{plan.ListenBoth: "https", plan.ListenTLS: "https"}[to.listen.Peer]
+		serves = map[string]string{plan.ListenBoth: "https", plan.ListenTLS: "https"}[to.serving().Peer]
 	}
 	want := map[bool]string{false: "http", true: "https"}[to.peerTLS]
-	return serves == want && (!to.peerTLS || from.listen.Peer == plan.ListenBoth || from.listen.Peer == plan.ListenTLS)
+	return serves == want && (!to.peerTLS || from.serving().Peer != plan.ListenPlain)
 }
 
 // cutOff names a pair of members whose Pods run where one cannot dial the other.
@@ -231,7 +236,7 @@ func (w *world) observe() Observed {
 				km.PVC.Expandable = &ok
 			}
 			if m.started {
-				km.PVC.MemberID = m.id
+				km.PVC.MemberID, km.PVC.PeerURL = m.id, m.peerURL(w.cluster, m.name)
 			}
 			if w.hasQuorum() {
 				m.restoring = nil // the executor removes the mark on a linearizable view

@@ -3,8 +3,10 @@ package planner
 import (
 	"cmp"
 	"net/url"
+	"strconv"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // Switching TLS on for a running cluster, without cutting off a client or a peer. etcd
@@ -39,34 +41,51 @@ func (mm *member) serves(d Desired) plan.Listen {
 	return plan.Listen{Client: cmp.Or(mm.listen.Client, f.Client), Peer: cmp.Or(mm.listen.Peer, f.Peer)}
 }
 
-// listenFor is how a Pod the plan starts now serves: TLS beside plain text on each side
-// the spec switches on and whose switch is not past plain text (clients: no member refuses
-// plain text yet; peers: a member still serves plain text), else as the spec says.
-func (m *model) listenFor(d Desired) plan.Listen {
+// listenFor is how the Pod of mm (nil: a member that joins) the plan starts now serves:
+// TLS beside plain text on each side the spec switches on and whose switch is not past plain
+// text, else as the spec says. Clients: no member refuses plain text yet. Peers: peerBoth.
+func (m *model) listenFor(mm *member, d Desired) plan.Listen {
 	var l plan.Listen
-	plainClient, tlsOnlyClient, plainPeer := false, false, false
-	for _, mm := range m.members {
-		if !mm.pod {
-			continue
+	plainClient, tlsOnlyClient := false, false
+	for _, x := range m.members {
+		if x.pod {
+			s := x.serves(d)
+			plainClient = plainClient || s.Client != plan.ListenTLS
+			tlsOnlyClient = tlsOnlyClient || s.Client == plan.ListenTLS
 		}
-		s := mm.serves(d)
-		plainClient = plainClient || s.Client != plan.ListenTLS
-		tlsOnlyClient = tlsOnlyClient || s.Client == plan.ListenTLS
-		plainPeer = plainPeer || s.Peer != plan.ListenTLS
 	}
 	if d.ClientTLS && plainClient && !tlsOnlyClient {
 		l.Client = plan.ListenBoth
 	}
-	if d.PeerTLS && plainPeer {
+	if d.PeerTLS && m.peerBoth(mm, d) {
 		l.Peer = plan.ListenBoth
 	}
 	return l
 }
 
+// peerBoth: a Pod of mm serves peers TLS beside plain text, so that every peer URL it can
+// have works: its peer URL is plain text; or it is on the second peer port, or not known,
+// while some member still takes plain text from its peers. A peer URL with TLS on the first
+// port (a member that joined with TLS) is served by TLS alone.
+func (m *model) peerBoth(mm *member, d Desired) bool {
+	switch {
+	case mm != nil && mm.peerURLKnown && !mm.peerURLTLS:
+		return true
+	case mm != nil && mm.peerURLKnown && !mm.peerURLAlt:
+		return false
+	}
+	for _, x := range m.members {
+		if x.pod && x.serves(d).Peer != plan.ListenTLS || x.peerURLKnown && !x.peerURLTLS {
+			return true
+		}
+	}
+	return false
+}
+
 // withListen gives a step that starts a Pod the Listen of the switch as it stands.
 func (m *model) withListen(s plan.Step, d Desired) plan.Step {
 	if s.Action.StartsPod() && !switchesListen(s.Why) {
-		s.Listen = m.listenFor(d)
+		s.Listen = m.listenFor(m.get(s.Member), d)
 	}
 	return s
 }
@@ -82,7 +101,7 @@ func switchTLS(m *model, d Desired) (plan.Step, bool) {
 	}
 	if s, ok := rollOne(m, d, plan.WhyLeaderRestartsLast, beside, func(mm *member, pre plan.PreconditionKind) plan.Step {
 		s := step(plan.RestartMember, mm, pre, plan.WhyTLSBeside, "spec.tls switches TLS on: %s restarts serving TLS beside plain text", mm.name)
-		s.Version, s.Listen = mm.version, m.listenFor(d)
+		s.Version, s.Listen = mm.version, m.listenFor(mm, d)
 		return s
 	}); ok || anyPod(m, beside) {
 		return s, ok
@@ -143,13 +162,15 @@ func (m *model) clientTLSOnly(d Desired) bool {
 	return false
 }
 
-// tlsURL: the peer URL is TLS.
-func tlsURL(peerURLs []string) bool {
+// knowPeerURL takes the member's peer URL: whether it is TLS, on the second peer port.
+func (mm *member) knowPeerURL(peerURLs []string) {
 	if len(peerURLs) == 0 {
-		return false
+		return
 	}
 	u, err := url.Parse(peerURLs[0])
-	return err == nil && u.Scheme == "https"
+	mm.peerURLKnown = err == nil
+	mm.peerURLTLS = err == nil && u.Scheme == "https"
+	mm.peerURLAlt = err == nil && u.Port() == strconv.Itoa(vocab.PeerTLSPort)
 }
 
 // registersTLS: the member a step adds (or seeds) registers a TLS peer URL: the spec asks

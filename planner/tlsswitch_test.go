@@ -119,3 +119,46 @@ func TestNoSwitchWithoutAChange(t *testing.T) {
 	require.Empty(t, Plan(c, w.observe()).Steps)
 	require.Empty(t, Plan(cluster(3, "3.6.16"), running(cluster(3, "3.6.16"), 3, "3.6.16").observe()).Steps)
 }
+
+// With no Pod and no member answering (a parked cluster, an outage), a member's claim
+// records its peer URL: a member whose peers dial it in plain text starts serving TLS beside
+// it, one that joined with TLS serves TLS alone.
+func TestPeerURLsRecordedOnClaimsDecideHowAMemberStarts(t *testing.T) {
+	c := withTLS(cluster(3, "3.6.16"), false, true)
+	w := running(cluster(3, "3.6.16"), 3, "3.6.16")
+	for _, m := range w.members {
+		m.pod, m.up = false, false
+	}
+	p := Plan(c, w.observe())
+	require.Equal(t, "StartMember demo-0", summary(p)[0])
+	require.Equal(t, plan.Listen{Peer: plan.ListenBoth}, p.Steps[0].Listen)
+	settle(t, c, w)
+
+	w = running(c, 3, "3.6.16")
+	for _, m := range w.members {
+		m.listen, m.peerTLS, m.pod, m.up = final(c), true, false, false
+	}
+	p = Plan(c, w.observe())
+	require.Equal(t, "StartMember demo-0", summary(p)[0])
+	require.Equal(t, plan.Listen{}, p.Steps[0].Listen, "as the spec says")
+	settle(t, c, w)
+}
+
+// settle applies the first step of a fresh plan until the plan is empty: whoever the
+// members elect, no step cuts a member off (the world checks after each).
+func settle(t *testing.T, c Desired, w *world) {
+	t.Helper()
+	for i := 0; ; i++ {
+		require.Less(t, i, 100, "plan does not converge")
+		p := Plan(c, w.observe())
+		if len(p.Steps) == 0 {
+			require.Nil(t, p.Blocked)
+			return
+		}
+		stuck, err := w.apply(p.Steps[0], c)
+		require.NoError(t, err)
+		if stuck {
+			require.True(t, w.settle(), "step %v cannot start", p.Steps[0])
+		}
+	}
+}

@@ -32,6 +32,9 @@ const (
 	// AnnotationRanVersion on a volume claim records the etcd version the member last
 	// answered with: the version its data was last served by.
 	AnnotationRanVersion = "etcdplan.io/ran-version"
+	// AnnotationPeerURL on a volume claim records the member's peer URL as etcd's member
+	// list last showed it: how its peers dial it, known even while no member answers.
+	AnnotationPeerURL = "etcdplan.io/peer-url"
 	// AnnotationApplied, on a Service or PodDisruptionBudget, is the hash of its rendering
 	// as the operator last applied it: a restarted operator skips what is already so.
 	AnnotationApplied = "etcdplan.io/applied"

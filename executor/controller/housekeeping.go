@@ -164,13 +164,16 @@ func (r *Reconciler) labelRole(ctx context.Context, o *observation, member strin
 	return nil
 }
 
-// recordMember notes on a member's volume that the member joined, with its ID, and the
-// version it last answered with.
+// recordMember notes on a member's volume that the member joined, with its ID, its peer
+// URL, and the version it last answered with.
 func (r *Reconciler) recordMember(ctx context.Context, o *observation, member string, m planner.EtcdMember) error {
 	pvc := o.pvcs[member]
 	want := map[string]string{vocab.AnnotationMemberID: m.ID}
 	if m.Answering && m.Leader != "" && m.Version != "" { // it served at that version
 		want[vocab.AnnotationRanVersion] = m.Version
+	}
+	if len(m.PeerURLs) == 1 {
+		want[vocab.AnnotationPeerURL] = m.PeerURLs[0]
 	}
 	unmark := pvc != nil && marked(o, pvc.Annotations)
 	if pvc == nil || pvc.DeletionTimestamp != nil || (subset(want, pvc.Annotations) && !unmark) {

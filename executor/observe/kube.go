@@ -60,6 +60,7 @@ func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 			Deleting: c.DeletionTimestamp != nil,
 			MemberID: c.Annotations[vocab.AnnotationMemberID],
 			Version:  c.Annotations[vocab.AnnotationRanVersion],
+			PeerURL:  c.Annotations[vocab.AnnotationPeerURL],
 			// Only the member ID the claim records counts: a mark of an earlier member
 			// under the name is not this one's.
 			ForceNewCluster: c.Annotations[vocab.AnnotationForceNewCluster] != "" &&
