@@ -151,8 +151,12 @@ func approval(b *strings.Builder, a Approval) {
 		fmt.Fprintf(b, "\n**Approval:** given in this change (`%s`): the operator runs the plan once the change is applied, "+
 			"if the cluster has not moved meanwhile.\n", a.Annotation)
 	default:
-		fmt.Fprintf(b, "\n**Approval:** the plan runs only once approved: in this change, with the annotation `%s` on the EtcdCluster, "+
-			"or after it is applied, with:\n\n```sh\n%s\n```\n", a.Annotation, a.Command)
+		runs := "the plan runs only once approved"
+		if a.At != "" {
+			runs = "the plan runs up to " + a.At + ", which waits for approval"
+		}
+		fmt.Fprintf(b, "\n**Approval:** %s: in this change, with the annotation `%s` on the EtcdCluster, "+
+			"or after it is applied, with:\n\n```sh\n%s\n```\n", runs, a.Annotation, a.Command)
 	}
 }
 

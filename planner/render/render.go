@@ -25,8 +25,9 @@ type Cluster struct {
 
 // Approval is how a plan comes to run once its manifests are applied.
 type Approval struct {
-	// Needed: the plan waits for approval (spec.updateStrategy.approval Manual, or a
-	// recovery from quorum loss that spec.recovery does not let run alone).
+	// Needed: the plan waits for approval (spec.updateStrategy.approval Manual, a recovery
+	// from quorum loss that spec.recovery does not let run alone, or a TLS switch before
+	// members refuse plain-text clients).
 	Needed bool
 	// Annotation approves the plan when the manifest carries it ("key: value"); Given says
 	// the manifest does.
@@ -34,6 +35,10 @@ type Approval struct {
 	Given      bool
 	// Command approves the plan on the live cluster.
 	Command string
+	// At, when set, is the step the plan waits at for approval, running the steps before
+	// it (the first step of a TLS switch that refuses plain-text clients); else it waits
+	// before its first.
+	At string
 }
 
 // Summary is the one-line state of a plan for `kubectl get`: "2/5 PromoteLearner" while

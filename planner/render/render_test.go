@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -106,4 +107,14 @@ func TestSummary(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.want, Summary(tt.p, tt.current))
 	}
+}
+
+// A plan that waits for approval at a later step says so, and that the steps before it run.
+func TestApprovalAtAStep(t *testing.T) {
+	var b strings.Builder
+	approval(&b, Approval{Needed: true, Annotation: "etcdplan.io/approve: \"x\"", Command: "kubectl etcd approve demo --plan x", At: "step 8, the first after which members refuse plain-text clients"})
+	require.Contains(t, b.String(), "the plan runs up to step 8, the first after which members refuse plain-text clients, which waits for approval")
+	b.Reset()
+	approval(&b, Approval{Needed: true, Annotation: "etcdplan.io/approve: \"x\"", Command: "kubectl etcd approve demo --plan x"})
+	require.Contains(t, b.String(), "the plan runs only once approved")
 }

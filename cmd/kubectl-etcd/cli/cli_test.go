@@ -283,6 +283,8 @@ func writeTemp(t *testing.T, content string) string {
 func TestApprovalInTheComment(t *testing.T) {
 	recovery := plan.Plan{ID: "0badc0ffee00", Steps: []plan.Step{{Action: plan.ForceNewCluster, Member: "demo-0"}}}
 	scale := plan.Plan{ID: "3f0c9a1b2d4e", Steps: []plan.Step{{Action: plan.AddLearner, Member: "demo-3"}}}
+	tlsOn := plan.Plan{ID: "a1b2c3d4e5f6", Steps: []plan.Step{{Action: plan.UpdatePeerURL, Member: "demo-0", Why: plan.WhyPeerURLToTLS},
+		{Action: plan.RestartMember, Member: "demo-0", Why: plan.WhyClientPlainTextOff}}}
 	ec := func(approval v1alpha1.Approval, rec *v1alpha1.RecoverySpec, approved string) *v1alpha1.EtcdCluster {
 		c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "team-a"}}
 		c.Spec.UpdateStrategy.Approval, c.Spec.Recovery = approval, rec
@@ -304,6 +306,7 @@ func TestApprovalInTheComment(t *testing.T) {
 		{"manual, another plan approved", ec(v1alpha1.ApprovalManual, nil, recovery.ID), scale, true, false},
 		{"a recovery waits whatever the approval", ec(v1alpha1.ApprovalAutomatic, nil, ""), recovery, true, false},
 		{"unless spec.recovery lets it run", ec(v1alpha1.ApprovalAutomatic, auto, ""), recovery, false, false},
+		{"a TLS switch waits before members refuse plain text", ec(v1alpha1.ApprovalAutomatic, nil, ""), tlsOn, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := approval(tc.c, tc.p)
@@ -311,6 +314,9 @@ func TestApprovalInTheComment(t *testing.T) {
 			require.Equal(t, tc.given, a.Given)
 			require.Equal(t, fmt.Sprintf("etcdplan.io/approve: %q", tc.p.ID), a.Annotation)
 			require.Equal(t, "kubectl etcd approve demo -n team-a --plan "+tc.p.ID, a.Command)
+			if tc.p.ID == tlsOn.ID {
+				require.Equal(t, "step 2, the first after which members refuse plain-text clients", a.At)
+			}
 		})
 	}
 }

@@ -107,12 +107,18 @@ func planAll(ctx context.Context, src ObservedSource, clusters []*v1alpha1.EtcdC
 // to give it: the operator's rule (executor/controller) read from the manifest's spec.
 func approval(ec *v1alpha1.EtcdCluster, p plan.Plan) *render.Approval {
 	recovery := slices.ContainsFunc(p.Steps, func(s plan.Step) bool { return s.Action.Recovers() })
+	plainOff := slices.IndexFunc(p.Steps, func(s plan.Step) bool { return s.Why == plan.WhyClientPlainTextOff })
+	at := ""
+	if plainOff >= 0 && ec.Spec.UpdateStrategy.Approval != v1alpha1.ApprovalManual {
+		at = fmt.Sprintf("step %d, the first after which members refuse plain-text clients", plainOff+1)
+	}
 	ns := ""
 	if ec.Namespace != "" {
 		ns = " -n " + ec.Namespace
 	}
 	return &render.Approval{
-		Needed:     ec.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual || recovery && !ec.Spec.RecoveryApproved(),
+		Needed:     ec.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual || recovery && !ec.Spec.RecoveryApproved() || plainOff >= 0,
+		At:         at,
 		Annotation: fmt.Sprintf("%s: %q", v1alpha1.AnnotationApprove, p.ID),
 		Given:      ec.Annotations[v1alpha1.AnnotationApprove] == p.ID,
 		Command:    fmt.Sprintf("kubectl etcd approve %s%s --plan %s", ec.Name, ns, p.ID),
