@@ -86,7 +86,7 @@ func writeStatus(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, no
 	for _, warning := range s.Warnings {
 		fmt.Fprintf(w, "  Warning:  %s\n", render.OneLine(warning))
 	}
-	writeTLS(w, ec, now)
+	writeTLS(w, ec, objs, now)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tSINCE\tMESSAGE")
@@ -109,7 +109,7 @@ func writeStatus(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, no
 
 // writeTLS says which sides talk TLS, the Secret applications take a certificate from, and
 // when each certificate expires (and is renewed, for those the operator issues).
-func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, now time.Time) {
+func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, now time.Time) {
 	t := ec.Spec.TLS
 	if !t.ClientTLS() && !t.PeerTLS() {
 		return
@@ -122,6 +122,7 @@ func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, now time.Time) {
 		fmt.Fprintf(w, ", client certificate for applications in Secret %s", st.ClientSecretName)
 	}
 	fmt.Fprintln(w)
+	writeSwitch(w, observe.Members(objs, ec))
 	if ec.Status.TLS == nil {
 		return
 	}
@@ -131,6 +132,20 @@ func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, now time.Time) {
 			renew = ", renewed " + in(c.RenewAt.Time, now)
 		}
 		fmt.Fprintf(w, "  Cert:     %s (%s, issued by %s) expires %s%s\n", c.SecretName, c.Subject, c.Issuer, in(c.NotAfter.Time, now), renew)
+	}
+}
+
+// writeSwitch says, while TLS is switched on, how each member that does not serve as the
+// spec says yet serves clients and peers.
+func writeSwitch(w io.Writer, members []planner.Member) {
+	var serving []string
+	for _, m := range members {
+		if m.Pod != nil && m.Pod.Listen != (plan.Listen{}) {
+			serving = append(serving, fmt.Sprintf("%s (clients %s, peers %s)", m.Name, m.Pod.Listen.Client, m.Pod.Listen.Peer))
+		}
+	}
+	if len(serving) > 0 {
+		fmt.Fprintf(w, "  Switch:   TLS is being switched on; not yet as the spec says: %s\n", strings.Join(serving, ", "))
 	}
 }
 

@@ -205,4 +205,12 @@ func TestStatusShowsCertificates(t *testing.T) {
 	require.NoError(t, writeStatus(&out, ec, objs, now))
 	require.Contains(t, out.String(), "TLS:      clients Auto, peers Auto, at https://demo-client.ns.svc:2379, client certificate for applications in Secret demo-client-tls")
 	require.Contains(t, out.String(), "Cert:     demo-server-tls (demo server, issued by ns/demo etcd CA) expires in 90d, renewed in 60d")
+	require.NotContains(t, out.String(), "Switch:")
+
+	// TLS switched on: a member whose Pod serves plain text beside TLS is named.
+	objs.Pods[1].Spec.Containers = []corev1.Container{{Name: "etcd", Command: []string{"etcd",
+		"--listen-client-urls=http://0.0.0.0:2379,https://0.0.0.0:2379", "--listen-peer-urls=http://0.0.0.0:2380,https://0.0.0.0:2382"}}}
+	out.Reset()
+	require.NoError(t, writeStatus(&out, ec, objs, now))
+	require.Contains(t, out.String(), "Switch:   TLS is being switched on; not yet as the spec says: demo-1 (clients http+https, peers http+https)\n")
 }
