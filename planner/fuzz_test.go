@@ -178,6 +178,9 @@ func tlsSwitch(r *bytesReader, c *Desired, w *world) {
 			m.peerTLS, m.peerAlt = c.PeerTLS, c.PeerTLS
 		}
 	}
+	if r.flag(2) { // the same states, as the spec switches the other way on some side
+		c.ClientTLS, c.PeerTLS = c.ClientTLS != r.flag(2), c.PeerTLS != r.flag(2)
+	}
 }
 
 // fault disturbs the world between two steps, as the cluster does while a plan runs.

@@ -489,7 +489,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.RenewCertificate, plan.AwaitCertificate:
 		m.renewed(s)
 	case plan.UpdatePeerURL:
-		mm.peerURLTLS, mm.peerURLAlt = true, true
+		mm.peerURLTLS, mm.peerURLAlt = s.Why == plan.WhyPeerURLToTLS, MovedPeerURLPort(s) == vocab.PeerTLSPort
 	}
 	m.settle()
 	m.bumpOrdinal()

@@ -121,9 +121,13 @@ func (m *wmember) peerURL(cluster, host string) string {
 // reaches: from can dial to at its peer URL: to serves that scheme on that port, and from
 // holds a peer certificate to dial TLS with.
 func (w *world) reaches(from, to *wmember) bool {
-	serves := map[string]string{plan.ListenPlain: "http", plan.ListenBoth: "http", plan.ListenTLS: "https"}[to.serving().Peer]
+	ports := map[string][2]string{ // how the first and the second peer port serve
+		plan.ListenPlain: {"http", "http"}, plan.ListenTLS: {"https", "https"},
+		plan.ListenBoth: {"http", "https"}, plan.ListenTLSFirst: {"https", "http"},
+	}[to.serving().Peer]
+	serves := ports[0]
 	if to.peerAlt {
-		serves = map[string]string{plan.ListenBoth: "https", plan.ListenTLS: "https"}[to.serving().Peer]
+		serves = ports[1]
 	}
 	want := map[bool]string{false: "http", true: "https"}[to.peerTLS]
 	return serves == want && (!to.peerTLS || from.serving().Peer != plan.ListenPlain)
@@ -597,7 +601,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if !w.hasQuorum() || m == nil || !m.inEtcd {
 			return false, fmt.Errorf("UpdatePeerURL %s without quorum, or of no member", s.Member)
 		}
-		m.peerTLS, m.peerAlt = true, true
+		m.peerTLS, m.peerAlt = s.Why == plan.WhyPeerURLToTLS, MovedPeerURLPort(s) == 2382
 	default:
 		return false, fmt.Errorf("unknown action %q", s.Action)
 	}

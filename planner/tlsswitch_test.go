@@ -162,3 +162,44 @@ func settle(t *testing.T, c Desired, w *world) {
 		}
 	}
 }
+
+// TLS switched off is the same plan the other way, waiting for approval before the first
+// member refuses TLS clients (a switch of peers alone, before its first step):
+// members serve plain text beside TLS (peers plain on the second port, since their TLS peer
+// URLs are on the first), the peer URLs move to plain text, members drop TLS. Switched on
+// again, the members whose plain-text URLs are on the second port serve TLS on the first.
+func TestTLSIsSwitchedOffAndOnAgain(t *testing.T) {
+	on := withTLS(cluster(3, "3.6.16"), true, true)
+	w := running(on, 3, "3.6.16")
+	off := cluster(3, "3.6.16")
+	p := Plan(off, w.observe())
+	require.Equal(t, []string{
+		"RestartMember demo-1", "RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0",
+		"UpdatePeerURL demo-0", "UpdatePeerURL demo-1", "UpdatePeerURL demo-2",
+		"RestartMember demo-0", "RestartMember demo-2", "TransferLeadership demo-1>demo-0", "RestartMember demo-1",
+	}, summary(p))
+	for i, want := range map[int]plan.Why{0: plan.WhyPlainBeside, 1: plan.WhyPlainBeside, 4: plan.WhyPeerURLToPlain, 7: plan.WhyTLSOff, 8: plan.WhyTLSGone, 10: plan.WhyTLSGone} {
+		require.Equal(t, want, p.Steps[i].Why, "step %d", i)
+	}
+	require.Equal(t, plan.Listen{Client: plan.ListenBoth, Peer: plan.ListenTLSFirst}, p.Steps[0].Listen)
+	require.Equal(t, 2382, MovedPeerURLPort(p.Steps[4]), "plain text on the second port")
+	converge(t, off, w)
+	for _, m := range w.members {
+		require.Equal(t, plan.Listen{Client: plan.ListenPlain, Peer: plan.ListenPlain}, m.serving(), m.name)
+		require.True(t, !m.peerTLS && m.peerAlt, m.name)
+	}
+
+	peersOff := withTLS(cluster(3, "3.6.16"), true, false)
+	w2 := running(on, 3, "3.6.16")
+	p = Plan(peersOff, w2.observe())
+	require.Equal(t, plan.WhyTLSOff, p.Steps[0].Why, "peers alone: the approval is asked at the first step")
+	converge(t, peersOff, w2)
+
+	p = Plan(on, w.observe())
+	require.Equal(t, plan.Listen{Client: plan.ListenBoth, Peer: plan.ListenTLSFirst}, p.Steps[0].Listen, "TLS on the first port")
+	require.Equal(t, 2380, MovedPeerURLPort(p.Steps[4]))
+	converge(t, on, w)
+	for _, m := range w.members {
+		require.True(t, m.peerTLS && !m.peerAlt, m.name)
+	}
+}

@@ -56,9 +56,10 @@ const (
 	// AwaitCertificate waits until every member that mounts Secret serves the certificate
 	// renewed in it (a Secret volume is updated in place within a minute or so).
 	AwaitCertificate Action = "AwaitCertificate"
-	// UpdatePeerURL moves a member's peer URL in etcd's membership to TLS on the second
-	// peer port, which the member already serves beside plain text on the first: peers
-	// dial it there from then on. Part of switching peer TLS on for a running cluster.
+	// UpdatePeerURL moves a member's peer URL in etcd's membership to the other way the
+	// member already serves peers (Why says which): TLS on the second peer port while peer
+	// TLS is switched on, plain text on its plain port while it is switched off. Peers dial
+	// it there from then on.
 	UpdatePeerURL Action = "UpdatePeerURL"
 )
 

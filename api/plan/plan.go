@@ -104,6 +104,9 @@ const (
 	// ListenBoth: plain text and TLS side by side; clients on the one port, peers on two
 	// (plain text on the first, TLS on the second).
 	ListenBoth = "http+https"
+	// ListenTLSFirst: peers TLS on the first port and plain text on the second, while TLS
+	// is switched off for a member whose peer URL is TLS on the first port.
+	ListenTLSFirst = "https+http"
 )
 
 // Subject is what the step acts on, as plans and events name it: its member, or the

@@ -142,6 +142,20 @@ const (
 	WhyPlainTextOff Why = "PlainTextOff"
 )
 
+// Switching TLS off for a running cluster.
+const (
+	// WhyTLSOff: the first member to serve plain text beside TLS as the spec switches TLS
+	// off; the plan waits for approval first.
+	WhyTLSOff Why = "TLSOff"
+	// WhyPlainBeside: the member restarts serving plain text beside TLS.
+	WhyPlainBeside Why = "PlainBeside"
+	// WhyPeerURLToPlain: every member serves peers plain text; the member's peer URL moves
+	// to it.
+	WhyPeerURLToPlain Why = "PeerURLToPlain"
+	// WhyTLSGone: the member stops serving TLS where plain text replaced it.
+	WhyTLSGone Why = "TLSGone"
+)
+
 // Whys lists every reason code a step can carry.
 var Whys = []Why{
 	WhyBootstrap, WhyBootstrapRestore,
@@ -154,4 +168,5 @@ var Whys = []Why{
 	WhyNoSpaceCompact, WhyNoSpaceDefragment, WhyNoSpaceDisarm, WhyDefragScheduled, WhyDefragThreshold,
 	WhyCertificateDue, WhyCertificateUnserved,
 	WhyTLSBeside, WhyPeerURLToTLS, WhyClientPlainTextOff, WhyPlainTextOff,
+	WhyTLSOff, WhyPlainBeside, WhyPeerURLToPlain, WhyTLSGone,
 }

@@ -135,6 +135,11 @@ type TLSStatus struct {
 	// +listType=map
 	// +listMapKey=secretName
 	Certificates []CertificateStatus `json:"certificates,omitempty"`
+	// InUse is the TLS the members serve, as the spec last had it: while a side is switched
+	// off, members that still serve TLS on it keep its Secrets, and the operator dials them
+	// with its certificate.
+	// +optional
+	InUse *TLSSpec `json:"inUse,omitempty"`
 }
 
 // CertificateStatus is one certificate in use.

@@ -191,15 +191,17 @@ func TestAdmission(t *testing.T) {
 			Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}}
 		require.NoError(t, c.Update(ctx, e), "the same modes per side")
 		for _, side := range []string{"client", "peer"} {
-			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
-			off := &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}
-			e.Spec.TLS.Client, e.Spec.TLS.Peer = map[string]*v1alpha1.TLSSideSpec{"client": off}[side], map[string]*v1alpha1.TLSSideSpec{"peer": off}[side]
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "c"}
+			other := &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided}
+			e.Spec.TLS.Client, e.Spec.TLS.Peer = map[string]*v1alpha1.TLSSideSpec{"client": other}[side], map[string]*v1alpha1.TLSSideSpec{"peer": other}[side]
 			err := c.Update(ctx, e)
-			require.Error(t, err, "%s TLS switched off", side)
-			require.Contains(t, err.Error(), "tls."+side+".mode (or tls.mode) may go from Disabled to TLS")
+			require.Error(t, err, "%s TLS from another source", side)
+			require.Contains(t, err.Error(), "tls."+side+".mode (or tls.mode) may go from Disabled to TLS or from TLS to Disabled")
 		}
-		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "c"}
-		require.Error(t, c.Update(ctx, e), "another source")
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}}
+		require.NoError(t, c.Update(ctx, e), "peer TLS switched off")
+		e.Spec.TLS = nil
+		require.NoError(t, c.Update(ctx, e), "TLS switched off")
 
 		plain := valid("tls-switched-on")
 		require.NoError(t, c.Create(ctx, plain))

@@ -43,13 +43,13 @@ func MemberHost(cluster, namespace, member string) string {
 
 // PeerURL is the address other members reach a member at, https when peers talk TLS.
 func PeerURL(cluster, namespace, member string, tls bool) string {
-	return fmt.Sprintf("%s://%s:%d", Scheme(tls), MemberHost(cluster, namespace, member), PeerPort)
+	return PeerURLAt(cluster, namespace, member, tls, PeerPort)
 }
 
-// PeerTLSURL is a member's peer URL on the second peer port, where a member whose peer TLS
-// was switched on while it ran is reached over TLS.
-func PeerTLSURL(cluster, namespace, member string) string {
-	return fmt.Sprintf("%s://%s:%d", Scheme(true), MemberHost(cluster, namespace, member), PeerTLSPort)
+// PeerURLAt is a member's peer URL on a given peer port: a switch of TLS for a running
+// cluster moves a member's peer URL to the port that serves it the new way.
+func PeerURLAt(cluster, namespace, member string, tls bool, port int) string {
+	return fmt.Sprintf("%s://%s:%d", Scheme(tls), MemberHost(cluster, namespace, member), port)
 }
 
 // ClientURL is the address a member advertises to clients, https when they talk TLS.
@@ -58,16 +58,16 @@ func ClientURL(cluster, namespace, member string, tls bool) string {
 }
 
 // ManagedName returns the name of the member a peer URL list belongs to when it is of this
-// cluster's form, <scheme>://<cluster>-<ordinal>.<cluster>.<namespace>.svc:2380 (or
-// https on the second peer port, 2382), and "" when it is not: such a member is not this
-// cluster's to manage. An empty namespace accepts any.
+// cluster's form, <scheme>://<cluster>-<ordinal>.<cluster>.<namespace>.svc:2380 (or on
+// the second peer port, 2382, where a switch of TLS moves it), and "" when it is not: such
+// a member is not this cluster's to manage. An empty namespace accepts any.
 func ManagedName(cluster, namespace string, peerURLs []string) string {
 	if len(peerURLs) != 1 {
 		return ""
 	}
 	u, err := url.Parse(peerURLs[0])
-	ports := map[string]string{"http": strconv.Itoa(PeerPort), "https": strconv.Itoa(PeerPort) + "," + strconv.Itoa(PeerTLSPort)}
-	if err != nil || u.Port() == "" || !slices.Contains(strings.Split(ports[u.Scheme], ","), u.Port()) || u.Path != "" {
+	ports := []string{strconv.Itoa(PeerPort), strconv.Itoa(PeerTLSPort)}
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !slices.Contains(ports, u.Port()) || u.Path != "" {
 		return ""
 	}
 	member, rest, _ := strings.Cut(u.Hostname(), ".")

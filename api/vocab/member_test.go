@@ -24,15 +24,15 @@ func TestManagedName(t *testing.T) {
 		require.Equal(t, "demo-3", ManagedName("demo", "ns", []string{PeerURL("demo", "ns", "demo-3", tls)}))
 		require.Equal(t, "demo-3", ManagedName("demo", "", []string{PeerURL("demo", "ns", "demo-3", tls)}))
 	}
-	require.Equal(t, "https://demo-3.demo.ns.svc:2382", PeerTLSURL("demo", "ns", "demo-3"))
-	require.Equal(t, "demo-3", ManagedName("demo", "ns", []string{PeerTLSURL("demo", "ns", "demo-3")}))
+	require.Equal(t, "https://demo-3.demo.ns.svc:2382", PeerURLAt("demo", "ns", "demo-3", true, PeerTLSPort))
+	require.Equal(t, "demo-3", ManagedName("demo", "ns", []string{PeerURLAt("demo", "ns", "demo-3", true, PeerTLSPort)}))
+	require.Equal(t, "demo-3", ManagedName("demo", "ns", []string{"http://demo-3.demo.ns.svc:2382"}))
 	for _, urls := range [][]string{
 		{PeerURL("demo", "other", "demo-3", false)},
 		{PeerURL("other", "ns", "other-3", false)},
 		{"http://demo-3.demo.ns.svc:2379"},
 		{"http://10.88.0.9:2380"},
 		{"ftp://demo-3.demo.ns.svc:2380"},
-		{"http://demo-3.demo.ns.svc:2382"},
 		{"https://demo-3.demo.ns.svc:2381"},
 		{"https://demo-3.demo.ns.svc"},
 		{PeerURL("demo", "ns", "demo-3", false), "http://10.88.0.9:2380"},

@@ -196,7 +196,7 @@ func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if len(endpoints) == 0 {
 		return nil, nil, nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "no member of %s runs", c.Name)
 	}
-	tlsCfg, _, err := certs.Keeper{Client: r.Client, Reader: r.APIReader}.Operator(ctx, c)
+	tlsCfg, _, err := certs.Keeper{Client: r.Client, Reader: r.APIReader}.Operator(ctx, resources.InUse(c, pods))
 	if err != nil {
 		return nil, nil, nil, err
 	}

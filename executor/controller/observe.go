@@ -17,6 +17,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -35,8 +36,10 @@ type observation struct {
 	defragNext time.Time
 	// snapshotTo is where a survivor's snapshot goes (Observed.SnapshotTo); nil for none.
 	snapshotTo *v1alpha1.BackupDestination
-	// tls is what the look found of the cluster's TLS.
-	tls certs.State
+	// tls is what the look found of the cluster's TLS, and inUse the cluster with the TLS
+	// its members serve by (resources.InUse).
+	tls   certs.State
+	inUse *v1alpha1.EtcdCluster
 }
 
 // clients keeps one etcd connection per cluster, re-pointed as member Pods move, and
@@ -94,9 +97,13 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	for _, p := range objs.Pods {
 		members = append(members, p.Name)
 	}
-	tls, err := r.certs().Ensure(ctx, c, members, r.now())
+	inUse := resources.InUse(c, objs.Pods)
+	tls, err := r.certs().Ensure(ctx, inUse, members, r.now())
 	if err != nil {
 		return nil, err
+	}
+	if tls.Status != nil {
+		tls.Status.InUse = inUse.Spec.TLS
 	}
 	o := &observation{
 		Observed:   objs.Observed(c),
@@ -104,6 +111,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		pvcs:       map[string]*corev1.PersistentVolumeClaim{},
 		snapshotTo: objs.SnapshotDestination(c.Status.ClusterID, c.Status.PreviousClusterID),
 		tls:        tls,
+		inUse:      inUse,
 	}
 	o.Renewals = tls.Renewals
 	for i := range objs.Pods {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/status"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // apply carries out one step. Every action is idempotent: applying it again after it took
@@ -55,7 +57,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 	case plan.RemoveMember:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.Remove(ctx, ids[0]) }, s.MemberID)
 	case plan.UpdatePeerURL:
-		url := vocab.PeerTLSURL(c.Name, c.Namespace, s.Member)
+		url := vocab.PeerURLAt(c.Name, c.Namespace, s.Member, s.Why == plan.WhyPeerURLToTLS, planner.MovedPeerURLPort(s))
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.UpdatePeerURL(ctx, ids[0], url) }, s.MemberID)
 	case plan.Compact:
 		if o.etcd == nil {
@@ -87,7 +89,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 	case plan.SnapshotSurvivor:
 		return r.snapshotSurvivor(ctx, c, o, s)
 	case plan.RenewCertificate:
-		return r.certs().Renew(ctx, c, s.Secret, r.now())
+		return r.certs().Renew(ctx, o.inUse, s.Secret, r.now())
 	case plan.AwaitCertificate:
 		return r.awaitCertificate(ctx, c, o, s)
 	}
@@ -221,13 +223,27 @@ func (r *Reconciler) awaitCertificate(ctx context.Context, c *v1alpha1.EtcdClust
 			ips[name] = p.Status.PodIP
 		}
 	}
-	return r.certs().Served(ctx, c, s.Secret, ips)
+	return r.certs().Served(ctx, o.inUse, s.Secret, ips)
+}
+
+// tlsUnknown fails when a member's Pod is to serve TLS on a side that neither the spec nor
+// the TLS in use (by) has: a side switched off with no record of its Secrets.
+func tlsUnknown(c, by *v1alpha1.EtcdCluster, member string, listen plan.Listen) error {
+	if l := resources.Serving(c, listen); l.Client != plan.ListenPlain && !by.Spec.TLS.ClientTLS() || l.Peer != plan.ListenPlain && !by.Spec.TLS.PeerTLS() {
+		return stuck(v1alpha1.ReasonTLSSecretNotFound, "%s is to serve TLS while it is switched off, and the TLS the members served is not "+
+			"recorded (status.tls.inUse): set spec.tls back as it was until the operator records it", member)
+	}
+	return nil
 }
 
 // createMemberPod creates a member's Pod, and first the peer certificate it mounts when the
 // operator issues it.
 func (r *Reconciler) createMemberPod(ctx context.Context, c *v1alpha1.EtcdCluster, ms resources.MemberSpec) error {
-	if err := r.certs().EnsurePeer(ctx, c, ms.Name, r.now()); err != nil {
+	by := ms.SecretsOf(c)
+	if err := tlsUnknown(c, by, ms.Name, ms.Listen); err != nil {
+		return err
+	}
+	if err := r.certs().EnsurePeer(ctx, by, ms.Name, r.now()); err != nil {
 		return err
 	}
 	pod := resources.MemberPod(c, r.Images, ms)
@@ -305,6 +321,9 @@ func nodeReady(n *corev1.Node) bool {
 // preflight check when the data is gone.
 func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seed bool) resources.MemberSpec {
 	ms := resources.MemberSpec{Name: s.Member, Version: s.Version, Seed: seed && c.Status.ClusterID == "", Listen: s.Listen}
+	if o.inUse != nil && o.inUse != c {
+		ms.TLS = o.inUse.Spec.TLS
+	}
 	if pvc := o.pvcs[s.Member]; pvc != nil && pvc.Annotations[vocab.AnnotationMemberID] != "" {
 		ms.ExpectData = true
 	}
@@ -365,6 +384,9 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if p.Annotations[vocab.AnnotationVersion] == s.Version && p.Annotations[vocab.AnnotationConfigHash] == c.Spec.ConfigHash() &&
 			resources.Served(p) == resources.Serving(c, s.Listen) {
 			return nil // already re-created
+		}
+		if err := tlsUnknown(c, cmp.Or(o.inUse, c), s.Member, s.Listen); err != nil {
+			return err // before the old Pod goes
 		}
 		if err := r.removePod(ctx, c, o, p); err != nil {
 			return err

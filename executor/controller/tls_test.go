@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/tls"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,4 +164,55 @@ func TestTLSSwitchedOnMovesPeerURLsAndWaitsForApprovalBeforeRefusingPlainText(t 
 	f.reconcile()
 	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: cur.Member}, &p))
 	require.Equal(t, plan.Listen{Client: plan.ListenTLS, Peer: plan.ListenTLS}, resources.Served(&p))
+}
+
+// TLS switched off: the members keep serving the certificates of the TLS last in use
+// (status.tls.inUse) until they serve plain text alone, and the operator dials them with its
+// own; without that record, a member is never started to serve TLS it has no Secrets for.
+func TestTLSSwitchedOffKeepsTheTLSInUse(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	boot := f.cluster()
+	boot.Status.ClusterID = ""
+	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
+	require.NoError(t, err)
+	c, _ := f.reconcile()
+	require.Equal(t, v1alpha1.TLSAuto, c.Status.TLS.InUse.ClientMode())
+
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = nil })
+	f.r.clients.forget(client.ObjectKeyFromObject(c)) // dialed afresh: with what?
+	var dialed []string
+	f.r.Dial = func(eps map[string]string, cfg *tls.Config) (etcd.Cluster, error) {
+		dialed = append(dialed, observe.Scheme(eps))
+		require.NotNil(t, cfg, "the operator dials with the certificate of the TLS in use")
+		return f.etcd.Dial(eps, cfg)
+	}
+	c, _ = f.reconcile()
+	first := c.Status.Plan.Steps[0]
+	require.Equal(t, plan.WhyPlainBeside, first.Why)
+	require.Equal(t, []string{"https"}, dialed)
+	var p corev1.Pod
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: first.Member}, &p))
+	require.Equal(t, plan.Listen{Client: plan.ListenBoth, Peer: plan.ListenTLSFirst}, resources.Served(&p))
+	require.Contains(t, strings.Join(p.Spec.Containers[0].Command, " "), "--peer-trusted-ca-file=/etc/etcd/tls/trust/ca.crt")
+	require.Equal(t, v1alpha1.TLSAuto, c.Status.TLS.InUse.PeerMode(), "still in use")
+
+	// The same, with no record of the TLS in use: the step stalls rather than start a member
+	// that would serve TLS without its Secrets.
+	g := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	boot = g.cluster()
+	boot.Status.ClusterID = ""
+	_, err = g.r.certs().Ensure(context.Background(), boot, nil, g.now)
+	require.NoError(t, err)
+	g.update(func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = nil })
+	g.now = g.now.Add(2 * time.Minute)
+	for range 3 {
+		c, _ = g.reconcile()
+		g.now = g.now.Add(time.Minute)
+	}
+	require.True(t, conditions.IsStalled(c), "%+v %+v", c.Status.Conditions, c.Status.Plan)
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "not recorded (status.tls.inUse)")
+	for i := range 3 {
+		require.NoError(t, g.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.MemberName("demo", i)}, &corev1.Pod{}),
+			"no member's Pod goes")
+	}
 }

@@ -9,15 +9,21 @@ import (
 )
 
 // plainTextHeld: the plan's current step is the first to refuse plain-text clients, while
-// TLS is switched on for a running cluster. Clients that do not speak TLS by then are cut
-// off, which no look at the cluster can tell: a person says they are ready.
+// TLS is switched on for a running cluster (clients that do not speak TLS by then are cut
+// off, which no look at the cluster can tell: a person says they are ready), or the first
+// of switching TLS off.
 func plainTextHeld(rec *v1alpha1.PlanStatus) bool {
 	s := currentStep(rec)
-	return s != nil && s.Why == plan.WhyClientPlainTextOff
+	return s != nil && (s.Why == plan.WhyClientPlainTextOff || s.Why == plan.WhyTLSOff)
 }
 
 // plainTextMessage says what the held step does and how to let it run.
 func plainTextMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
+	if currentStep(rec).Why == plan.WhyTLSOff {
+		return fmt.Sprintf("plan %s switches TLS off: members serve plain text beside TLS from its next step, and plain text alone at its end, "+
+			"so clients' and peers' traffic is no longer encrypted or authenticated by certificates; approve: kubectl etcd approve %s --plan %s "+
+			"(or set the annotation %s: %s)", rec.ID, c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
+	}
 	secret := c.Spec.TLS.ClientSecretName
 	if c.Status.TLS != nil && c.Status.TLS.ClientSecretName != "" {
 		secret = c.Status.TLS.ClientSecretName

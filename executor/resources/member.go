@@ -51,6 +51,9 @@ type MemberSpec struct {
 	// Listen is how the member serves clients and peers when not as the spec says (the
 	// step's).
 	Listen plan.Listen
+	// TLS, when set, is the TLS whose Secrets the member serves by, when not the spec's:
+	// while a side is switched off (InUse).
+	TLS *v1alpha1.TLSSpec
 }
 
 // Restore is a snapshot a seed member's data is restored from.
@@ -85,7 +88,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 		// What the check printed is the Pod's record of why it failed, for the operator to show.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
-	tlsVols, tlsMounts := tlsVolumes(c, m.Name, Serving(c, m.Listen))
+	tlsVols, tlsMounts := tlsVolumes(m.SecretsOf(c), m.Name, Serving(c, m.Listen))
 	volumes := append([]corev1.Volume{dataVolume(c, m.Name)}, tlsVols...)
 	if m.Seed && m.Restore != nil {
 		inits = append(inits, restoreContainers(c, img, m, secure)...)
@@ -109,7 +112,7 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 				Env:             gomaxprocs(c),
 				Resources:       c.Spec.Resources,
 				SecurityContext: secure,
-				Ports:           ports(Serving(c, m.Listen)),
+				Ports:           ports(),
 				// Ready means the member can serve: it has a leader and answers a read through
 				// it. A NOSPACE alarm still lets clients read and delete (which is how they
 				// recover from it), so it does not empty the client Service. Probed every
@@ -169,17 +172,25 @@ func memberMeta(c *v1alpha1.EtcdCluster, m MemberSpec) (labels, annotations map[
 	return labels, annotations
 }
 
-// ports are the etcd container's ports; the second peer port while it serves peer TLS.
-func ports(l plan.Listen) []corev1.ContainerPort {
+// SecretsOf is the cluster whose TLS Secrets the member serves by: c, with the member's
+// TLS when it has its own.
+func (m MemberSpec) SecretsOf(c *v1alpha1.EtcdCluster) *v1alpha1.EtcdCluster {
+	if m.TLS == nil {
+		return c
+	}
+	out := *c
+	out.Spec.TLS = m.TLS
+	return &out
+}
+
+// ports are the etcd container's ports.
+func ports() []corev1.ContainerPort {
 	out := []corev1.ContainerPort{
 		{Name: "client", ContainerPort: vocab.ClientPort},
 		{Name: "peer", ContainerPort: vocab.PeerPort},
 		{Name: "metrics", ContainerPort: vocab.MetricsPort},
 	}
-	if servesTLS(l.Peer) {
-		out = append(out, corev1.ContainerPort{Name: "peer-tls", ContainerPort: vocab.PeerTLSPort})
-	}
-	return out
+	return append(out, corev1.ContainerPort{Name: "peer-second", ContainerPort: vocab.PeerTLSPort})
 }
 
 // ownPeerURL is the peer URL the member has in the initial cluster it joins (etcd's
@@ -246,7 +257,7 @@ func etcdArgs(c *v1alpha1.EtcdCluster, m MemberSpec) []string {
 	if m.ForceNewCluster != "" {
 		flags["force-new-cluster"] = "true"
 	}
-	tlsFlags(c, l, flags)
+	tlsFlags(m.SecretsOf(c), l, flags)
 	o := c.Spec.Options
 	setInt := func(k string, v *int64) {
 		if v != nil {

@@ -3,6 +3,8 @@ package resources
 import (
 	"cmp"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +65,32 @@ func ServerName(c *v1alpha1.EtcdCluster) string {
 	return vocab.ClientService(c.Name) + "." + c.Namespace + ".svc"
 }
 
+// InUse is the cluster with the TLS its members serve by: its spec's, except for a side
+// the spec switched off while a member still serves TLS on it, which keeps the TLS last in
+// use (status.tls.inUse): its Secrets, trust and the operator's certificate.
+func InUse(c *v1alpha1.EtcdCluster, pods []corev1.Pod) *v1alpha1.EtcdCluster {
+	var was *v1alpha1.TLSSpec
+	if c.Status.TLS != nil {
+		was = c.Status.TLS.InUse
+	}
+	client := !c.Spec.TLS.ClientTLS() && was.ClientTLS() && slices.ContainsFunc(pods, func(p corev1.Pod) bool { return servesTLS(Served(&p).Client) })
+	peer := !c.Spec.TLS.PeerTLS() && was.PeerTLS() && slices.ContainsFunc(pods, func(p corev1.Pod) bool { return servesTLS(Served(&p).Peer) })
+	if !client && !peer {
+		return c
+	}
+	t := was.DeepCopy()
+	t.Client, t.Peer = &v1alpha1.TLSSideSpec{Mode: c.Spec.TLS.ClientMode()}, &v1alpha1.TLSSideSpec{Mode: c.Spec.TLS.PeerMode()}
+	if client {
+		t.Client.Mode = was.ClientMode()
+	}
+	if peer {
+		t.Peer.Mode = was.PeerMode()
+	}
+	out := c.DeepCopy()
+	out.Spec.TLS = t
+	return out
+}
+
 // Serving is how a member's Pod serves each side, spelled out: the step's Listen where it
 // says, else as the spec says.
 func Serving(c *v1alpha1.EtcdCluster, l plan.Listen) plan.Listen {
@@ -80,7 +108,7 @@ func listenOf(tls bool) string {
 }
 
 // servesTLS: a side served so takes TLS.
-func servesTLS(side string) bool { return side == plan.ListenTLS || side == plan.ListenBoth }
+func servesTLS(side string) bool { return side != plan.ListenPlain && side != "" }
 
 // Served reads how a member Pod serves each side from its etcd's listen flags; zero for a
 // Pod without them.
@@ -92,47 +120,66 @@ func Served(p *corev1.Pod) plan.Listen {
 		}
 		for _, arg := range ctr.Command {
 			if v, ok := strings.CutPrefix(arg, "--listen-client-urls="); ok {
-				l.Client = schemes(v)
+				l.Client = served(v, vocab.ClientPort, vocab.ClientPort)
 			}
 			if v, ok := strings.CutPrefix(arg, "--listen-peer-urls="); ok {
-				l.Peer = schemes(v)
+				l.Peer = served(v, vocab.PeerPort, vocab.PeerTLSPort)
 			}
 		}
 	}
 	return l
 }
 
-// schemes says how a listen flag's URLs serve: plain text, TLS or both.
-func schemes(urls string) string {
-	plain, tls := false, false
+// served says how a listen flag's URLs serve a side on its first and second port: one way
+// on both (or on the first alone, as Pods of earlier versions listen), else both ways, which
+// way the first port serves telling ListenBoth from ListenTLSFirst. Clients have one port.
+func served(urls string, first, second int) string {
+	ways := map[int]map[string]bool{first: {}, second: {}}
 	for _, u := range strings.Split(urls, ",") {
-		plain, tls = plain || strings.HasPrefix(u, "http://"), tls || strings.HasPrefix(u, "https://")
+		scheme, hostPort, _ := strings.Cut(u, "://")
+		_, port, _ := strings.Cut(hostPort, ":")
+		if n, err := strconv.Atoi(port); err == nil && ways[n] != nil {
+			ways[n][scheme] = true
+		}
 	}
+	on := func(port int) string {
+		switch w := ways[port]; {
+		case w["http"] && w["https"]:
+			return plan.ListenBoth
+		case w["https"]:
+			return plan.ListenTLS
+		case w["http"]:
+			return plan.ListenPlain
+		}
+		return ""
+	}
+	a, b := on(first), on(second)
 	switch {
-	case plain && tls:
-		return plan.ListenBoth
-	case tls:
-		return plan.ListenTLS
+	case b == "" || a == b:
+		return a
+	case a == plan.ListenTLS:
+		return plan.ListenTLSFirst
 	}
-	return plan.ListenPlain
+	return plan.ListenBoth
 }
 
-// listenURLs are what a member listens on for each side. Peers served TLS beside plain
-// text get it on the second peer port; served TLS alone, on both ports, so a member is
-// reached at either peer URL a member can have.
+// listenURLs are what a member listens on for each side. Peers are served on both peer
+// ports: one way on each while they are served both ways (ListenBoth: plain text on the
+// first; ListenTLSFirst: TLS on the first), else the one way on both, so a member is reached
+// at any peer URL a switch of TLS leaves it.
 func listenURLs(l plan.Listen) (client, peer string) {
-	client = map[string]string{
-		plan.ListenPlain: listenURL(false, vocab.ClientPort),
-		plan.ListenTLS:   listenURL(true, vocab.ClientPort),
-		plan.ListenBoth:  listenURL(false, vocab.ClientPort) + "," + listenURL(true, vocab.ClientPort),
-	}[l.Client]
-	peer = map[string]string{
-		plan.ListenPlain: listenURL(false, vocab.PeerPort),
-		plan.ListenTLS:   listenURL(true, vocab.PeerPort) + "," + listenURL(true, vocab.PeerTLSPort),
-		plan.ListenBoth:  listenURL(false, vocab.PeerPort) + "," + listenURL(true, vocab.PeerTLSPort),
+	client = listenURL(false, vocab.ClientPort) + "," + listenURL(true, vocab.ClientPort)
+	if !both(l.Client) {
+		client = listenURL(l.Client == plan.ListenTLS, vocab.ClientPort)
+	}
+	tls := map[string][2]bool{
+		plan.ListenPlain: {false, false}, plan.ListenTLS: {true, true}, plan.ListenBoth: {false, true}, plan.ListenTLSFirst: {true, false},
 	}[l.Peer]
-	return client, peer
+	return client, listenURL(tls[0], vocab.PeerPort) + "," + listenURL(tls[1], vocab.PeerTLSPort)
 }
+
+// both: a side served both ways.
+func both(side string) bool { return side == plan.ListenBoth || side == plan.ListenTLSFirst }
 
 // tlsFlags are a member's TLS flags: client certificates are required on each side that
 // talks TLS (etcd's --trusted-ca-file alone would already ask for them; the flags say so).

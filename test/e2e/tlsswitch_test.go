@@ -27,8 +27,8 @@ import (
 // text. By then every member is healthy on TLS peer URLs, and plain-text and TLS clients are
 // both served. A writer speaking TLS takes over; approved, members restart serving TLS
 // alone: plain text is refused, members advertise https, and every acknowledged write of
-// both writers is there.
-func TestTLSSwitchedOnLive(t *testing.T) {
+// both writers is there. Then TLS is switched off the same way back.
+func TestTLSSwitchedOnAndOffLive(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
@@ -50,7 +50,7 @@ func TestTLSSwitchedOnLive(t *testing.T) {
 		require.Equal(t, both, resources.Served(&p), p.Name)
 	}
 	for _, m := range framework.CheckMembership(t, ns, "demo").Members {
-		require.Equal(t, []string{vocab.PeerTLSURL("demo", ns, m.Name)}, m.PeerURLs, "members reach %s over TLS", m.Name)
+		require.Equal(t, []string{vocab.PeerURLAt("demo", ns, m.Name, true, vocab.PeerTLSPort)}, m.PeerURLs, "members reach %s over TLS", m.Name)
 	}
 	put(t, framework.EtcdClient(t, plainEPs()), "/plain", "still served")
 	put(t, framework.ClusterClient(t, ns, "demo"), "/tls", "served too")
@@ -68,7 +68,6 @@ func TestTLSSwitchedOnLive(t *testing.T) {
 	phase("approved: plain text gone")
 	tw.stopAndVerify()
 	t.Logf("the TLS writer: %d writes failed, the slowest took %v", tw.failed, tw.maxLat)
-	require.Empty(t, cutOff(), "no member answered without a leader for long: none was cut off from its peers")
 	for _, p := range framework.MemberPods(t, ns, "demo") {
 		require.Equal(t, plan.Listen{Client: plan.ListenTLS, Peer: plan.ListenTLS}, resources.Served(&p), p.Name)
 	}
@@ -79,9 +78,55 @@ func TestTLSSwitchedOnLive(t *testing.T) {
 	defer cancel()
 	_, err := framework.EtcdClient(t, plainEPs()).Put(ctx, "/plain", "refused")
 	require.Error(t, err, "plain text is refused")
-	got, err := framework.ClusterClient(t, ns, "demo").Get(context.Background(), "/plain")
+	tlsClient := framework.ClusterClient(t, ns, "demo")
+	got, err := tlsClient.Get(context.Background(), "/plain")
 	require.NoError(t, err)
 	require.Equal(t, "still served", string(got.Kvs[0].Value))
+	require.Empty(t, cutOff(), "no member answered without a leader for long: none was cut off from its peers")
+
+	// Off again, the TLS writer writing until the plan waits before members refuse TLS.
+	switchedOff(t, ns, "demo", phase)
+}
+
+// switchedOff switches TLS off for the cluster, a TLS writer writing until the plan waits
+// for approval before the first member refuses TLS clients, a plain-text one after; peer
+// URLs are plain text by then, and members answer their peers throughout.
+func switchedOff(t *testing.T, ns, cluster string, phase func(string)) {
+	cutOff := watchPeers(t, ns, cluster)
+	tw := startWriter(t, ns, cluster)
+	tw.waitAcked()
+	tlsCfg := framework.ClientTLS(t, ns, cluster)
+	framework.Update(t, ns, cluster, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = nil })
+	c := framework.WaitFor(t, ns, cluster, 5*time.Minute, "the plan at its first member refusing TLS clients, awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+		p := c.Status.Plan
+		return p != nil && p.Phase == v1alpha1.PlanAwaitingApproval && p.Steps[p.Current].Why == plan.WhyTLSOff
+	})
+	phase("switched off: every member serves plain text beside TLS, peer URLs plain")
+	for _, m := range framework.CheckMembership(t, ns, cluster).Members {
+		require.Equal(t, []string{vocab.PeerURL(cluster, ns, m.Name, false)}, m.PeerURLs)
+	}
+	put(t, framework.EtcdClientTLS(t, framework.EndpointsAs(t, ns, cluster, true), tlsCfg), "/tls-off", "TLS still served")
+	tw.stopAndVerify()
+	t.Logf("the TLS writer: %d writes failed, the slowest took %v", tw.failed, tw.maxLat)
+	pw := startWriter(t, ns, cluster)
+	pw.waitAcked()
+	framework.Update(t, ns, cluster, func(x *v1alpha1.EtcdCluster) {
+		x.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID}
+	})
+	framework.WaitFor(t, ns, cluster, 5*time.Minute, "Ready with plain text alone", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && c.Status.Plan == nil && c.Status.ReadyReplicas == 3 && c.Status.TLS == nil
+	})
+	phase("approved: TLS gone")
+	pw.stopAndVerify()
+	t.Logf("the plain-text writer: %d writes failed, the slowest took %v", pw.failed, pw.maxLat)
+	for _, p := range framework.MemberPods(t, ns, cluster) {
+		require.Equal(t, plan.Listen{Client: plan.ListenPlain, Peer: plan.ListenPlain}, resources.Served(&p), p.Name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := framework.EtcdClientTLS(t, framework.EndpointsAs(t, ns, cluster, true), tlsCfg).Put(ctx, "/tls-off", "refused")
+	require.Error(t, err, "TLS is refused")
+	require.Empty(t, cutOff(), "no member was cut off from its peers")
 }
 
 // watchPeers asks every running member for its status four times a second, the way the
@@ -120,8 +165,10 @@ func leaderless(ctx context.Context, p *corev1.Pod, cfg *tls.Config) bool {
 	if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 		return false
 	}
-	ep := observe.ClientURL(p)
-	if !strings.HasPrefix(ep, "https://") {
+	ep := observe.ClientURL(p) // https when the Pod serves TLS
+	if cfg == nil {
+		ep = "http" + strings.TrimPrefix(ep, "https") // the Pod serves plain text too, or alone
+	} else if !strings.HasPrefix(ep, "https://") {
 		cfg = nil
 	}
 	cli, err := clientv3.New(framework.EtcdConfig([]string{ep}, cfg))

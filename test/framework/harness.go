@@ -319,7 +319,8 @@ func EtcdClient(t *testing.T, eps []string) *clientv3.Client {
 // talk TLS. Closed when the test ends.
 func ClusterClient(t *testing.T, ns, name string) *clientv3.Client {
 	t.Helper()
-	return EtcdClientTLS(t, Endpoints(t, ns, name), ClientTLS(t, ns, name))
+	cfg := ClientTLS(t, ns, name)
+	return EtcdClientTLS(t, EndpointsAs(t, ns, name, cfg != nil), cfg)
 }
 
 // EtcdClientTLS is an etcd client of eps with TLS when tlsCfg is set (EtcdConfig), closed

@@ -107,9 +107,13 @@ func planAll(ctx context.Context, src ObservedSource, clusters []*v1alpha1.EtcdC
 // to give it: the operator's rule (executor/controller) read from the manifest's spec.
 func approval(ec *v1alpha1.EtcdCluster, p plan.Plan) *render.Approval {
 	recovery := slices.ContainsFunc(p.Steps, func(s plan.Step) bool { return s.Action.Recovers() })
-	plainOff := slices.IndexFunc(p.Steps, func(s plan.Step) bool { return s.Why == plan.WhyClientPlainTextOff })
+	plainOff := slices.IndexFunc(p.Steps, func(s plan.Step) bool { return s.Why == plan.WhyClientPlainTextOff || s.Why == plan.WhyTLSOff })
 	at := ""
-	if plainOff >= 0 && ec.Spec.UpdateStrategy.Approval != v1alpha1.ApprovalManual {
+	switch {
+	case plainOff < 0 || ec.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual:
+	case p.Steps[plainOff].Why == plan.WhyTLSOff:
+		at = fmt.Sprintf("step %d, the first of switching TLS off", plainOff+1)
+	default:
 		at = fmt.Sprintf("step %d, the first after which members refuse plain-text clients", plainOff+1)
 	}
 	ns := ""
