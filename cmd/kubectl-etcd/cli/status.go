@@ -135,7 +135,7 @@ func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, now t
 	}
 }
 
-// writeSwitch says, while TLS is switched on, how each member that does not serve as the
+// writeSwitch says, while TLS is switched on or off, how each member that does not serve as the
 // spec says yet serves clients and peers.
 func writeSwitch(w io.Writer, members []planner.Member) {
 	var serving []string
@@ -145,7 +145,7 @@ func writeSwitch(w io.Writer, members []planner.Member) {
 		}
 	}
 	if len(serving) > 0 {
-		fmt.Fprintf(w, "  Switch:   TLS is being switched on; not yet as the spec says: %s\n", strings.Join(serving, ", "))
+		fmt.Fprintf(w, "  Switch:   TLS is being switched; not yet as the spec says: %s\n", strings.Join(serving, ", "))
 	}
 }
 

@@ -212,5 +212,5 @@ func TestStatusShowsCertificates(t *testing.T) {
 		"--listen-client-urls=http://0.0.0.0:2379,https://0.0.0.0:2379", "--listen-peer-urls=http://0.0.0.0:2380,https://0.0.0.0:2382"}}}
 	out.Reset()
 	require.NoError(t, writeStatus(&out, ec, objs, now))
-	require.Contains(t, out.String(), "Switch:   TLS is being switched on; not yet as the spec says: demo-1 (clients http+https, peers http+https)\n")
+	require.Contains(t, out.String(), "Switch:   TLS is being switched; not yet as the spec says: demo-1 (clients http+https, peers http+https)\n")
 }
