@@ -80,6 +80,11 @@ func Plan(d Desired, observed Observed) plan.Plan {
 		if len(p.Steps) == 0 {
 			p.Blocked = noSpaceLeft(m, d)
 		}
+		if len(m.awaiting) > 0 {
+			lost, all := m.lostVoters(d)
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d voters lost their data, so the rest can never form a quorum; no recovery is planned yet: %s",
+				lost, all, unprovenReason(m.awaiting)))
+		}
 	}
 	p.ID = PlanID(p)
 	return p
@@ -320,8 +325,8 @@ func next(m *model, d Desired) (plan.Step, bool) {
 		expandVolumes, stopMembers,
 		scaleDown, scaleUp, upgrade, reconfigure, recoverSpace, defragFragmented,
 	} {
-		if s, ok := rule(m, d); ok {
-			return s, true
+		if s, ok := rule(m, d); ok || m.halt {
+			return s, ok
 		}
 	}
 	return plan.Step{}, false

@@ -122,6 +122,12 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 	if !m.quorumLost(d) {
 		return plan.Step{}, false
 	}
+	if names := m.unproven(d); len(names) > 0 && !d.Memory {
+		// No survivor is named, nor a restore chosen, before every voter showed whether it
+		// holds data: any may hold the longest log. Check refuses both alike.
+		m.halt, m.awaiting = true, names
+		return plan.Step{}, false
+	}
 	target := m.forceTarget(d)
 	if target == nil || d.Memory {
 		return recoverFromBackup(m, d)

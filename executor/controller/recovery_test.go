@@ -224,8 +224,10 @@ func TestSurvivorWithoutAPodStartsBeforeTheRecoveryIsApproved(t *testing.T) {
 	require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-0"}}))
 	c, _ := f.reconcile()
 	require.Nil(t, c.Status.Plan.Blocked)
+	require.Equal(t, []plan.Step{c.Status.Plan.Steps[0]}, c.Status.Plan.Steps, "no survivor is named before it shows its data")
 	require.Equal(t, "StartMember demo-0", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
-	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[1].Action, "its data would be trusted next")
+	require.Equal(t, plan.WhyShowData, c.Status.Plan.Steps[0].Why)
+	require.Contains(t, strings.Join(c.Status.Warnings, "\n"), "no recovery is planned yet: waiting for demo-0 to show whether it kept its data")
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod), "started without approval")
 	require.NotContains(t, pod.Annotations, vocab.AnnotationForceNewCluster)
@@ -238,8 +240,8 @@ func TestSurvivorWithoutAPodStartsBeforeTheRecoveryIsApproved(t *testing.T) {
 	require.Equal(t, "c1", c.Status.ClusterID, "nothing happens before approval")
 }
 
-// A survivor whose Pod was gone and that kept its data: once started, the same plan goes on
-// to the restart alone, which waits for approval there.
+// A survivor whose Pod was gone and that kept its data: once started, its plan is done, and
+// the next one restarts it alone, which waits for approval.
 func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 	f := newFixture(t, 3, nil)
 	ctx := context.Background()
@@ -257,7 +259,8 @@ func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c1", Members: []planner.EtcdMember{{ID: "1", Name: "demo-0",
 		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0", false)}, Answering: true, Version: "3.6.16", RaftIndex: 100}}})
 	c, _ = f.reconcile()
-	require.Equal(t, id, c.Status.Plan.ID, "the same plan")
+	require.Equal(t, id, c.Status.History[0].ID)
+	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase)
 	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
 	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
