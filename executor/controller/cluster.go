@@ -51,8 +51,10 @@ const (
 	pollIdle    = 30 * time.Second
 	// maxBackoff bounds the wait between attempts of a step that keeps failing.
 	maxBackoff = 30 * time.Second
-	// pollUnhealthy re-reads a cluster with no plan that is not ready yet.
-	pollUnhealthy = 2 * time.Second
+	// pollUnhealthy re-reads a cluster with no plan that is not ready yet: a member that
+	// starts answering, or a voter that shows its data after a quorum loss, is no
+	// Kubernetes event, and Ready should follow it within moments.
+	pollUnhealthy = 500 * time.Millisecond
 	// maxChained bounds the steps one reconcile takes after the first, settleGap is the
 	// time between its looks for a step's effect (see settleLooks).
 	maxChained = 8
