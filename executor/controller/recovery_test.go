@@ -432,6 +432,31 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 	require.Contains(t, events, "Normal StepSucceeded step 1/10 RestoreFromBackup demo-3 succeeded")
 }
 
+// A recovery step is held for its outcome no longer than its deadline: past it, the plan is
+// superseded saying the step was applied and what became of it is for the cluster to show;
+// status.lastRecovery keeps the recovery, and the next plan goes on with the same seed.
+func TestHeldRecoveryIsSupersededPastItsDeadline(t *testing.T) {
+	f, backup := totalLoss(t)
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	c, _ := f.reconcile()
+	id := c.Status.Plan.ID
+	f.approve(id)
+	f.reconcile()
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	c, _ = f.reconcile()
+	require.Equal(t, id, c.Status.Plan.ID, "held")
+	f.now = c.Status.Plan.Progress[0].Deadline.Add(time.Second)
+	c, _ = f.reconcile()
+	h := c.Status.History[0]
+	require.Equal(t, id, h.ID)
+	require.Equal(t, v1alpha1.PlanSuperseded, h.Phase)
+	require.Contains(t, h.Message, "after step 1/10 RestoreFromBackup demo-3 was applied; whether it took effect, the cluster shows")
+	require.Equal(t, id, c.Status.LastRecovery.Plan)
+	require.Nil(t, c.Status.LastRecovery.FinishedAt)
+	s := c.Status.Plan.Steps[c.Status.Plan.Current]
+	require.Equal(t, "RestoreFromBackup demo-3 nightly", string(s.Action)+" "+s.Member+" "+s.Backup, "the same restore goes on")
+}
+
 // The restored seed answered on its own (before it elected itself), so its new cluster ID
 // was taken; then its Pod went. The restore goes on with the same seed: the old members
 // (still in status, their claims still recording IDs) are not voters of the restored
