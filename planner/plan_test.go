@@ -1165,6 +1165,7 @@ func TestSurvivorsOnPositiveEvidence(t *testing.T) {
 	p := Plan(c, o)
 	require.Nil(t, p.Blocked)
 	require.Empty(t, p.Steps, "no survivor is named before demo-2 shows whether it kept its data")
+	require.Contains(t, Awaiting(c, o), "the recovery is waiting for demo-2 to show whether it kept its data", "an empty plan is no 'No changes'")
 	require.Contains(t, strings.Join(p.Warnings, "\n"), "2 of 3 voters lost their data, so the rest can never form a quorum; no recovery is planned yet: "+
 		"waiting for demo-2 to show whether it kept its data (answer, or pass its preflight check)")
 	force := plan.Step{Action: plan.ForceNewCluster, Member: "demo-2", MemberID: "3", Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-2"}}
@@ -1193,6 +1194,7 @@ func TestSurvivorsOnPositiveEvidence(t *testing.T) {
 	w.members["demo-2"].starting, w.members["demo-2"].up = false, true
 	p = Plan(c, w.observe())
 	require.Equal(t, "ForceNewCluster demo-2", summary(p)[0])
+	require.Empty(t, Awaiting(c, w.observe()))
 	// Or found none: the cluster starts anew from its backup.
 	w.members["demo-2"].dataLost, w.members["demo-2"].up = true, false
 	w.backup, w.backupOf = &Backup{Name: "nightly"}, w.clusterID

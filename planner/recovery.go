@@ -378,6 +378,20 @@ func (m *model) mayForce(d Desired, name string) (bool, string) {
 	return true, ""
 }
 
+// Awaiting says what a plan made on o cannot know yet ("" for nothing): after a majority of
+// voters lost their data, whether the others kept theirs. Until each has shown it, the plan
+// names no survivor, and an empty plan does not mean the cluster matches the spec.
+func Awaiting(d Desired, o Observed) string {
+	m := newModel(d, o)
+	if d.Memory || d.Replicas == 0 || m.restoreSeed() != nil || !m.quorumLost(d) {
+		return ""
+	}
+	if names := m.unproven(d); len(names) > 0 {
+		return "a majority of voters lost their data, and the recovery is " + unprovenReason(names)
+	}
+	return ""
+}
+
 // unprovenReason says what a recovery waits for while voters have not shown whether they
 // kept their data.
 func unprovenReason(names []string) string {
