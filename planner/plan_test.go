@@ -1226,3 +1226,28 @@ func TestEveryVoterWithoutEvidenceStartsFirst(t *testing.T) {
 	convergeWith(t, c, w, func(s plan.Step) { steps = append(steps, string(s.Action)+" "+s.Member) })
 	require.Equal(t, []string{"StartMember demo-3", "StartMember demo-4", "ForceNewCluster demo-4"}, steps[:3])
 }
+
+// A survivor chosen on a look where every voter had shown its data (its claim is marked)
+// goes on, though a voter's evidence went since (its Pod too): the choice is not made again.
+func TestChosenSurvivorGoesOn(t *testing.T) {
+	c := cluster(5, "3.6.16")
+	w := running(c, 5, "3.6.16")
+	for _, n := range []string{"demo-1", "demo-2", "demo-3"} {
+		w.members[n].dataLost, w.members[n].up = true, false
+	}
+	for _, n := range []string{"demo-0", "demo-4"} {
+		w.members[n].pod, w.members[n].up = false, false
+	}
+	w.elect()
+	o := w.observe()
+	for i := range o.Members {
+		if o.Members[i].Name == "demo-0" {
+			o.Members[i].PVC.ForceNewCluster = true
+		}
+	}
+	p := Plan(c, o)
+	require.Equal(t, []string{"StartMember demo-4", "ForceNewCluster demo-0"}, summary(p)[:2])
+	require.Empty(t, Awaiting(c, o))
+	ok, why := Check(c, p.Steps[1], o)
+	require.True(t, ok, why)
+}
