@@ -89,8 +89,10 @@ type model struct {
 	// the EtcdBackups of named members.
 	snapshotTo string
 	snapshots  []MemberSnapshot
-	// halt: the plan goes no further (what comes next depends on a snapshot's revision).
+	// halt: the plan goes no further (what comes next depends on a snapshot's revision,
+	// or on what the voters in awaiting show of their data).
 	halt        bool
+	awaiting    []string
 	nextOrdinal int
 	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
 	// member); nothing is planned then.
@@ -457,6 +459,10 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			peerURLKnown: true, peerURLTLS: registersTLS(s, desired)})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.StartMember:
+		if s.Why == plan.WhyShowData {
+			mm.starting(s, desired)
+			break
+		}
 		mm.start(s, desired)
 	case plan.PromoteLearner:
 		mm.learner = false
@@ -519,6 +525,13 @@ func (mm *member) start(s plan.Step, desired Desired) {
 	}
 	mm.pod, mm.running, mm.pvc, mm.started, mm.up, mm.hasLeader, mm.dataLost, mm.podDeleting = true, true, true, true, true, true, false, false
 	mm.version, mm.configHash, mm.configFields, mm.listen = s.Version, desired.ConfigHash, desired.ConfigFields, s.Listen
+}
+
+// starting gives the member a Pod whose preflight check has not reported: whether it kept
+// its data is not known yet, so it is neither up nor a survivor.
+func (mm *member) starting(s plan.Step, desired Desired) {
+	mm.start(s, desired)
+	mm.running, mm.up, mm.hasLeader = false, false, false
 }
 
 // restart re-creates the member's Pod on the step's version and the spec's configuration,

@@ -83,6 +83,11 @@ func Plan(d Desired, observed Observed) plan.Plan {
 		if len(p.Steps) == 0 {
 			p.Blocked = noSpaceLeft(m, d)
 		}
+		if len(m.awaiting) > 0 {
+			lost, all := m.lostVoters(d)
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d voters lost their data, so the rest can never form a quorum; no recovery is planned yet: %s",
+				lost, all, unprovenReason(m.awaiting)))
+		}
 	}
 	p.ID = PlanID(p)
 	return p
@@ -315,7 +320,7 @@ func retainedClaims(o Observed) string {
 // bootstrap, repairs that restore quorum (start voters' Pods, recover from a lost
 // majority, restart voters that are down on the new spec), finish a membership change in
 // flight, renew certificates, replace lost members, delete leftovers,
-// grow volumes, park, scale down (and replace), scale up, upgrade, configuration, then
+// grow volumes, park, scale down (and replace), scale up, switch TLS, upgrade, configuration, then
 // space: a NOSPACE alarm, then fragmented members.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
@@ -325,6 +330,9 @@ func next(m *model, d Desired) (plan.Step, bool) {
 	} {
 		if s, ok := rule(m, d); ok {
 			return m.withListen(s, d), true
+		}
+		if m.halt {
+			return plan.Step{}, false
 		}
 	}
 	return plan.Step{}, false

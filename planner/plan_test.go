@@ -80,6 +80,9 @@ func convergeWith(t *testing.T, c Desired, w *world, after func(plan.Step)) {
 			require.True(t, SameStep(p.Steps[j+1], s), "step %d after %s %s:\nwas %+v\nnow %+v", j+1, p.Steps[0].Action, p.Steps[0].Member, p.Steps[j+1], s)
 		}
 		p = next
+		if len(p.Steps) == 0 && p.Blocked == nil && w.settle() {
+			p = Plan(c, w.observe()) // the plan waited for starting members to show what they hold
+		}
 	}
 	require.Nil(t, p.Blocked)
 }
@@ -1147,8 +1150,9 @@ func TestRestoreStopsTheOldClusterFirst(t *testing.T) {
 	converge(t, c, w)
 }
 
-// A survivor is a member shown to hold its data: a wiped member whose new Pod has not yet
-// reported is never restarted alone, and the recovery waits for it, naming it.
+// A survivor is a member shown to hold its data: no survivor is named, nor a restore
+// chosen, while a voter has not shown whether it kept its data (a wiped member whose new
+// Pod has not reported may be any), and the plan says whom it waits for.
 func TestSurvivorsOnPositiveEvidence(t *testing.T) {
 	c := cluster(3, "3.6.16")
 	w := running(c, 3, "3.6.16")
@@ -1160,8 +1164,10 @@ func TestSurvivorsOnPositiveEvidence(t *testing.T) {
 	o := w.observe()
 	p := Plan(c, o)
 	require.Nil(t, p.Blocked)
-	require.Equal(t, "StartMember demo-2", summary(p)[0], "the plan waits for demo-2 to show whether it kept its data")
-	require.Contains(t, p.Steps[0].Reason, "demo-2 runs, to show whether it kept its own")
+	require.Empty(t, p.Steps, "no survivor is named before demo-2 shows whether it kept its data")
+	require.Contains(t, Awaiting(c, o), "the recovery is waiting for demo-2 to show whether it kept its data", "an empty plan is no 'No changes'")
+	require.Contains(t, strings.Join(p.Warnings, "\n"), "2 of 3 voters lost their data, so the rest can never form a quorum; no recovery is planned yet: "+
+		"waiting for demo-2 to show whether it kept its data (answer, or pass its preflight check)")
 	force := plan.Step{Action: plan.ForceNewCluster, Member: "demo-2", MemberID: "3", Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-2"}}
 	ok, why := Check(c, force, o)
 	require.False(t, ok)
@@ -1172,12 +1178,76 @@ func TestSurvivorsOnPositiveEvidence(t *testing.T) {
 	require.False(t, ok, "nor is the cluster restored while demo-2 may hold data")
 	require.Contains(t, why, "waiting for demo-2 to show whether it kept its data")
 
+	// Its Pod gone: it gets one, and the plan stops there, naming no survivor.
+	w.members["demo-2"].pod, w.members["demo-2"].starting = false, false
+	p = Plan(c, w.observe())
+	require.Equal(t, []string{"StartMember demo-2"}, summary(p))
+	require.Equal(t, plan.WhyShowData, p.Steps[0].Why)
+	require.Contains(t, p.Steps[0].Reason, "demo-2 runs, to show whether it kept its own")
+	require.Zero(t, SpaceStepsShown(c, p.Steps, w.observe()))
+	_, err := w.apply(p.Steps[0], c)
+	require.NoError(t, err)
+	require.Equal(t, 1, SpaceStepsShown(c, p.Steps, w.observe()), "the step is done once its Pod is there")
+	require.Empty(t, Plan(c, w.observe()).Steps)
+
 	// Its preflight found its data: it is the survivor.
-	w.members["demo-2"].starting = false
+	w.members["demo-2"].starting, w.members["demo-2"].up = false, true
 	p = Plan(c, w.observe())
 	require.Equal(t, "ForceNewCluster demo-2", summary(p)[0])
+	require.Empty(t, Awaiting(c, w.observe()))
 	// Or found none: the cluster starts anew from its backup.
-	w.members["demo-2"].dataLost, w.members["demo-2"].starting = true, false
+	w.members["demo-2"].dataLost, w.members["demo-2"].up = true, false
 	w.backup, w.backupOf = &Backup{Name: "nightly"}, w.clusterID
 	require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, w.observe()))[0])
+}
+
+// Of five voters, three lost their data and two have no Pod: each gets one, and the plan
+// stops there; once they show their data, the survivor with the longest log restarts alone.
+func TestEveryVoterWithoutEvidenceStartsFirst(t *testing.T) {
+	c := cluster(5, "3.6.16")
+	w := running(c, 5, "3.6.16")
+	for _, n := range []string{"demo-0", "demo-1", "demo-2"} {
+		w.members[n].dataLost, w.members[n].up = true, false
+	}
+	for _, n := range []string{"demo-3", "demo-4"} {
+		w.members[n].pod, w.members[n].up = false, false
+	}
+	w.members["demo-4"].index = 9
+	w.elect()
+	p := Plan(c, w.observe())
+	require.Nil(t, p.Blocked)
+	require.Equal(t, []string{"StartMember demo-3", "StartMember demo-4"}, summary(p))
+	for _, s := range p.Steps {
+		require.Equal(t, plan.WhyShowData, s.Why)
+	}
+	require.Contains(t, strings.Join(p.Warnings, "\n"), "3 of 5 voters lost their data, so the rest can never form a quorum; no recovery is planned yet: "+
+		"waiting for demo-3, demo-4 to show whether it kept its data")
+	var steps []string
+	convergeWith(t, c, w, func(s plan.Step) { steps = append(steps, string(s.Action)+" "+s.Member) })
+	require.Equal(t, []string{"StartMember demo-3", "StartMember demo-4", "ForceNewCluster demo-4"}, steps[:3])
+}
+
+// A survivor chosen on a look where every voter had shown its data (its claim is marked)
+// goes on, though a voter's evidence went since (its Pod too): the choice is not made again.
+func TestChosenSurvivorGoesOn(t *testing.T) {
+	c := cluster(5, "3.6.16")
+	w := running(c, 5, "3.6.16")
+	for _, n := range []string{"demo-1", "demo-2", "demo-3"} {
+		w.members[n].dataLost, w.members[n].up = true, false
+	}
+	for _, n := range []string{"demo-0", "demo-4"} {
+		w.members[n].pod, w.members[n].up = false, false
+	}
+	w.elect()
+	o := w.observe()
+	for i := range o.Members {
+		if o.Members[i].Name == "demo-0" {
+			o.Members[i].PVC.ForceNewCluster = true
+		}
+	}
+	p := Plan(c, o)
+	require.Equal(t, []string{"StartMember demo-4", "ForceNewCluster demo-0"}, summary(p)[:2])
+	require.Empty(t, Awaiting(c, o))
+	ok, why := Check(c, p.Steps[1], o)
+	require.True(t, ok, why)
 }

@@ -123,6 +123,12 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	target := m.forceTarget(d)
+	if names := m.awaited(d, target); len(names) > 0 {
+		// No survivor is named, nor a restore chosen, before every voter showed whether it
+		// holds data: any may hold the longest log. Check refuses both alike.
+		m.halt, m.awaiting = true, names
+		return plan.Step{}, false
+	}
 	if target == nil || d.Memory {
 		return recoverFromBackup(m, d)
 	}
@@ -370,6 +376,30 @@ func (m *model) mayForce(d Desired, name string) (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// awaited are the voters a recovery waits for (unproven), unless a survivor was chosen on
+// a look where none was (its claim is marked), or members live in memory, where a new Pod
+// holds no data.
+func (m *model) awaited(d Desired, target *member) []string {
+	if d.Memory || target != nil && target.forcing {
+		return nil
+	}
+	return m.unproven(d)
+}
+
+// Awaiting says what a plan made on o cannot know yet ("" for nothing): after a majority of
+// voters lost their data, whether the others kept theirs. Until each has shown it, the plan
+// names no survivor, and an empty plan does not mean the cluster matches the spec.
+func Awaiting(d Desired, o Observed) string {
+	m := newModel(d, o)
+	if d.Replicas == 0 || m.restoreSeed() != nil || !m.quorumLost(d) {
+		return ""
+	}
+	if names := m.awaited(d, m.forceTarget(d)); len(names) > 0 {
+		return "a majority of voters lost their data, and the recovery is " + unprovenReason(names)
+	}
+	return ""
 }
 
 // unprovenReason says what a recovery waits for while voters have not shown whether they

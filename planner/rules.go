@@ -58,8 +58,8 @@ func needsPod(mm *member) bool { return !mm.pod || mm.podDeleting }
 // member never costs quorum. A member restarting alone (ForceNewCluster) gets its Pod from
 // that step. A member in memory whose Pod is Terminating cannot start again on its data: it
 // is down until its Pod is gone, and lost then. After a majority lost its data, a voter
-// whose Pod has not yet shown whether it kept its own is waited for here too: the recovery
-// compares every survivor.
+// whose Pod is gone gets one to show whether it kept its own (its preflight check, or its
+// answer); one whose Pod starts needs no step: recoverQuorum waits for what it shows.
 func startVoters(m *model, d Desired) (plan.Step, bool) {
 	if d.Replicas == 0 {
 		return plan.Step{}, false
@@ -68,12 +68,11 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 		if !mm.voter() || !mm.started || m.lost(mm, d) || (mm.forcing && m.quorumLost(d)) {
 			continue
 		}
-		proving := !d.Memory && !mm.holdsData() && m.quorumLost(d)
-		if !proving && !(needsPod(mm) && !(d.Memory && mm.podDeleting)) {
+		if !needsPod(mm) || d.Memory && mm.podDeleting {
 			continue
 		}
 		s := step(plan.StartMember, mm, plan.PreNone, plan.WhyPodGone, "member %s needs a new Pod%s", mm.name, preflightFailed(mm))
-		if proving && mm.preflightErr == "" { // one reason while its Pod is made and while it starts: the same step
+		if !d.Memory && !mm.holdsData() && m.quorumLost(d) && mm.preflightErr == "" {
 			s = step(plan.StartMember, mm, plan.PreNone, plan.WhyShowData,
 				"a majority of voters lost their data: %s runs, to show whether it kept its own before a recovery compares the survivors", mm.name)
 		}

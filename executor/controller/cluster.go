@@ -51,8 +51,10 @@ const (
 	pollIdle    = 30 * time.Second
 	// maxBackoff bounds the wait between attempts of a step that keeps failing.
 	maxBackoff = 30 * time.Second
-	// pollUnhealthy re-reads a cluster with no plan that is not ready yet.
-	pollUnhealthy = 2 * time.Second
+	// pollUnhealthy re-reads a cluster with no plan that is not ready yet: a member that
+	// starts answering, or a voter that shows its data after a quorum loss, is no
+	// Kubernetes event, and Ready should follow it within moments.
+	pollUnhealthy = 500 * time.Millisecond
 	// maxChained bounds the steps one reconcile takes after the first, settleGap is the
 	// time between its looks for a step's effect (see settleLooks).
 	maxChained = 8
@@ -290,7 +292,9 @@ func (r *Reconciler) certs() certs.Keeper { return certs.Keeper{Client: r.Client
 // step when the gate lets it run.
 func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan) (reconcile.Result, error) {
 	now := r.now()
-	r.settle(c, o, fresh, now)
+	if r.settle(c, o, fresh, now) {
+		return r.awaitOutcome(c), nil
+	}
 	if st := &c.Status; st.Plan == nil && (len(fresh.Steps) > 0 || fresh.Blocked != nil) {
 		st.Plan = newRecord(fresh, now)
 		if fresh.Blocked == nil {
@@ -306,8 +310,10 @@ func (r *Reconciler) advance(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 }
 
 // settle finishes the recorded steps this look shows done, and the recorded plan when it
-// is done, superseded by the fresh one, or a blocker the fresh plan no longer gives.
-func (r *Reconciler) settle(c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan, now time.Time) {
+// is done, superseded by the fresh one, or a blocker the fresh plan no longer gives. It
+// reports whether the plan is held: a fresh plan differs while the current step's recovery
+// is under way, and nothing replaces it before its outcome is known (recoveryOutcome).
+func (r *Reconciler) settle(c *v1alpha1.EtcdCluster, o *observation, fresh plan.Plan, now time.Time) bool {
 	st := &c.Status
 	rec := st.Plan
 	switch {
@@ -322,7 +328,15 @@ func (r *Reconciler) settle(c *v1alpha1.EtcdCluster, o *observation, fresh plan.
 			// A member list not read through a quorum proves no membership change done: the
 			// planner makes none on it, so a plan without them looks finished. The current
 			// step waits; Check refuses membership changes on such a view.
-			return
+			return false
+		}
+		if !ok && k == int(rec.Current) {
+			switch recoveryOutcome(c, o, rec, now) {
+			case recoveryUnderWay:
+				return true
+			case recoveryTookEffect:
+				k++ // the rest of the plan is what the fresh one supersedes
+			}
 		}
 		for i := int(rec.Current); i < k; i++ {
 			r.stepFinished(c, rec, i, now)
@@ -330,13 +344,14 @@ func (r *Reconciler) settle(c *v1alpha1.EtcdCluster, o *observation, fresh plan.
 		rec.Current = int32(max(k, int(rec.Current)))
 		switch {
 		case !ok:
-			why := supersededWhy(rec)
+			why := supersededWhy(c, rec)
 			r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonPlanSuperseded, "plan %s superseded: %s", rec.ID, why)
 			finish(st, rec, v1alpha1.PlanSuperseded, why, now)
 		case k == len(rec.Steps):
 			finish(st, rec, v1alpha1.PlanSucceeded, "", now)
 		}
 	}
+	return false
 }
 
 // gate says whether the recorded plan's current step is held: no plan (converged), a

@@ -98,10 +98,14 @@ func shorten(s string, n int) string {
 // supersededWhy says why a plan was superseded, and names the step it stopped at when that
 // step's effect was applied but not shown done by the plan: it may have happened, and the
 // next plan starts from what the cluster shows (a recovery's outcome is in
-// status.lastRecovery).
-func supersededWhy(rec *v1alpha1.PlanStatus) string {
+// status.lastRecovery). A recovery the plan waited for says how it ended.
+func supersededWhy(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
 	why := "the cluster or its spec changed"
 	i := int(rec.Current)
+	if l := c.Status.LastRecovery; i > 0 && l != nil && l.FinishedAt != nil && isRecovery(rec.Steps[i-1], l) {
+		s := rec.Steps[i-1]
+		return why + fmt.Sprintf(" after step %d/%d %s %s took effect: cluster %s answers through a quorum", i, len(rec.Steps), s.Action, s.Subject(), l.ClusterID)
+	}
 	if i < len(rec.Steps) && i < len(rec.Progress) && rec.Progress[i].AppliedAt != nil {
 		s := rec.Steps[i]
 		why += fmt.Sprintf(" after step %d/%d %s %s was applied; whether it took effect, the cluster shows", i+1, len(rec.Steps), s.Action, s.Subject())

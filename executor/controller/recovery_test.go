@@ -224,8 +224,10 @@ func TestSurvivorWithoutAPodStartsBeforeTheRecoveryIsApproved(t *testing.T) {
 	require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-0"}}))
 	c, _ := f.reconcile()
 	require.Nil(t, c.Status.Plan.Blocked)
+	require.Equal(t, []plan.Step{c.Status.Plan.Steps[0]}, c.Status.Plan.Steps, "no survivor is named before it shows its data")
 	require.Equal(t, "StartMember demo-0", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
-	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[1].Action, "its data would be trusted next")
+	require.Equal(t, plan.WhyShowData, c.Status.Plan.Steps[0].Why)
+	require.Contains(t, strings.Join(c.Status.Warnings, "\n"), "no recovery is planned yet: waiting for demo-0 to show whether it kept its data")
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod), "started without approval")
 	require.NotContains(t, pod.Annotations, vocab.AnnotationForceNewCluster)
@@ -238,8 +240,8 @@ func TestSurvivorWithoutAPodStartsBeforeTheRecoveryIsApproved(t *testing.T) {
 	require.Equal(t, "c1", c.Status.ClusterID, "nothing happens before approval")
 }
 
-// A survivor whose Pod was gone and that kept its data: once started, the same plan goes on
-// to the restart alone, which waits for approval there.
+// A survivor whose Pod was gone and that kept its data: once started, its plan is done, and
+// the next one restarts it alone, which waits for approval.
 func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 	f := newFixture(t, 3, nil)
 	ctx := context.Background()
@@ -257,7 +259,8 @@ func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 	f.etcd.SetView(&planner.EtcdView{ClusterID: "c1", Members: []planner.EtcdMember{{ID: "1", Name: "demo-0",
 		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-0", false)}, Answering: true, Version: "3.6.16", RaftIndex: 100}}})
 	c, _ = f.reconcile()
-	require.Equal(t, id, c.Status.Plan.ID, "the same plan")
+	require.Equal(t, id, c.Status.History[0].ID)
+	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase)
 	require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
 	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))
@@ -371,17 +374,21 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[1].State)
 }
 
-// A restore whose plan is superseded after its step took effect stays on record: history
-// names the step it stopped at, status.lastRecovery holds the recovery from its start, and
-// once the seed answers through a quorum it is finished there with the new cluster ID.
+// A restore whose plan a fresh one would supersede while its seed starts is held at that
+// step, which is not applied again, until the look shows how it went: once the seed answers
+// through a quorum under a new cluster ID, the step succeeded, history says so, and
+// status.lastRecovery and an Event hold the outcome; the fresh plan goes on from there.
 func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 	f, backup := totalLoss(t)
 	ctx := context.Background()
 	backup("nightly", "c1", f.now.Add(-time.Hour))
+	applied := 0
+	f.r.AfterEffect = func(string, int) { applied++ }
 	c, _ := f.reconcile()
 	id := c.Status.Plan.ID
 	f.approve(id)
 	c, _ = f.reconcile()
+	require.Equal(t, 1, applied)
 	require.Empty(t, c.Status.ClusterID, "the restore took effect")
 	l := c.Status.LastRecovery
 	require.NotNil(t, l)
@@ -389,16 +396,18 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 		StartedAt: v1alpha1.At(f.now)}, *l)
 	require.Contains(t, strings.Join(f.drain(), "\n"), "Warning RecoveryStarted recovery from quorum loss (plan "+id+"): a new cluster restored from EtcdBackup nightly on seed demo-3")
 
+	// The spec changes while the seed starts: the plan waits for the restore's outcome.
 	f.now = f.now.Add(time.Second)
 	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
-	c, _ = f.reconcile()
-	require.NotEqual(t, id, c.Status.Plan.ID)
-	h := c.Status.History[0]
-	require.Equal(t, v1alpha1.PlanSuperseded, h.Phase)
-	require.Contains(t, h.Message, "after step 1/")
-	require.Contains(t, h.Message, " RestoreFromBackup demo-3 was applied; whether it took effect, the cluster shows")
-	require.Equal(t, id, c.Status.LastRecovery.Plan, "the same recovery, whichever plan goes on with it")
-	require.Nil(t, c.Status.LastRecovery.FinishedAt)
+	for range 2 {
+		c, _ = f.reconcile()
+		require.Equal(t, id, c.Status.Plan.ID, "held at its recovery step")
+		require.Zero(t, c.Status.Plan.Current)
+		require.Empty(t, c.Status.History)
+		require.Contains(t, c.Status.Plan.Progress[0].Message, "waits for this step's outcome")
+		require.Contains(t, conditions.GetMessage(c, meta.ReconcilingCondition), "RestoreFromBackup demo-3 (waiting for its outcome)")
+	}
+	require.Equal(t, 1, applied, "a held step is not applied again")
 
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
@@ -409,9 +418,43 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 	c, _ = f.reconcile()
 	l = c.Status.LastRecovery
 	require.Equal(t, "c2", l.ClusterID)
-	require.Equal(t, v1alpha1.At(f.now), l.FinishedAt)
-	require.Contains(t, strings.Join(f.drain(), "\n"), "Normal Recovered recovery from quorum loss (plan "+id+"): a new cluster restored from EtcdBackup nightly on seed demo-3: "+
+	require.NotNil(t, l.FinishedAt)
+	h := c.Status.History[0]
+	require.Equal(t, id, h.ID)
+	require.Equal(t, v1alpha1.PlanSuperseded, h.Phase)
+	require.Equal(t, "1/10", h.Steps, "the restore is on record as done")
+	require.Contains(t, h.Message, "after step 1/10 RestoreFromBackup demo-3 took effect: cluster c2 answers through a quorum")
+	require.NotEqual(t, id, c.Status.Plan.ID, "the fresh plan goes on")
+	require.Equal(t, "c2", c.Status.ClusterID)
+	events := strings.Join(f.drain(), "\n")
+	require.Contains(t, events, "Normal Recovered recovery from quorum loss (plan "+id+"): a new cluster restored from EtcdBackup nightly on seed demo-3: "+
 		"it answers through a quorum as cluster c2, 3s after it started")
+	require.Contains(t, events, "Normal StepSucceeded step 1/10 RestoreFromBackup demo-3 succeeded")
+}
+
+// A recovery step is held for its outcome no longer than its deadline: past it, the plan is
+// superseded saying the step was applied and what became of it is for the cluster to show;
+// status.lastRecovery keeps the recovery, and the next plan goes on with the same seed.
+func TestHeldRecoveryIsSupersededPastItsDeadline(t *testing.T) {
+	f, backup := totalLoss(t)
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	c, _ := f.reconcile()
+	id := c.Status.Plan.ID
+	f.approve(id)
+	f.reconcile()
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 5 })
+	c, _ = f.reconcile()
+	require.Equal(t, id, c.Status.Plan.ID, "held")
+	f.now = c.Status.Plan.Progress[0].Deadline.Add(time.Second)
+	c, _ = f.reconcile()
+	h := c.Status.History[0]
+	require.Equal(t, id, h.ID)
+	require.Equal(t, v1alpha1.PlanSuperseded, h.Phase)
+	require.Contains(t, h.Message, "after step 1/10 RestoreFromBackup demo-3 was applied; whether it took effect, the cluster shows")
+	require.Equal(t, id, c.Status.LastRecovery.Plan)
+	require.Nil(t, c.Status.LastRecovery.FinishedAt)
+	s := c.Status.Plan.Steps[c.Status.Plan.Current]
+	require.Equal(t, "RestoreFromBackup demo-3 nightly", string(s.Action)+" "+s.Member+" "+s.Backup, "the same restore goes on")
 }
 
 // The restored seed answered on its own (before it elected itself), so its new cluster ID

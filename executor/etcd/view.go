@@ -75,18 +75,17 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 // memberList reads the member list through a quorum, or else one member's own serializable
 // list (linearizable false). Two short tries: each goes to the next member, and a member
 // that just joined answers a linearizable read only once it applied the log up to the
-// leader's commit.
+// leader's commit. Each try first looks for a leader: one that lost its quorum steps down
+// within an election timeout, and the second try is then not waited for.
 func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, bool, error) {
 	var list *clientv3.MemberListResponse
 	err := errors.New("no member knows a leader")
-	if !c.leaderless(ctx) {
-		for try := 0; try < 2; try++ {
-			lctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
-			list, err = c.cli.MemberList(lctx)
-			cancel()
-			if err == nil {
-				break
-			}
+	for try := 0; try < 2 && !c.leaderless(ctx); try++ {
+		lctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
+		list, err = c.cli.MemberList(lctx)
+		cancel()
+		if err == nil {
+			break
 		}
 	}
 	linearizable := err == nil

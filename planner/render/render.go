@@ -18,8 +18,8 @@ type Cluster struct {
 	Review *planner.Review
 	// Approval, when set, says in the Markdown whether and how the plan is approved.
 	Approval *Approval
-	// Unknown, when set, says what the plan cannot know (planner.Observed.Stale): the
-	// plan is then never shown as "No changes".
+	// Unknown, when set, says what the plan cannot know (planner.Observed.Stale, or
+	// planner.Awaiting): the plan is then never shown as "No changes".
 	Unknown string
 }
 

@@ -170,8 +170,9 @@ figures of both swing by up to twice between runs; compare the ratios within one
   all three (**all 3 wiped**, after a backup to a volume claim) are wiped and their Pods
   deleted, and the run ends when the cluster has three voters again, none of the wiped
   members. The operator must first show that the data is gone: it starts each wiped member
-  again, one step at a time, and the Pod's preflight check finds no data (a survivor's old
-  Pod must be gone before the new one starts); then it restarts the survivor alone with
+  again (a wiped member's old Pod must be gone before the new one starts), and the Pod's
+  preflight check finds no data; no survivor is named, nor a restore chosen, before every
+  voter has shown what it holds. Then it restarts the survivor alone with
   ` + "`--force-new-cluster`" + ` (or restores the backup on a new seed), removes the wiped members'
   Pods and claims, and two members join. The floor knows what it wiped: it deletes the wiped
   claims, replaces the survivor's Pod with one rendered with ` + "`--force-new-cluster`" + ` (or creates
@@ -180,19 +181,18 @@ figures of both swing by up to twice between runs; compare the ratios within one
   gives the moments of both runs in seconds after the fault (the operator's from its step
   records), and when the operator's status first said Ready. Writes fail while no quorum
   answers (each after its 2 s timeout), in both runs.
-- **Where a recovery's time goes**: while no quorum answers, each of the operator's looks at
-  the cluster takes about 2 s (its member list is read through a quorum first, twice with a
-  1 s timeout, before it falls back on one member's view), and every step waits for a look
-  to show the one before: showing two lost members' data gone, one after the other, and
-  planning the recovery on a look that shows both, costs several looks. The floor spends
-  nothing there. Once the survivor or seed answers, looks are fast again, except while a
-  member does not answer its status (a new member starting, or waiting etcd's 7 s to
-  publish itself): then each look waits its 1 s timeout. A cluster with no plan that is not
-  Ready is looked at again every 2 s, so Ready may come up to that long after the last
-  member answers. An old Pod's etcd takes from half a second to 7 s to stop (a leader that
-  still sees a peer tries for up to 7 s to hand its leadership over first): the operator
-  waits for it, to start each member again on its volume; the floor, which knows, does not,
-  except for the survivor's own Pod.
+- **Where a recovery's time goes**: while no quorum answers, a look asks every member's
+  status first (250 ms at most) and skips the read through a quorum when no member that
+  answers knows a leader; a wiped member's preflight check ending, or a member's etcd
+  starting, brings a look at once (a Pod event), and a cluster with no plan that is not Ready
+  is looked at again every 500 ms. The floor spends nothing there. Once the survivor or seed
+  answers, looks are fast again, except while a member does not answer its status (a new
+  member starting, or waiting etcd's 7 s to publish itself): then each look waits its 1 s
+  timeout. An old Pod's etcd takes from half a second to 7 s to stop (a leader that still
+  sees a peer tries for up to 7 s to hand its leadership over first): the operator waits for
+  it, to start each member again on its volume; the floor, which knows, does not, except for
+  the survivor's own Pod. Joins wait for etcd's own rule in both runs: it refuses a new
+  member until its leader has been in touch with every voter for 5 s.
 - **Against a naive rollout**: the upgrade and the defragmentation (each member's database
   holding 64 MiB of keys and 32 MiB free) run a third time on the floor's side, the way a
   tool that knows nothing of etcd's leader does them: a StatefulSet's rolling update (Pods

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,7 +98,7 @@ func planAll(ctx context.Context, src ObservedSource, clusters []*v1alpha1.EtcdC
 		d.Generation = generation
 		p := planner.Plan(d, o)
 		review := planner.ReviewPlan(d, o, p)
-		out = append(out, render.Cluster{Name: key(ec), Plan: p, Review: &review, Approval: approval(ec, p), Unknown: o.Stale()})
+		out = append(out, render.Cluster{Name: key(ec), Plan: p, Review: &review, Approval: approval(ec, p), Unknown: cmp.Or(o.Stale(), planner.Awaiting(d, o))})
 		observed[key(ec)] = o
 	}
 	return out, observed, nil
