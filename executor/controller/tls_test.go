@@ -79,11 +79,7 @@ func TestMissingProvidedSecretStalls(t *testing.T) {
 // A certificate whose renewal did not happen says so in a condition once a tenth of its
 // life is left; one the operator does not renew, a week before its end.
 func TestExpiringCertificateIsACondition(t *testing.T) {
-	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
-	boot := f.cluster()
-	boot.Status.ClusterID = ""
-	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
-	require.NoError(t, err)
+	f := autoTLS(t)
 	c, _ := f.reconcile()
 	require.Equal(t, v1alpha1.ReasonCertificatesValid, conditions.GetReason(c, v1alpha1.ConditionCertificateExpiring))
 	require.False(t, conditions.IsTrue(c, v1alpha1.ConditionCertificateExpiring))
@@ -170,11 +166,7 @@ func TestTLSSwitchedOnMovesPeerURLsAndWaitsForApprovalBeforeRefusingPlainText(t 
 // (status.tls.inUse) until they serve plain text alone, and the operator dials them with its
 // own; without that record, a member is never started to serve TLS it has no Secrets for.
 func TestTLSSwitchedOffKeepsTheTLSInUse(t *testing.T) {
-	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
-	boot := f.cluster()
-	boot.Status.ClusterID = ""
-	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
-	require.NoError(t, err)
+	f := autoTLS(t)
 	c, _ := f.reconcile()
 	require.Equal(t, v1alpha1.TLSAuto, c.Status.TLS.InUse.ClientMode())
 
@@ -198,11 +190,7 @@ func TestTLSSwitchedOffKeepsTheTLSInUse(t *testing.T) {
 
 	// The same, with no record of the TLS in use: the step stalls rather than start a member
 	// that would serve TLS without its Secrets.
-	g := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
-	boot = g.cluster()
-	boot.Status.ClusterID = ""
-	_, err = g.r.certs().Ensure(context.Background(), boot, nil, g.now)
-	require.NoError(t, err)
+	g := autoTLS(t)
 	g.update(func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = nil })
 	g.now = g.now.Add(2 * time.Minute)
 	for range 3 {
@@ -215,4 +203,15 @@ func TestTLSSwitchedOffKeepsTheTLSInUse(t *testing.T) {
 		require.NoError(t, g.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: vocab.MemberName("demo", i)}, &corev1.Pod{}),
 			"no member's Pod goes")
 	}
+}
+
+// autoTLS is the fixture with TLS from Auto, its certificates as the cluster's bootstrap
+// issued them, before it had an ID.
+func autoTLS(t *testing.T) *fixture {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	boot := f.cluster()
+	boot.Status.ClusterID = ""
+	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
+	require.NoError(t, err)
+	return f
 }
