@@ -35,15 +35,15 @@ generate:
 # stack is down at the end. The exclusive end-to-end tests add node-4, the real node, to the
 # stack (ETCDPLAN_REAL_NODE=1) and run the operator's cluster there too.
 # The product module's tests run beside the test module's (they need no stack and mostly
-# wait); their output is printed whole once both are done. Chaos seeds 1 and 2 run among
-# the end-to-end tests (the quorum-loss chaos mode is make chaos's).
+# wait); their output is printed whole once both are done.
 test: lint build build-plan $(TEST_DEPS)
 	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
 	$(GO) test -timeout 60m -parallel 4 ./... > $$out 2>&1 & product=$$!; \
-	(cd test && CHAOS_SEEDS=1,2 $(GO) test -timeout 60m -parallel 4 -skip '^TestChaosQuorumLoss$$' ./...); tests=$$?; \
+	(cd test && $(GO) test -timeout 60m -parallel 4 ./...); tests=$$?; \
 	wait $$product; rc=$$?; echo "the product module's tests (go test ./...):"; cat $$out; \
 	[ $$tests -eq 0 ] && [ $$rc -eq 0 ]
 	cd test/tools/promrules && $(GO) test -count=1 ./...
+	cd test && CHAOS_SEEDS=1,2 $(GO) test -count=1 -timeout 30m -parallel 4 -run '^TestChaos$$' ./e2e/
 	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 ETCDPLAN_REAL_NODE=1 $(GO) test -count=1 -timeout 10m -run '^TestExclusive' ./e2e/
 	$(MAKE) --no-print-directory stack-selftest-exclusive
 

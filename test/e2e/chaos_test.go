@@ -57,9 +57,7 @@ func chaosSeeds(t *testing.T) []uint64 {
 // no acknowledged write is lost, and that quorum is never lost but for a fault's own effect.
 // A seed's schedule is reproducible from its number; its report is in .stack/chaos.
 func TestChaos(t *testing.T) {
-	seeds := chaosSeeds(t)
-	t.Parallel() // `make test` runs its seeds beside the other end-to-end tests
-	for _, seed := range seeds {
+	for _, seed := range chaosSeeds(t) {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			t.Parallel()
 			runChaos(t, seed)
