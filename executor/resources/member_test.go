@@ -153,3 +153,22 @@ func TestMemberPodServesTLSBesidePlainText(t *testing.T) {
 	require.Equal(t, plan.Listen{Client: plan.ListenPlain, Peer: plan.ListenPlain}, Served(MemberPod(c, Images{}, MemberSpec{Name: "demo-3"})))
 	require.Equal(t, "http://demo-3.demo.ns.svc:2380", NewPeerURL(c, "demo-3", plan.Listen{}))
 }
+
+// While a side is switched off and a member still serves TLS on it, the members serve by
+// the TLS last in use for that side, and by the spec for the other.
+func TestTLSInUseWhileASideIsSwitchedOff(t *testing.T) {
+	c := demo()
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Client: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided},
+		ServerSecretName: "srv-2", ClientSecretName: "op-2"}
+	c.Status.TLS = &v1alpha1.TLSStatus{InUse: &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", ClientSecretName: "op", PeerSecretName: "peers"}}
+	pod := corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: vocab.ContainerEtcd,
+		Command: []string{"etcd", "--listen-peer-urls=https://0.0.0.0:2380"}}}}}
+	got := InUse(c, []corev1.Pod{pod})
+	require.Equal(t, v1alpha1.TLSProvided, got.Spec.TLS.PeerMode())
+	require.Equal(t, "peers", got.Spec.TLS.PeerSecretName)
+	require.Equal(t, "srv-2", got.Spec.TLS.ServerSecretName, "the side kept is the spec's")
+	require.Equal(t, v1alpha1.TLSDisabled, c.Spec.TLS.PeerMode(), "the cluster itself is left as it is")
+
+	pod.Spec.Containers[0].Command = []string{"etcd", "--listen-peer-urls=http://0.0.0.0:2380,http://0.0.0.0:2382"}
+	require.Same(t, c, InUse(c, []corev1.Pod{pod}), "once no member serves TLS on the side, the spec alone")
+}

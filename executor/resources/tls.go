@@ -78,14 +78,15 @@ func InUse(c *v1alpha1.EtcdCluster, pods []corev1.Pod) *v1alpha1.EtcdCluster {
 	if !client && !peer {
 		return c
 	}
-	t := was.DeepCopy()
+	t := cmp.Or(c.Spec.TLS, &v1alpha1.TLSSpec{}).DeepCopy()
 	t.Client, t.Peer = &v1alpha1.TLSSideSpec{Mode: c.Spec.TLS.ClientMode()}, &v1alpha1.TLSSideSpec{Mode: c.Spec.TLS.PeerMode()}
 	if client {
-		t.Client.Mode = was.ClientMode()
+		t.Client.Mode, t.ServerSecretName, t.ClientSecretName = was.ClientMode(), was.ServerSecretName, was.ClientSecretName
 	}
 	if peer {
-		t.Peer.Mode = was.PeerMode()
+		t.Peer.Mode, t.PeerSecretName = was.PeerMode(), was.PeerSecretName
 	}
+	t.IssuerRef, t.CertificateValidity = cmp.Or(t.IssuerRef, was.IssuerRef), cmp.Or(t.CertificateValidity, was.CertificateValidity)
 	out := c.DeepCopy()
 	out.Spec.TLS = t
 	return out
