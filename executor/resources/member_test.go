@@ -169,6 +169,11 @@ func TestTLSInUseWhileASideIsSwitchedOff(t *testing.T) {
 	require.Equal(t, "srv-2", got.Spec.TLS.ServerSecretName, "the side kept is the spec's")
 	require.Equal(t, v1alpha1.TLSDisabled, c.Spec.TLS.PeerMode(), "the cluster itself is left as it is")
 
+	c.Spec.TLS = nil // TLS switched off altogether
+	got = InUse(c, []corev1.Pod{pod})
+	require.Equal(t, v1alpha1.TLSProvided, got.Spec.TLS.PeerMode())
+	require.Equal(t, v1alpha1.TLSDisabled, got.Spec.TLS.Mode, "a mode status can record")
+
 	pod.Spec.Containers[0].Command = []string{"etcd", "--listen-peer-urls=http://0.0.0.0:2380,http://0.0.0.0:2382"}
 	require.Same(t, c, InUse(c, []corev1.Pod{pod}), "once no member serves TLS on the side, the spec alone")
 }

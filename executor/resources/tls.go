@@ -78,7 +78,7 @@ func InUse(c *v1alpha1.EtcdCluster, pods []corev1.Pod) *v1alpha1.EtcdCluster {
 	if !client && !peer {
 		return c
 	}
-	t := cmp.Or(c.Spec.TLS, &v1alpha1.TLSSpec{}).DeepCopy()
+	t := cmp.Or(c.Spec.TLS, &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled}).DeepCopy()
 	t.Client, t.Peer = &v1alpha1.TLSSideSpec{Mode: c.Spec.TLS.ClientMode()}, &v1alpha1.TLSSideSpec{Mode: c.Spec.TLS.PeerMode()}
 	if client {
 		t.Client.Mode, t.ServerSecretName, t.ClientSecretName = was.ClientMode(), was.ServerSecretName, was.ClientSecretName
