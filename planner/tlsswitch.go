@@ -33,19 +33,8 @@ func switchesListen(why plan.Why) bool {
 
 // final is how the spec has members serve each side once no switch is under way.
 func final(d Desired) plan.Listen {
-	return plan.Listen{Client: way(d.ClientTLS), Peer: way(d.PeerTLS)}
+	return plan.Listen{Client: plan.OneWay(d.ClientTLS), Peer: plan.OneWay(d.PeerTLS)}
 }
-
-// way is how a side is served alone: TLS or plain text.
-func way(tls bool) string {
-	if tls {
-		return plan.ListenTLS
-	}
-	return plan.ListenPlain
-}
-
-// both: a side served both ways.
-func both(side string) bool { return side == plan.ListenBoth || side == plan.ListenTLSFirst }
 
 // serves is how the member's Pod serves each side.
 func (mm *member) serves(d Desired) plan.Listen {
@@ -56,7 +45,7 @@ func (mm *member) serves(d Desired) plan.Listen {
 // old: the member's Pod serves a side only the way the spec switches it from.
 func (mm *member) old(d Desired) bool {
 	s, f := mm.serves(d), final(d)
-	return !both(s.Client) && s.Client != f.Client || !both(s.Peer) && s.Peer != f.Peer
+	return !plan.BothWays(s.Client) && s.Client != f.Client || !plan.BothWays(s.Peer) && s.Peer != f.Peer
 }
 
 // listenFor is how the Pod of mm (nil: a member that joins) the plan starts now serves:
@@ -65,15 +54,8 @@ func (mm *member) old(d Desired) bool {
 // or has a peer URL of it (peerLayout).
 func (m *model) listenFor(mm *member, d Desired) plan.Listen {
 	var l plan.Listen
-	f := final(d)
-	oldClient, newClient := false, false
-	for _, x := range m.members {
-		if x.pod {
-			s := x.serves(d).Client
-			oldClient, newClient = oldClient || s != f.Client, newClient || s == f.Client
-		}
-	}
-	if oldClient && !newClient {
+	oldClient := anyPod(m, func(x *member) bool { return x.serves(d).Client != plan.OneWay(d.ClientTLS) })
+	if oldClient && !m.clientsServedOneWay(d) {
 		l.Client = plan.ListenBoth
 	}
 	if m.peerSwitching(d) {
@@ -86,7 +68,7 @@ func (m *model) listenFor(mm *member, d Desired) plan.Listen {
 // the other way.
 func (m *model) peerSwitching(d Desired) bool {
 	for _, x := range m.members {
-		if x.pod && x.serves(d).Peer != way(d.PeerTLS) || x.peerURLKnown && x.peerURLTLS != d.PeerTLS {
+		if x.pod && x.serves(d).Peer != plan.OneWay(d.PeerTLS) || x.peerURLKnown && x.peerURLTLS != d.PeerTLS {
 			return true
 		}
 	}
@@ -136,7 +118,7 @@ func switchTLS(m *model, d Desired) (plan.Step, bool) {
 	}
 	return rollOne(m, d, plan.WhyLeaderRestartsLast, func(mm *member) bool { return oneWayLeft(mm, d) }, func(mm *member, pre plan.PreconditionKind) plan.Step {
 		why, words := plan.WhyPlainTextOff, "%s serves TLS alone from now on"
-		first := both(mm.serves(d).Client) && !m.clientsServedOneWay(d)
+		first := plan.BothWays(mm.serves(d).Client) && !m.clientsServedOneWay(d)
 		switch {
 		case !d.ClientTLS && first:
 			why, words = plan.WhyTLSOff, "%s is the first member to refuse TLS clients: every client must speak plain text from now on"
@@ -153,24 +135,18 @@ func switchTLS(m *model, d Desired) (plan.Step, bool) {
 
 // switchesOff: the spec switches a side off that a member serves TLS on.
 func (m *model) switchesOff(d Desired) bool {
-	for _, mm := range m.members {
+	return anyPod(m, func(mm *member) bool {
 		s := mm.serves(d)
-		if mm.pod && (!d.ClientTLS && s.Client != plan.ListenPlain || !d.PeerTLS && s.Peer != plan.ListenPlain) {
-			return true
-		}
-	}
-	return false
+		return !d.ClientTLS && s.Client != plan.ListenPlain || !d.PeerTLS && s.Peer != plan.ListenPlain
+	})
 }
 
 // offBegun: a member already serves plain text on a side the spec switches off.
 func (m *model) offBegun(d Desired) bool {
-	for _, mm := range m.members {
+	return anyPod(m, func(mm *member) bool {
 		s := mm.serves(d)
-		if mm.pod && (!d.ClientTLS && s.Client != plan.ListenTLS || !d.PeerTLS && s.Peer != plan.ListenTLS) {
-			return true
-		}
-	}
-	return false
+		return !d.ClientTLS && s.Client != plan.ListenTLS || !d.PeerTLS && s.Peer != plan.ListenTLS
+	})
 }
 
 // anyPod: a member with a Pod needs it.
@@ -214,27 +190,17 @@ func MovedPeerURLPort(s plan.Step) int {
 // any more.
 func oneWayLeft(mm *member, d Desired) bool {
 	s := mm.serves(d)
-	return both(s.Client) || both(s.Peer) && mm.peerURLTLS == d.PeerTLS
+	return plan.BothWays(s.Client) || plan.BothWays(s.Peer) && mm.peerURLTLS == d.PeerTLS
 }
 
 // clientsServedOneWay: a member already serves clients the spec's way alone.
 func (m *model) clientsServedOneWay(d Desired) bool {
-	for _, mm := range m.members {
-		if mm.pod && mm.serves(d).Client == way(d.ClientTLS) {
-			return true
-		}
-	}
-	return false
+	return anyPod(m, func(mm *member) bool { return mm.serves(d).Client == plan.OneWay(d.ClientTLS) })
 }
 
 // clientsOff: the spec switches clients' TLS off, which a member serves.
 func (m *model) clientsOff(d Desired) bool {
-	for _, mm := range m.members {
-		if mm.pod && !d.ClientTLS && mm.serves(d).Client != plan.ListenPlain {
-			return true
-		}
-	}
-	return false
+	return !d.ClientTLS && anyPod(m, func(mm *member) bool { return mm.serves(d).Client != plan.ListenPlain })
 }
 
 // knowPeerURL takes the member's peer URL: whether it is TLS, on the second peer port.
@@ -251,5 +217,5 @@ func (mm *member) knowPeerURL(peerURLs []string) {
 // registersTLS: the member a step adds (or seeds) registers a TLS peer URL: the spec asks
 // for peer TLS, and the member does not serve plain text beside it.
 func registersTLS(s plan.Step, d Desired) bool {
-	return d.PeerTLS && !both(s.Listen.Peer)
+	return d.PeerTLS && !plan.BothWays(s.Listen.Peer)
 }

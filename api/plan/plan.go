@@ -109,6 +109,17 @@ const (
 	ListenTLSFirst = "https+http"
 )
 
+// OneWay is how a side is served alone: TLS or plain text.
+func OneWay(tls bool) string {
+	if tls {
+		return ListenTLS
+	}
+	return ListenPlain
+}
+
+// BothWays: a side served so takes plain text and TLS.
+func BothWays(side string) bool { return side == ListenBoth || side == ListenTLSFirst }
+
 // Subject is what the step acts on, as plans and events name it: its member, or the
 // Secret of a certificate step.
 func (s Step) Subject() string {

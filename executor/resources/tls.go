@@ -96,16 +96,9 @@ func InUse(c *v1alpha1.EtcdCluster, pods []corev1.Pod) *v1alpha1.EtcdCluster {
 // says, else as the spec says.
 func Serving(c *v1alpha1.EtcdCluster, l plan.Listen) plan.Listen {
 	return plan.Listen{
-		Client: cmp.Or(l.Client, listenOf(c.Spec.TLS.ClientTLS())),
-		Peer:   cmp.Or(l.Peer, listenOf(c.Spec.TLS.PeerTLS())),
+		Client: cmp.Or(l.Client, plan.OneWay(c.Spec.TLS.ClientTLS())),
+		Peer:   cmp.Or(l.Peer, plan.OneWay(c.Spec.TLS.PeerTLS())),
 	}
-}
-
-func listenOf(tls bool) string {
-	if tls {
-		return plan.ListenTLS
-	}
-	return plan.ListenPlain
 }
 
 // servesTLS: a side served so takes TLS.
@@ -170,7 +163,7 @@ func served(urls string, first, second int) string {
 // at any peer URL a switch of TLS leaves it.
 func listenURLs(l plan.Listen) (client, peer string) {
 	client = listenURL(false, vocab.ClientPort) + "," + listenURL(true, vocab.ClientPort)
-	if !both(l.Client) {
+	if !plan.BothWays(l.Client) {
 		client = listenURL(l.Client == plan.ListenTLS, vocab.ClientPort)
 	}
 	tls := map[string][2]bool{
@@ -178,9 +171,6 @@ func listenURLs(l plan.Listen) (client, peer string) {
 	}[l.Peer]
 	return client, listenURL(tls[0], vocab.PeerPort) + "," + listenURL(tls[1], vocab.PeerTLSPort)
 }
-
-// both: a side served both ways.
-func both(side string) bool { return side == plan.ListenBoth || side == plan.ListenTLSFirst }
 
 // tlsFlags are a member's TLS flags: client certificates are required on each side that
 // talks TLS (etcd's --trusted-ca-file alone would already ask for them; the flags say so).
