@@ -16,14 +16,15 @@ include test/stack.mk
 .PHONY: all build test lint generate demo demo-offline deploy undeploy e2e bench fuzz chaos release-manifests
 all: build
 
+# One `go build` for both commands: it links them side by side.
 build:
-	$(GO) build -o $(BIN)/manager ./cmd/manager
-	$(GO) build -o $(BIN)/kubectl-etcd ./cmd/kubectl-etcd
+	$(GO) build -o $(BIN)/ ./cmd/manager ./cmd/kubectl-etcd
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt: $$out"; exit 1; }
-	$(GO) vet ./...
-	cd test && $(GO) vet ./...
+	@echo "go vet ./... and (cd test && go vet ./...), side by side"; \
+	$(GO) vet ./... & product=$$!; (cd test && $(GO) vet ./...); tests=$$?; \
+	wait $$product && [ $$tests -eq 0 ]
 
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...

@@ -51,10 +51,8 @@ $(BIN)/etcdctl: $(BIN)/etcd-$(ETCD_VERSION)/etcdctl
 
 # --- Test-module binaries (test/go.mod): the local kubelet and the stack orchestrator -------
 .PHONY: $(BIN)/localkubelet $(BIN)/stackctl
-$(BIN)/localkubelet:
-	cd test && $(GO) build -o $@ ./kubelet/cmd/localkubelet
-$(BIN)/stackctl:
-	cd test && $(GO) build -o $@ ./stack/cmd/stackctl
+$(BIN)/localkubelet $(BIN)/stackctl &:
+	cd test && $(GO) build -o $(BIN)/ ./kubelet/cmd/localkubelet ./stack/cmd/stackctl
 
 STACK_BINS := $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) $(ETCD_BINS) $(BIN)/kubectl $(BIN)/etcdctl \
 	$(BIN)/localkubelet $(BIN)/stackctl
