@@ -184,9 +184,9 @@ stack-status: $(BIN)/stackctl
 	$(BIN)/stackctl --root $(CURDIR) status
 
 # Self-tests that need the stack to themselves (a node is stopped, one is cut off the API
-# server; the stack is taken down and checked for leftovers). `make test` runs them after
-# `go test ./...`, alone.
+# server, node-4 runs its Pods; the stack is taken down and checked for leftovers). `make
+# test` runs them after `go test ./...`, alone.
 stack-selftest-exclusive: $(STACK_BINS)
-	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./stack/selftest/
+	cd test && ETCDPLAN_STACK_EXCLUSIVE=1 ETCDPLAN_REAL_NODE=1 $(GO) test -count=1 -timeout 20m -run '^TestExclusive' ./stack/selftest/
 
 TEST_DEPS += $(STACK_BINS) $(MINIO_BIN) $(FAKE_GCS_BIN) $(FLUX_BINS) $(CERT_MANAGER_BIN) $(REAL_NODE_BINS) real-node-deps

@@ -25,12 +25,13 @@ import (
 // binaries) starts its stack while this one's runs, under another number it picks itself,
 // runs a Pod on its own network, refuses a third checkout asking for that number, and goes
 // down leaving this stack, its Pods' network namespaces and its bridge as they were.
-func TestExclusiveTwoStacksSideBySide(t *testing.T) {
-	exclusive(t)
-	st := startStack(t)
+func testTwoStacksSideBySide(t *testing.T, st *stack.Stack) {
 	ctx := testContext(t)
 	ns := newNamespace(ctx, t, st.Client(), "first")
-	createPod(ctx, t, st.Client(), restrictedPod(ns, "sleep", restrictedContainer("sleep", busyboxImage, "sleep", "3600")))
+	// On node-1: the tests beside this one stop node-3 and cut node-2 off.
+	sleeper := restrictedPod(ns, "sleep", restrictedContainer("sleep", busyboxImage, "sleep", "3600"))
+	sleeper.Spec.NodeName = "node-1"
+	createPod(ctx, t, st.Client(), sleeper)
 	// The Pod's network namespace: other tests' Pods may still be going meanwhile.
 	netns, _ := netsetup.Names(st.Instance().NetnsPrefix(), string(waitPodReady(ctx, t, st.Client(), ns, "sleep").UID))
 	if !slices.Contains(st.Snapshot().Netns(), netns) {

@@ -18,7 +18,7 @@ import (
 )
 
 // The tests named TestExclusive* need the stack to themselves: they stop a node, cut one off
-// the API server and take the whole stack down. `make test` runs them after `go test ./...`,
+// the API server and take the whole stack down (the tests named TestExclusiveZZ*, last). `make test` runs them after `go test ./...`,
 // alone (make stack-selftest-exclusive), with ETCDPLAN_STACK_EXCLUSIVE=1; under a plain `go
 // test ./...`, where other packages share the stack, they skip.
 func exclusive(t *testing.T) {
@@ -41,11 +41,28 @@ func nodeReady(ctx context.Context, st *stack.Stack, name string) (bool, error) 
 	return false, nil
 }
 
-// A stopped node's containers die and the Node goes NotReady; started again, it turns Ready
-// and runs its Pod again.
-func TestExclusiveStopNode(t *testing.T) {
+// The tests that stop a node (node-3), cut one off the API server (node-2), start a second
+// stack beside this one (its Pod on node-1) and run Pods on node-4 (with
+// ETCDPLAN_REAL_NODE=1, as make stack-selftest-exclusive sets it) touch different nodes:
+// they run side by side.
+func TestExclusiveNodes(t *testing.T) {
 	exclusive(t)
 	st := startStack(t)
+	t.Run("TwoStacksSideBySide", func(t *testing.T) { t.Parallel(); testTwoStacksSideBySide(t, st) })
+	t.Run("StopNode", func(t *testing.T) { t.Parallel(); testStopNode(t, st) })
+	t.Run("CutNodeFromAPI", func(t *testing.T) { t.Parallel(); testCutNodeFromAPI(t, st) })
+	t.Run("node-4", func(t *testing.T) {
+		t.Parallel()
+		st := realNode(t)
+		t.Run("RestrictedPod", func(t *testing.T) { t.Parallel(); testRealNodeRestrictedPod(t, st) })
+		t.Run("MemoryLimit", func(t *testing.T) { t.Parallel(); testRealNodeMemoryLimit(t, st) })
+		t.Run("EtcdExecAndPortForward", func(t *testing.T) { t.Parallel(); testRealNodeEtcdExecAndPortForward(t, st) })
+	})
+}
+
+// A stopped node's containers die and the Node goes NotReady; started again, it turns Ready
+// and runs its Pod again.
+func testStopNode(t *testing.T, st *stack.Stack) {
 	c := st.Client()
 	ctx := testContext(t)
 	ns := newNamespace(ctx, t, c, "node")
@@ -91,9 +108,7 @@ func TestExclusiveStopNode(t *testing.T) {
 // running and stays Terminating, a Pod bound to the node meanwhile does not start, and the
 // Node goes NotReady. Reconnected, the node stops and deletes the one, starts the other and
 // turns Ready.
-func TestExclusiveCutNodeFromAPI(t *testing.T) {
-	exclusive(t)
-	st := startStack(t)
+func testCutNodeFromAPI(t *testing.T, st *stack.Stack) {
 	c := st.Client()
 	ctx := testContext(t)
 	ns := newNamespace(ctx, t, c, "cutapi")

@@ -140,7 +140,8 @@ func (s machineState) diff(after machineState) []string {
 // The stack with node-4 leaves the machine as it was: the sysctls the kubelet set are back,
 // and no mount, cgroup, network namespace, interface, iptables rule or file of it is left.
 // The machine's state is taken with the stack down, then the stack starts with node-4, runs
-// node-4's self-tests and a Pod with a PVC, a Secret and a projected token, and goes down.
+// a Pod there with a PVC, a Secret and a projected token, and goes down (node-4's self-tests
+// ran before, in TestExclusiveNodes).
 // It runs after TestExclusiveZZDownLeavesNothing, and leaves the stack down.
 func TestExclusiveZZZRealNodeMachineState(t *testing.T) {
 	exclusive(t)
@@ -175,12 +176,6 @@ func TestExclusiveZZZRealNodeMachineState(t *testing.T) {
 			_, _ = stack.Down(context.Background(), root, nil)
 		}
 	})
-	t.Run("node-4", func(t *testing.T) {
-		t.Run("RestrictedPod", func(t *testing.T) { t.Parallel(); testRealNodeRestrictedPod(t, st) })
-		t.Run("MemoryLimit", func(t *testing.T) { t.Parallel(); testRealNodeMemoryLimit(t, st) })
-		t.Run("EtcdExecAndPortForward", func(t *testing.T) { t.Parallel(); testRealNodeEtcdExecAndPortForward(t, st) })
-	})
-
 	// A Pod runs on node-4 when the stack goes down, with a PVC, a Secret and a token.
 	c := st.Client()
 	ns := newNamespace(ctx, t, c, "realdown")

@@ -21,14 +21,14 @@ import (
 
 // The tests named TestRealNode* run Pods on node-4, the real kubelet over containerd and runc
 // (ETCDPLAN_REAL_NODE=1): where the security context, cgroup limits and images are enforced.
-// Without node-4 in the stack they skip; `make test` runs them inside
-// TestExclusiveZZZRealNodeMachineState, which starts the stack with node-4.
+// Without node-4 in the stack they skip; `make test` runs them inside TestExclusiveNodes
+// (make stack-selftest-exclusive asks for node-4).
 
 // realNode skips the test unless the stack has node-4, Ready.
 func realNode(t *testing.T) *stack.Stack {
 	t.Helper()
 	if !stack.RealNodeWanted() {
-		t.Skip("needs node-4: ETCDPLAN_REAL_NODE=1 (make test runs these in TestExclusiveZZZRealNodeMachineState)")
+		t.Skip("needs node-4: ETCDPLAN_REAL_NODE=1 (make test runs these in TestExclusiveNodes)")
 	}
 	st := startStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
