@@ -96,6 +96,7 @@ func TestTLSAutoServesMutualTLS(t *testing.T) {
 	got, err := framework.ClusterClient(t, ns, "restored").Get(ctx, "/writer/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	require.NoError(t, err)
 	require.NotZero(t, got.Count, "the restored cluster serves the backup's keys over TLS")
+	requireNoSecretLeak(t, ns)
 }
 
 // provideTLS makes the Secrets of a Provided cluster as a user would, from a CA of their
@@ -224,4 +225,5 @@ func TestTLSFromCertManager(t *testing.T) {
 		require.NoError(t, err)
 		cfg.Certificates = []tls.Certificate{pair}
 	})
+	requireNoSecretLeak(t, ns)
 }

@@ -86,6 +86,7 @@ func TestTLSSwitchedOnAndOffLive(t *testing.T) {
 
 	// Off again, the TLS writer writing until the plan waits before members refuse TLS.
 	switchedOff(t, ns, "demo", phase)
+	requireNoSecretLeak(t, ns)
 }
 
 // switchedOff switches TLS off for the cluster, a TLS writer writing until the plan waits

@@ -67,8 +67,9 @@ type Operator struct {
 	done     chan struct{}
 }
 
-// StartOperator starts the operator for the namespace ns with extraArgs; it stops when the
-// test ends, and its log is printed when the test failed.
+// StartOperator starts the operator for the namespace ns with extraArgs, as the
+// ServiceAccount of the namespaced install (operatorKubeconfig); it stops when the test ends,
+// and its log is printed when the test failed.
 func StartOperator(t *testing.T, ns string, extraArgs ...string) *Operator {
 	t.Helper()
 	logPath := filepath.Join(Env.Root, ".stack", "logs", "operator-"+ns+".log")
@@ -77,9 +78,10 @@ func StartOperator(t *testing.T, ns string, extraArgs ...string) *Operator {
 	op := &Operator{done: make(chan struct{})}
 	args := append([]string{"--namespaces=" + ns, "--operator-image=" + OperatorImage,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, extraArgs...)
+	kubeconfig := operatorKubeconfig(t, ns)
 	start := func() *exec.Cmd {
 		cmd := exec.Command(Env.Manager, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+Env.Stack.Kubeconfig())
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		require.NoError(t, cmd.Start())
 		return cmd
