@@ -1251,3 +1251,56 @@ func TestChosenSurvivorGoesOn(t *testing.T) {
 	ok, why := Check(c, p.Steps[1], o)
 	require.True(t, ok, why)
 }
+
+// A Pod being deleted may stop at once (no graceful shutdown) only while no quorum
+// answers and fewer than a quorum of voters run etcd in Pods that stay: then a leadership
+// transfer and requests in flight can only wait out etcd's timeouts.
+func TestStopAtOnceOnlyWithoutAQuorum(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	t.Run("a quorum answers", func(t *testing.T) {
+		w := running(c, 3, "3.6.16")
+		for _, m := range w.members {
+			m.deleting = true // every Pod is going, etcd still serves through its grace period
+		}
+		require.False(t, StopAtOnce(c, w.observe(), "demo-0"))
+	})
+	t.Run("the operator reads no quorum, but the others' Pods run", func(t *testing.T) {
+		w := running(c, 3, "3.6.16")
+		w.members["demo-1"].deleting = true
+		o := w.observe()
+		o.Etcd.Linearizable = false
+		require.False(t, StopAtOnce(c, o, "demo-1"), "two voters stay: the leadership may move to one of them")
+	})
+	t.Run("the last old Pod of a cluster whose other members went", func(t *testing.T) {
+		w := running(c, 3, "3.6.16")
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].pod, w.members[n].up = false, false
+		}
+		w.members["demo-0"].deleting = true
+		o := w.observe()
+		require.False(t, o.Etcd.Linearizable)
+		require.True(t, StopAtOnce(c, o, "demo-0"))
+		o.Etcd = nil // no member answers at all: the voters are those recorded
+		require.True(t, StopAtOnce(c, o, "demo-0"))
+	})
+	t.Run("the survivor of two wiped voters, restarted alone", func(t *testing.T) {
+		w := running(c, 3, "3.6.16")
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].dataLost, w.members[n].up = true, false
+		}
+		w.elect()
+		o := w.observe()
+		require.True(t, StopAtOnce(c, o, "demo-0"))
+		require.Equal(t, "ForceNewCluster demo-0", summary(Plan(c, o))[0])
+	})
+	t.Run("members in memory", func(t *testing.T) {
+		m := c
+		m.Memory = true
+		w := running(m, 3, "3.6.16")
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].pod, w.members[n].up = false, false
+		}
+		w.members["demo-0"].deleting = true
+		require.False(t, StopAtOnce(m, w.observe(), "demo-0"), "a survivor's data lives in its process alone")
+	})
+}

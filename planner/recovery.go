@@ -409,3 +409,27 @@ func unprovenReason(names []string) string {
 		"a recovery restarts the survivor with the longest log, and any of them may hold it "+
 		"(if one can never come back, delete its volume claim, and the recovery goes on without it)", strings.Join(names, ", "))
 }
+
+// StopAtOnce says whether the Pod of member, once it is deleted, may stop without etcd's
+// graceful shutdown (a grace period of one second: SIGTERM, then SIGKILL). A graceful stop
+// hands leadership to a peer and lets requests in flight finish, and etcd gives each up to
+// its request timeout (7 s); neither can succeed while no quorum answers and fewer than a
+// quorum of voters run etcd in Pods other than member's that are not going too. Killed,
+// etcd loses nothing it acknowledged: every write is in its WAL before it is. Members in
+// memory keep their whole grace period: their data lives in the process alone.
+func StopAtOnce(d Desired, o Observed, member string) bool {
+	m := newModel(d, o)
+	if d.Memory || m.linearizable || m.blocked != nil {
+		return false
+	}
+	all, staying := 0, 0
+	for _, mm := range m.members {
+		if mm.voter() {
+			all++
+			if mm.name != member && mm.running && !mm.dataLost && !mm.podDeleting {
+				staying++
+			}
+		}
+	}
+	return all > 0 && staying < quorum(all)
+}

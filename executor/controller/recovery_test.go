@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -500,4 +503,75 @@ func (f *fixture) running(pod *corev1.Pod, ip string) {
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 	require.NoError(f.t, f.kube.Status().Update(context.Background(), pod))
+}
+
+// deletes records the grace period of every Pod deletion the reconciler asks (-1: none).
+func (f *fixture) deletes() *[]string {
+	var got []string
+	f.r.Client = interceptor.NewClient(f.kube.(client.WithWatch), interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if _, ok := obj.(*corev1.Pod); ok {
+				do := &client.DeleteOptions{}
+				do.ApplyOptions(opts)
+				got = append(got, fmt.Sprintf("%s %d", obj.GetName(), ptr.Deref(do.GracePeriodSeconds, -1)))
+			}
+			return c.Delete(ctx, obj, opts...)
+		}})
+	return &got
+}
+
+// While no quorum answers and no other voter runs, a member Pod goes with a grace period of
+// one second: the survivor restarted alone, and an old Pod some other hand deleted, which
+// a step waits for. With a quorum, Pods keep their grace period.
+func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
+	noQuorum := func(v *planner.EtcdView) {
+		v.Linearizable, v.LeaderID = false, ""
+		for i := range v.Members {
+			v.Members[i].Leader, v.Members[i].Answering = "", i == 0
+		}
+	}
+	t.Run("the survivor restarted alone", func(t *testing.T) {
+		f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+		})
+		f.dataLost("demo-1", "demo-2")
+		f.setView(noQuorum)
+		got := f.deletes()
+		c, _ := f.reconcile()
+		require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[0].Action)
+		require.Equal(t, []string{"demo-0 1"}, *got)
+	})
+	t.Run("an old Pod going", func(t *testing.T) {
+		f := newFixture(t, 3, nil)
+		ctx := context.Background()
+		for _, name := range []string{"demo-1", "demo-2"} {
+			require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}))
+		}
+		p := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, p))
+		p.Finalizers = []string{"test/hold"}
+		require.NoError(t, f.kube.Update(ctx, p))
+		require.NoError(t, f.kube.Delete(ctx, p)) // stays, terminating, while the finalizer holds it
+		f.setView(noQuorum)
+		got := f.deletes()
+		c, _ := f.reconcile()
+		require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+		require.Equal(t, "demo-0", c.Status.Plan.Steps[0].Member)
+		require.Contains(t, c.Status.Plan.Progress[0].Message, "waiting for the old Pod of demo-0 to go")
+		require.Equal(t, []string{"demo-0 1"}, *got)
+	})
+	t.Run("a quorum answers", func(t *testing.T) {
+		f := newFixture(t, 3, nil)
+		ctx := context.Background()
+		p := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-1"}, p))
+		p.Finalizers = []string{"test/hold"}
+		require.NoError(t, f.kube.Update(ctx, p))
+		require.NoError(t, f.kube.Delete(ctx, p))
+		f.setView(func(v *planner.EtcdView) { v.Members[1].Answering, v.Members[1].Leader = false, "" })
+		got := f.deletes()
+		c, _ := f.reconcile()
+		require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+		require.Empty(t, *got, "the Pod stops gracefully: the leadership may move to a voter that stays")
+	})
 }

@@ -74,10 +74,13 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		go func() { pvc <- r.deletePVC(ctx, c, o, s) }()
 		return errors.Join(r.deleteMemberPod(ctx, c, o, s.Member), <-pvc)
 	case plan.StopMember:
+		if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
+			return err
+		}
 		if p := o.pods[s.Member]; p != nil && p.DeletionTimestamp != nil {
 			return r.podGoing(ctx, p) // a stop is done once the Pod is gone
 		}
-		return r.deleteMemberPod(ctx, c, o, s.Member)
+		return nil
 	case plan.ExpandVolume:
 		return r.expandPVC(ctx, c, o, s)
 	case plan.UpgradeMember, plan.RestartMember:
@@ -162,6 +165,9 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return nameTaken("Pod", s.Member)
 		}
 		if p.DeletionTimestamp != nil {
+			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
+				return err
+			}
 			return r.podGoing(ctx, p)
 		}
 		if podEnded(p) {
@@ -354,17 +360,34 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 	return ms
 }
 
-// deleteMemberPod deletes a member's Pod for good (the claim stays); one gone or going is
-// no error.
+// stopAtOnceGrace is the grace period of a member Pod deleted while etcd's graceful stop
+// could achieve nothing (planner.StopAtOnce). Never 0: the kubelet removes the Pod object
+// only once etcd stopped, so no etcd of it serves after its Pod is gone.
+const stopAtOnceGrace = 1
+
+// grace is the grace period a Pod stops within: the one its deletion asked, else its own.
+func grace(p *corev1.Pod) int64 {
+	return ptr.Deref(cmp.Or(p.DeletionGracePeriodSeconds, p.Spec.TerminationGracePeriodSeconds), 30)
+}
+
+// deleteMemberPod deletes a member's Pod for good (the claim stays); one gone is no error,
+// and so is one going, unless its grace period may be cut short (planner.StopAtOnce).
 func (r *Reconciler) deleteMemberPod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
 	p := o.pods[member]
-	if p == nil || p.DeletionTimestamp != nil {
+	going := p != nil && p.DeletionTimestamp != nil
+	if p == nil || going && (!owned(c, p, false) || grace(p) <= stopAtOnceGrace) {
+		return nil
+	}
+	opts := []client.DeleteOption{client.Preconditions{UID: &p.UID}}
+	if planner.StopAtOnce(o.desired, o.Observed, member) {
+		opts = append(opts, client.GracePeriodSeconds(stopAtOnceGrace))
+	} else if going {
 		return nil
 	}
 	if !owned(c, p, false) {
 		return nameTaken("Pod", member)
 	}
-	err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID})
+	err := r.Delete(ctx, p, opts...)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -401,8 +424,7 @@ func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 		return err
 	}
 	gone := false
-	grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)+5) * time.Second
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, grace, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Duration(grace(p)+5)*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: p.Name}, &corev1.Pod{})
 		gone = apierrors.IsNotFound(err)
 		return gone, nil

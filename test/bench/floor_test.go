@@ -242,12 +242,12 @@ func (f *floor) lead(name string) {
 }
 
 // deletePod deletes a member's Pod, and waits until it is gone if asked.
-func (f *floor) deletePod(name string, wait bool) {
+func (f *floor) deletePod(name string, wait bool, opts ...client.DeleteOption) {
 	ctx, cancel := f.ctx()
 	defer cancel()
 	p := &corev1.Pod{}
 	p.Namespace, p.Name = f.c.Namespace, name
-	require.NoError(f.t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, p)))
+	require.NoError(f.t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, p, opts...)))
 	if !wait {
 		return
 	}

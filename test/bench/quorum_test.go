@@ -109,7 +109,9 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 			seed = qlCluster + "-3"
 			fl.restoreSeed(seed, version, source)
 		} else {
-			fl.deletePod(seed, true)
+			// As the operator stops a member while no quorum can form: no graceful stop,
+			// which could only wait out etcd's timeouts (planner.StopAtOnce).
+			fl.deletePod(seed, true, client.GracePeriodSeconds(1))
 			fl.forceNew(seed, version)
 		}
 		mark("recovery applied")
