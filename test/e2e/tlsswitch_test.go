@@ -6,12 +6,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -138,10 +140,20 @@ func watchPeers(t *testing.T, ns, cluster string) func() []string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan []string)
 	go func() {
+		// No require here: t.FailNow would end this goroutine, and the test would wait for
+		// it for ever. An API read that fails (now and then, on a busy machine) skips a look.
 		since, cut := map[string]time.Time{}, map[string]bool{}
-		for ctx.Err() == nil {
-			cfg := framework.ClientTLS(t, ns, cluster)
-			for _, p := range framework.MemberPods(t, ns, cluster) {
+		for ; ctx.Err() == nil; time.Sleep(250 * time.Millisecond) {
+			cfg, err := framework.ReadClientTLS(ns, cluster)
+			var pods corev1.PodList
+			if err == nil {
+				err = framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: cluster})
+			}
+			if err != nil {
+				t.Logf("watching the peers: %v", err)
+				continue
+			}
+			for _, p := range pods.Items {
 				if leaderless(ctx, &p, cfg) {
 					if since[p.Name].IsZero() {
 						since[p.Name] = time.Now()
@@ -151,14 +163,17 @@ func watchPeers(t *testing.T, ns, cluster string) func() []string {
 					delete(since, p.Name)
 				}
 			}
-			time.Sleep(250 * time.Millisecond)
 		}
 		done <- slices.Sorted(maps.Keys(cut))
 	}()
-	return func() []string {
-		cancel()
-		return <-done
+	var once sync.Once
+	var cut []string
+	stop := func() []string {
+		once.Do(func() { cancel(); cut = <-done })
+		return cut
 	}
+	t.Cleanup(func() { stop() }) // a test that failed before it asked
+	return stop
 }
 
 // leaderless: the member answers and knows no leader.

@@ -345,20 +345,34 @@ func EtcdConfig(eps []string, tlsCfg *tls.Config) clientv3.Config {
 // against the cluster's CA for the client Service's name. nil when clients talk plain text.
 func ClientTLS(t *testing.T, ns, name string) *tls.Config {
 	t.Helper()
-	c := Get(t, ns, name)
+	cfg, err := ReadClientTLS(ns, name)
+	require.NoError(t, err)
+	return cfg
+}
+
+// ReadClientTLS is ClientTLS returning its error, for goroutines other than the test's.
+func ReadClientTLS(ns, name string) (*tls.Config, error) {
+	c := &v1alpha1.EtcdCluster{}
+	if err := Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+		return nil, err
+	}
 	if !c.Spec.TLS.ClientTLS() {
-		return nil
+		return nil, nil
 	}
 	secret := resources.OperatorSecret(c)
 	if c.Status.TLS != nil && c.Status.TLS.ClientSecretName != "" {
 		secret = c.Status.TLS.ClientSecretName
 	}
 	var s corev1.Secret
-	require.NoError(t, Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secret}, &s))
+	if err := Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secret}, &s); err != nil {
+		return nil, err
+	}
 	cfg, err := pki.ClientConfig(pki.KeyPair{Cert: s.Data[vocab.TLSCertKey], Key: s.Data[vocab.TLSKeyKey]}, s.Data[vocab.CACertKey])
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	cfg.ServerName = resources.ServerName(c)
-	return cfg
+	return cfg, nil
 }
 
 // CheckMembership asserts etcd's member list matches the spec: as many voters as replicas,
