@@ -150,7 +150,9 @@ func watchPeers(t *testing.T, ns, cluster string) func() []string {
 				err = framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCluster: cluster})
 			}
 			if err != nil {
-				t.Logf("watching the peers: %v", err)
+				if ctx.Err() == nil {
+					t.Logf("watching the peers: %v", err)
+				}
 				continue
 			}
 			for _, p := range pods.Items {
