@@ -92,6 +92,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.certs().Renew(ctx, o.inUse, s.Secret, r.now())
 	case plan.AwaitCertificate:
 		return r.awaitCertificate(ctx, c, o, s)
+	case plan.RotateCA:
+		return r.certs().Rotate(ctx, o.inUse, s.Why, r.now())
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }
@@ -246,6 +248,11 @@ func (r *Reconciler) createMemberPod(ctx context.Context, c *v1alpha1.EtcdCluste
 	if err := r.certs().EnsurePeer(ctx, by, ms.Name, r.now()); err != nil {
 		return err
 	}
+	trust, err := r.certs().Trust(ctx, by, resources.Serving(c, ms.Listen))
+	if err != nil {
+		return err
+	}
+	ms.Trust = trust
 	pod := resources.MemberPod(c, r.Images, ms)
 	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
 		return err

@@ -90,6 +90,7 @@ func pod(p *corev1.Pod) *planner.Pod {
 		Version:      p.Annotations[vocab.AnnotationVersion],
 		ConfigHash:   p.Annotations[vocab.AnnotationConfigHash],
 		ConfigFields: p.Annotations[vocab.AnnotationConfigFields],
+		Trust:        p.Annotations[vocab.AnnotationTrust],
 		IP:           p.Status.PodIP,
 	}
 	out.Ready = PodReady(p)

@@ -54,6 +54,9 @@ type MemberSpec struct {
 	// TLS, when set, is the TLS whose Secrets the member serves by, when not the spec's:
 	// while a side is switched off (InUse).
 	TLS *v1alpha1.TLSSpec
+	// Trust identifies the trust bundles the Pod mounts, as they are when it is made
+	// (certs.Keeper.Trust): its etcd reads them once, at start.
+	Trust string
 }
 
 // Restore is a snapshot a seed member's data is restored from.
@@ -162,6 +165,9 @@ func memberMeta(c *v1alpha1.EtcdCluster, m MemberSpec) (labels, annotations map[
 	}
 	if m.Seed && m.Restore != nil {
 		annotations[vocab.AnnotationRestore] = m.Restore.From
+	}
+	if m.Trust != "" {
+		annotations[vocab.AnnotationTrust] = m.Trust
 	}
 	if m.ForceNewCluster != "" {
 		annotations[vocab.AnnotationForceNewCluster] = m.ForceNewCluster

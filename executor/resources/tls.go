@@ -198,6 +198,28 @@ func trustFile(mode v1alpha1.TLSMode, mount string) string {
 	return vocab.TrustTLSMount + "/" + vocab.CACertKey
 }
 
+// TrustSecrets are the Secrets whose ca.crt a member that serves as l trusts, client side
+// then peer side, for each side it serves TLS on: the user's (Provided), else the cluster's
+// trust Secret.
+func TrustSecrets(c *v1alpha1.EtcdCluster, l plan.Listen) []string {
+	var out []string
+	if servesTLS(l.Client) {
+		out = append(out, cmp.Or(providedSecret(c.Spec.TLS.ClientMode(), ServerSecret(c)), vocab.TrustSecret(c.Name)))
+	}
+	if servesTLS(l.Peer) {
+		out = append(out, cmp.Or(providedSecret(c.Spec.TLS.PeerMode(), PeerSecret(c, "")), vocab.TrustSecret(c.Name)))
+	}
+	return out
+}
+
+// providedSecret is the user's Secret of a side in mode Provided, "" in any other mode.
+func providedSecret(mode v1alpha1.TLSMode, secret string) string {
+	if mode == v1alpha1.TLSProvided {
+		return secret
+	}
+	return ""
+}
+
 // listenURL is what a member listens on for one side.
 func listenURL(tls bool, port int) string {
 	return fmt.Sprintf("%s://0.0.0.0:%d", vocab.Scheme(tls), port)
