@@ -388,8 +388,12 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
 		}
+		trust, err := r.certs().Trust(ctx, cmp.Or(o.inUse, c), resources.Serving(c, s.Listen))
+		if err != nil {
+			return err
+		}
 		if p.Annotations[vocab.AnnotationVersion] == s.Version && p.Annotations[vocab.AnnotationConfigHash] == c.Spec.ConfigHash() &&
-			resources.Served(p) == resources.Serving(c, s.Listen) {
+			resources.Served(p) == resources.Serving(c, s.Listen) && p.Annotations[vocab.AnnotationTrust] == trust {
 			return nil // already re-created
 		}
 		if err := tlsUnknown(c, cmp.Or(o.inUse, c), s.Member, s.Listen); err != nil {
