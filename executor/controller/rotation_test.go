@@ -54,7 +54,9 @@ func TestCARotationDrivesTheCASecretThroughItsStages(t *testing.T) {
 	require.Nil(t, c.Status.TLS.CARotation)
 	old := f.secret(vocab.CASecret("demo")).Data[vocab.TLSCertKey]
 
-	f.update(func(c *v1alpha1.EtcdCluster) { c.Annotations = map[string]string{v1alpha1.AnnotationRotateCA: "2026-11"} })
+	f.update(func(c *v1alpha1.EtcdCluster) {
+		c.Annotations = map[string]string{v1alpha1.AnnotationRotateCA: "2026-11"}
+	})
 	c, _ = f.reconcile()
 	steps := c.Status.Plan.Steps
 	require.Equal(t, plan.RotateCA, steps[0].Action)
