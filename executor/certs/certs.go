@@ -161,7 +161,7 @@ func (k Keeper) ownCerts(ctx context.Context, c *v1alpha1.EtcdCluster, members [
 		return nil
 	}
 	for _, l := range clientLeaves(c) {
-		s, err := k.leaf(ctx, c, t.ClientMode(), l.secret, l.req, keyPair(ca), now)
+		s, err := k.leaf(ctx, c, t.ClientMode(), l.secret, l.req, ca, now)
 		if err != nil {
 			return err
 		}
@@ -219,14 +219,14 @@ func (k Keeper) caUsed(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 
 // leaf is the Secret of a certificate the cluster's own CA issues: by the operator (Auto)
 // or by cert-manager (CertManager), once.
-func (k Keeper) leaf(ctx context.Context, c *v1alpha1.EtcdCluster, mode v1alpha1.TLSMode, secret string, r pki.Request, ca pki.KeyPair, now time.Time) (*corev1.Secret, error) {
+func (k Keeper) leaf(ctx context.Context, c *v1alpha1.EtcdCluster, mode v1alpha1.TLSMode, secret string, r pki.Request, ca *corev1.Secret, now time.Time) (*corev1.Secret, error) {
 	if mode == v1alpha1.TLSCertManager {
 		if err := k.certManagerLeaf(ctx, c, secret, r); err != nil {
 			return nil, err
 		}
 		return k.issued(ctx, c, secret)
 	}
-	return k.getOrIssue(ctx, c, secret, now, func() (pki.KeyPair, error) { return issue(ca, c, r, now) }, ca.Cert)
+	return k.getOrIssue(ctx, c, secret, now, func() (pki.KeyPair, error) { return issue(keyPair(ca), c, r, now) }, caBundle(ca))
 }
 
 // trust keeps the cluster's own CA in its trust Secret: the first certificate of the CA
@@ -310,13 +310,12 @@ func (k Keeper) EnsurePeer(ctx context.Context, c *v1alpha1.EtcdCluster, member 
 	if !mode.OwnCA() {
 		return nil
 	}
-	var ca pki.KeyPair
+	var ca *corev1.Secret
 	if mode == v1alpha1.TLSAuto {
-		caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
-		if err != nil {
+		var err error
+		if ca, err = k.read(ctx, c, vocab.CASecret(c.Name)); err != nil {
 			return err
 		}
-		ca = keyPair(caSecret)
 	}
 	_, err := k.leaf(ctx, c, mode, vocab.PeerSecret(member), peerRequest(c, member), ca, now)
 	return err
@@ -517,7 +516,7 @@ func (k Keeper) Renew(ctx context.Context, c *v1alpha1.EtcdCluster, secret strin
 		return err
 	}
 	s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey] = pair.Cert, pair.Key
-	s.Data[vocab.CACertKey] = pki.Bundle(caSecret.Data[vocab.TLSCertKey])
+	s.Data[vocab.CACertKey] = caBundle(caSecret)
 	if mounted {
 		if s.Annotations == nil {
 			s.Annotations = map[string]string{}

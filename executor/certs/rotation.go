@@ -1,8 +1,8 @@
 package certs
 
 import (
+	"bytes"
 	"context"
-	"crypto/x509"
 	"fmt"
 	"strings"
 	"time"
@@ -142,8 +142,8 @@ func (k Keeper) newCA(ctx context.Context, c *v1alpha1.EtcdCluster, ca, trust *c
 			return err
 		}
 	}
-	if holds(trust.Data[vocab.CACertKey], ca.Data[vocab.NextCertKey]) {
-		return nil
+	if err := k.spreadTrust(ctx, c, ca); err != nil || holds(trust.Data[vocab.CACertKey], ca.Data[vocab.NextCertKey]) {
+		return err
 	}
 	trust.Data[vocab.CACertKey] = pki.Bundle(trust.Data[vocab.CACertKey], ca.Data[vocab.NextCertKey])
 	return k.Client.Update(ctx, trust)
@@ -170,11 +170,31 @@ func (k Keeper) Trust(ctx context.Context, c *v1alpha1.EtcdCluster, l plan.Liste
 	return strings.Join(hashes, "."), nil
 }
 
-// caCert is the first certificate of a CA Secret, nil when it has none.
-func caCert(ca *corev1.Secret) *x509.Certificate {
-	certs, err := pki.Certificates(ca.Data[vocab.TLSCertKey])
-	if err != nil {
+// caBundle is what a certificate of the cluster's CA is checked against (its Secret's
+// ca.crt): the CA that issues, and during a rotation the other CA beside it, so that an
+// application that reads its Secret again trusts the members' certificates of either.
+func caBundle(ca *corev1.Secret) []byte {
+	return pki.Bundle(ca.Data[vocab.TLSCertKey], ca.Data[vocab.NextCertKey], ca.Data[vocab.PreviousCertKey])
+}
+
+// spreadTrust gives the client certificates' Secrets (the operator's, the applications')
+// the CA Secret's bundle (caBundle) before any member serves a certificate of the new CA.
+func (k Keeper) spreadTrust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.Secret) error {
+	if c.Spec.TLS.ClientMode() != v1alpha1.TLSAuto {
 		return nil
 	}
-	return certs[0]
+	for _, name := range []string{vocab.OperatorSecret(c.Name), vocab.ClientSecret(c.Name)} {
+		s, err := k.read(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(s.Data[vocab.CACertKey], caBundle(ca)) {
+			continue
+		}
+		s.Data[vocab.CACertKey] = caBundle(ca)
+		if err := k.Client.Update(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -69,6 +69,8 @@ func TestCARotationDrivesTheCASecretThroughItsStages(t *testing.T) {
 	require.Equal(t, "2026-11", ca.Annotations[vocab.AnnotationCARotation])
 	trust := f.secret(vocab.TrustSecret("demo")).Data[vocab.CACertKey]
 	require.Len(t, certsOf(t, trust), 2, "the trust bundle holds the old and the new CA")
+	require.Len(t, certsOf(t, f.secret(vocab.ClientSecret("demo")).Data[vocab.CACertKey]), 2,
+		"applications trust both before a member serves a certificate of the new CA")
 	var p corev1.Pod
 	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: steps[1].Member}, &p))
 	require.Equal(t, c.Status.TLS.Trust, p.Annotations[vocab.AnnotationTrust], "the restarted Pod records the bundles it mounts: %v %+v", p.Annotations, c.Status.Plan.Progress)
