@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync"
 	"testing"
@@ -29,8 +30,13 @@ type writer struct {
 
 func startWriter(t *testing.T, ns, cluster string) *writer {
 	t.Helper()
+	return startWriterWith(t, ns, cluster, framework.ClientTLS(t, ns, cluster))
+}
+
+// startWriterWith starts a writer that dials with cfg (nil: plain text).
+func startWriterWith(t *testing.T, ns, cluster string, cfg *tls.Config) *writer {
+	t.Helper()
 	id := framework.Get(t, ns, cluster).Status.ClusterID
-	cfg := framework.ClientTLS(t, ns, cluster)
 	cli, err := clientv3.New(framework.EtcdConfig(framework.EndpointsAs(t, ns, cluster, cfg != nil), cfg))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
