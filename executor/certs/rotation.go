@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -152,22 +151,22 @@ func (k Keeper) newCA(ctx context.Context, c *v1alpha1.EtcdCluster, ca, trust *c
 // caName is the common name of the cluster's CA.
 func caName(c *v1alpha1.EtcdCluster) string { return c.Namespace + "/" + c.Name + " etcd CA" }
 
-// Trust identifies the trust bundles a member Pod that serves as l mounts, each side's
-// (pki.BundleHash) joined: what its annotation etcdplan.io/trust records. "" for plain text.
+// Trust identifies the trust bundles a member Pod that serves as l mounts (pki.TrustHash):
+// what its annotation etcdplan.io/trust records. "" for plain text.
 func (k Keeper) Trust(ctx context.Context, c *v1alpha1.EtcdCluster, l plan.Listen) (string, error) {
-	var hashes []string
-	for _, name := range resources.TrustSecrets(c, resources.Serving(c, l)) {
+	var bundles [][]byte
+	for _, t := range resources.TrustedBy(c, resources.Serving(c, l)) {
 		s := &corev1.Secret{}
-		if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); err != nil {
+		if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: t.Secret}, s); err != nil {
 			return "", err
 		}
-		h, err := pki.BundleHash(s.Data[vocab.CACertKey])
-		if err != nil {
-			return "", status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s: %s: %v", name, vocab.CACertKey, err)
-		}
-		hashes = append(hashes, h)
+		bundles = append(bundles, s.Data[vocab.CACertKey])
 	}
-	return strings.Join(hashes, "."), nil
+	h, err := pki.TrustHash(bundles...)
+	if err != nil {
+		return "", status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "the trust bundle (%s) of a Secret spec.tls names: %v", vocab.CACertKey, err)
+	}
+	return h, nil
 }
 
 // caBundle is what a certificate of the cluster's CA is checked against (its Secret's

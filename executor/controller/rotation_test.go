@@ -74,6 +74,8 @@ func TestCARotationDrivesTheCASecretThroughItsStages(t *testing.T) {
 	var p corev1.Pod
 	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: steps[1].Member}, &p))
 	require.Equal(t, c.Status.TLS.Trust, p.Annotations[vocab.AnnotationTrust], "the restarted Pod records the bundles it mounts: %v %+v", p.Annotations, c.Status.Plan.Progress)
+	require.Contains(t, p.Spec.InitContainers[0].Command, "--trust="+c.Status.TLS.Trust, "its preflight waits for those bundles")
+	require.Contains(t, p.Spec.InitContainers[0].Command, "--trust-files=/etc/etcd/tls/trust/ca.crt,/etc/etcd/tls/trust/ca.crt")
 	h, err := pki.BundleHash(trust)
 	require.NoError(t, err)
 	require.Equal(t, h+"."+h, c.Status.TLS.Trust, "client and peer side, each the trust Secret")

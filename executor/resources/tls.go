@@ -198,16 +198,20 @@ func trustFile(mode v1alpha1.TLSMode, mount string) string {
 	return vocab.TrustTLSMount + "/" + vocab.CACertKey
 }
 
-// TrustSecrets are the Secrets whose ca.crt a member that serves as l trusts, client side
-// then peer side, for each side it serves TLS on: the user's (Provided), else the cluster's
-// trust Secret.
-func TrustSecrets(c *v1alpha1.EtcdCluster, l plan.Listen) []string {
-	var out []string
-	if servesTLS(l.Client) {
-		out = append(out, cmp.Or(providedSecret(c.Spec.TLS.ClientMode(), ServerSecret(c)), vocab.TrustSecret(c.Name)))
+// Trusted is a trust bundle a member reads at start: the Secret whose ca.crt it is, and the
+// file the member reads it at.
+type Trusted struct{ Secret, File string }
+
+// TrustedBy are the trust bundles of a member that serves as l, client side then peer side,
+// for each side it serves TLS on: the user's Secret's (Provided), else the cluster's trust
+// Secret.
+func TrustedBy(c *v1alpha1.EtcdCluster, l plan.Listen) []Trusted {
+	var out []Trusted
+	if t := c.Spec.TLS; servesTLS(l.Client) {
+		out = append(out, Trusted{cmp.Or(providedSecret(t.ClientMode(), ServerSecret(c)), vocab.TrustSecret(c.Name)), trustFile(t.ClientMode(), vocab.ServerTLSMount)})
 	}
-	if servesTLS(l.Peer) {
-		out = append(out, cmp.Or(providedSecret(c.Spec.TLS.PeerMode(), PeerSecret(c, "")), vocab.TrustSecret(c.Name)))
+	if t := c.Spec.TLS; servesTLS(l.Peer) {
+		out = append(out, Trusted{cmp.Or(providedSecret(t.PeerMode(), PeerSecret(c, "")), vocab.TrustSecret(c.Name)), trustFile(t.PeerMode(), vocab.PeerTLSMount)})
 	}
 	return out
 }
