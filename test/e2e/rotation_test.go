@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -45,11 +46,11 @@ func TestCARotatedLive(t *testing.T) {
 	framework.WaitFor(t, ns, "demo", 3*time.Minute, "the rotation done", func(c *v1alpha1.EtcdCluster) bool {
 		if r := c.Status.TLS.CARotation; r != nil && !passes[r.Pass] {
 			passes[r.Pass] = true
-			phase("up to pass " + string(rune('0'+r.Pass)))
+			phase(fmt.Sprintf("until pass %d began", r.Pass))
 		}
 		return framework.Ready(c) && c.Status.Plan == nil && c.Status.TLS.CARotation == nil && c.Status.ReadyReplicas == 3
 	})
-	phase("the rotation")
+	phase("until the rotation was done")
 	w.stopAndVerify()
 	t.Logf("the writer during the rotation: %d writes failed, the slowest took %v", w.failed, w.maxLat)
 	require.Equal(t, map[int32]bool{1: true, 2: true, 3: true}, passes)
