@@ -252,13 +252,23 @@ func trust(c *v1alpha1.EtcdCluster) string {
 }
 
 // caRotation is where a rotation of the cluster's CA stands, as status last recorded it
-// (the operator reads the CA Secret itself), with the certificates it issues again: those
-// status lists as renewed by the operator.
+// (the operator reads the CA Secret itself).
 func caRotation(c *v1alpha1.EtcdCluster) *planner.CARotation {
 	if c.Status.TLS == nil || c.Status.TLS.CARotation == nil {
 		return nil
 	}
-	r := &planner.CARotation{Stage: planner.CAStage(c.Status.TLS.CARotation.Stage), Secret: vocab.CASecret(c.Name)}
+	r := RotationAsked(c)
+	r.Stage = planner.CAStage(c.Status.TLS.CARotation.Stage)
+	return r
+}
+
+// RotationAsked is a rotation of the cluster's CA just asked for, with the certificates it
+// issues again: those status lists as renewed by the operator.
+func RotationAsked(c *v1alpha1.EtcdCluster) *planner.CARotation {
+	r := &planner.CARotation{Stage: planner.CAAsked, Secret: vocab.CASecret(c.Name)}
+	if c.Status.TLS == nil {
+		return r
+	}
 	for _, cs := range c.Status.TLS.Certificates {
 		if cs.RenewAt != nil {
 			mounted := cs.SecretName == vocab.ServerSecret(c.Name) || strings.HasSuffix(cs.SecretName, "-peer-tls")
