@@ -511,6 +511,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	if mm := m.get(s.Member); mm != nil && s.Action.StartsPod() {
 		mm.trust = m.trust // a new Pod mounts the trust bundles as they are
 	}
+	m.peerLeaf(s)
 	m.settle()
 	m.bumpOrdinal()
 }

@@ -72,6 +72,8 @@ type CARotation struct {
 	// Leaves are the certificates the cluster's CA issued, in the order Renewals lists them:
 	// each is issued again from the new CA once it issues.
 	Leaves []Renewal `json:"leaves,omitempty"`
+	// PeerLeaves: the CA issues each member's peer certificate, when its Pod is first made.
+	PeerLeaves bool `json:"peerLeaves,omitempty"`
 }
 
 // CAStage is how far a rotation of the cluster's own CA went.

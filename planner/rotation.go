@@ -2,8 +2,10 @@ package planner
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
 )
 
 // Rotating the cluster's own CA without cutting off a member or a client. etcd checks
@@ -90,6 +92,27 @@ func (m *model) rotated(s plan.Step) {
 		m.ca.Stage, m.trust = CARetiring, "new of "+m.trust
 	case plan.WhyCADropped:
 		m.ca = nil
+	}
+}
+
+// peerLeaf foresees the CA's leaves after a step: a member's peer certificate is issued
+// with its first Pod, and is no longer the cluster's once the member is deleted.
+func (m *model) peerLeaf(s plan.Step) {
+	if m.ca == nil || !m.ca.PeerLeaves {
+		return
+	}
+	secret := vocab.PeerSecret(s.Member)
+	has := slices.ContainsFunc(m.ca.Leaves, func(r Renewal) bool { return r.Secret == secret })
+	switch {
+	case s.Action == plan.DeleteMember:
+		m.ca.Leaves = slices.DeleteFunc(slices.Clone(m.ca.Leaves), func(r Renewal) bool { return r.Secret == secret })
+	case s.Action.StartsPod() && s.Action != plan.AddLearner && !has:
+		// Among the peers' in the executor's order: after the client side's, by name.
+		i := slices.IndexFunc(m.ca.Leaves, func(r Renewal) bool { return strings.HasSuffix(r.Secret, "-peer-tls") && r.Secret > secret })
+		if i < 0 {
+			i = len(m.ca.Leaves)
+		}
+		m.ca.Leaves = slices.Insert(slices.Clone(m.ca.Leaves), i, Renewal{Secret: secret, Mounted: true})
 	}
 }
 

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -126,4 +127,31 @@ func TestCARotationWaitsForATLSSwitch(t *testing.T) {
 	p := Plan(c, w.observe())
 	require.NotEqual(t, plan.RotateCA, p.Steps[0].Action)
 	require.Equal(t, plan.WhyPlainTextOff, p.Steps[0].Why)
+}
+
+// A member that joins during a rotation mounts the trust bundle as it stands and gets its
+// peer certificate from the CA that issues then: every member trusts it at every stage.
+func TestMembersJoinDuringARotation(t *testing.T) {
+	for _, stage := range []plan.Why{plan.WhyCANew, plan.WhyCAIssues, plan.WhyCARetired} {
+		c, w := tlsWorld(3)
+		w.ca.asked = true
+		for _, why := range []plan.Why{plan.WhyCANew, plan.WhyCAIssues, plan.WhyCARetired} {
+			require.NoError(t, w.rotate(plan.Step{Why: why}))
+			for _, m := range w.members {
+				m.trusts = strings.Join(w.ca.trust, "+") // as the pass's restarts leave them
+			}
+			if why == plan.WhyCAIssues {
+				for l := range w.ca.leaves {
+					w.ca.leaves[l] = w.ca.issuing // pass 2 done
+				}
+			}
+			if why == stage {
+				break
+			}
+		}
+		c.Replicas = 4
+		converge(t, c, w)
+		require.Equal(t, strings.Join(w.ca.trust, "+"), w.members["demo-3"].trusts, "joined at %s", stage)
+		require.Nil(t, w.observe().CA)
+	}
 }

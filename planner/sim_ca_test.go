@@ -75,7 +75,7 @@ func (w *world) observeCA(o *Observed) {
 		}
 	}
 	if st := ca.stage(); st != "" {
-		o.CA = &CARotation{Stage: st, Secret: "demo-ca", Leaves: leaves}
+		o.CA = &CARotation{Stage: st, Secret: "demo-ca", Leaves: leaves, PeerLeaves: ca.peerTLS}
 	}
 	o.Renewals = nil
 	for _, l := range leaves {

@@ -36,7 +36,7 @@ func rotation(c *v1alpha1.EtcdCluster, ca *corev1.Secret, trusted []byte) *plann
 	if c.Spec.TLS.ClientMode() != v1alpha1.TLSAuto && c.Spec.TLS.PeerMode() != v1alpha1.TLSAuto {
 		return nil
 	}
-	r := &planner.CARotation{Secret: ca.Name}
+	r := &planner.CARotation{Secret: ca.Name, PeerLeaves: c.Spec.TLS.PeerMode() == v1alpha1.TLSAuto}
 	switch {
 	case len(ca.Data[vocab.NextCertKey]) > 0 && holds(trusted, ca.Data[vocab.NextCertKey]):
 		r.Stage = planner.CATrusting

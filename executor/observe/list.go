@@ -265,7 +265,7 @@ func caRotation(c *v1alpha1.EtcdCluster) *planner.CARotation {
 // RotationAsked is a rotation of the cluster's CA just asked for, with the certificates it
 // issues again: those status lists as renewed by the operator.
 func RotationAsked(c *v1alpha1.EtcdCluster) *planner.CARotation {
-	r := &planner.CARotation{Stage: planner.CAAsked, Secret: vocab.CASecret(c.Name)}
+	r := &planner.CARotation{Stage: planner.CAAsked, Secret: vocab.CASecret(c.Name), PeerLeaves: c.Spec.TLS.PeerMode() == v1alpha1.TLSAuto}
 	if c.Status.TLS == nil {
 		return r
 	}
