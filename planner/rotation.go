@@ -67,9 +67,11 @@ func (m *model) trustWhy() (plan.Why, string) {
 }
 
 // mistrusts: the member's Pod mounted other trust bundles than a Pod started now would.
-// A Pod of an earlier version records none: it restarts for a rotation's passes only.
+// A Pod of an earlier version records none: it restarts for a rotation's passes only. A
+// Pod that is going counts until it is gone: its etcd may run on meanwhile (a node cut
+// off), and a pass waits for it (rollOne restarts no such Pod).
 func (m *model) mistrusts(mm *member) bool {
-	if !mm.pod || mm.podDeleting || m.trust == "" || mm.trust == m.trust {
+	if !mm.pod || m.trust == "" || mm.trust == m.trust {
 		return false
 	}
 	return mm.trust != "" || m.ca != nil && (m.ca.Stage == CATrusting || m.ca.Stage == CARetiring)

@@ -77,10 +77,25 @@ func TestCARotationWaitsForEveryMemberToTrustTheNewCA(t *testing.T) {
 	p := Plan(c, w.observe())
 	require.Equal(t, []string{"RestartMember demo-2", "TransferLeadership demo-0>demo-1", "RestartMember demo-0", "RotateCA "}, summary(p)[:4])
 
-	// Once all trust both, the next step is the new CA issuing.
+	// A member whose Pod is Terminating while its etcd runs on (its node cut off) cannot be
+	// restarted, and still trusts the old CA alone: the pass waits until the Pod is gone
+	// and the member runs in a new one (members in memory: until it is gone, and replaced).
 	for _, m := range w.members {
 		m.trusts = "A+B"
 	}
+	w.members["demo-2"].trusts, w.members["demo-2"].deleting = "A", true
+	require.Equal(t, []string{"StartMember demo-2", "RotateCA "}, summary(Plan(c, w.observe()))[:2])
+	mem := c
+	mem.Memory = true
+	w.memory = true
+	for _, s := range Plan(mem, w.observe()).Steps {
+		require.NotEqual(t, plan.RotateCA, s.Action, "%v", s)
+	}
+	w.memory = false
+	w.members["demo-2"].deleting = false
+
+	// Once all trust both, the next step is the new CA issuing.
+	w.members["demo-2"].pod, w.members["demo-2"].trusts = true, "A+B"
 	require.Equal(t, plan.WhyCAIssues, Plan(c, w.observe()).Steps[0].Why)
 
 	// A member whose Pod is lost in pass 1 gets one that mounts the bundle as it stands:
