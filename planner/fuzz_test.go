@@ -2,8 +2,10 @@ package planner
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/etcdplan/etcdplan/api/plan"
@@ -137,6 +139,8 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	}
 	if r.flag(3) {
 		tlsSwitch(r, &c, w)
+	} else if r.flag(3) {
+		rotation(r, &c, w)
 	}
 	if w.memory && r.flag(2) { // a survivor in memory can be snapshotted, and restored from
 		w.snapshotTo, w.snapshotRev = "s3://fuzz/", int64(1+r.n(3))*20
@@ -180,6 +184,53 @@ func tlsSwitch(r *bytesReader, c *Desired, w *world) {
 	}
 	if r.flag(2) { // the same states, as the spec switches the other way on some side
 		c.ClientTLS, c.PeerTLS = c.ClientTLS != r.flag(2), c.PeerTLS != r.flag(2)
+	}
+}
+
+// rotation puts a cluster with TLS from its own CA somewhere in a rotation of that CA,
+// in a state the rotation's passes reach: asked; the new CA trusted beside the old and some
+// members restarted to read it; the new CA issuing and some certificates issued again from
+// it (some not served yet); the old CA out of the trust bundle and some members restarted.
+func rotation(r *bytesReader, c *Desired, w *world) {
+	c.ClientTLS, c.PeerTLS = !r.flag(4), true
+	c.PeerTLS = !c.ClientTLS || !r.flag(4)
+	for _, m := range w.members {
+		m.listen, m.peerTLS = final(*c), c.PeerTLS
+	}
+	w.ca = newCA(w, *c)
+	ca := w.ca
+	ca.asked = true
+	stage := r.n(5)
+	if stage >= 1 {
+		ca.next, ca.asked = "B", false
+		ca.trust = []string{"A", "B"}
+		for _, m := range w.sorted() {
+			if m.pod && (stage > 1 || r.flag(2)) {
+				m.trusts = "A+B"
+			}
+		}
+	}
+	if stage >= 2 {
+		ca.previous, ca.issuing, ca.next = "A", "B", ""
+		for _, l := range slices.Sorted(maps.Keys(ca.leaves)) {
+			if stage > 2 || r.flag(2) {
+				ca.leaves[l] = "B"
+				if r.flag(2) && stage == 2 && (l == "demo-server-tls" || strings.HasSuffix(l, "-peer-tls")) {
+					ca.unserved[l] = "A"
+				}
+			}
+		}
+	}
+	if stage >= 3 {
+		ca.trust = []string{"B"}
+		for _, m := range w.sorted() {
+			if m.pod && (stage > 3 || r.flag(2)) {
+				m.trusts = "B"
+			}
+		}
+	}
+	if stage == 4 && r.flag(2) {
+		ca.previous, ca.asked = "", r.flag(2) // done, or asked again
 	}
 }
 
@@ -339,6 +390,9 @@ func isConverged(w *world, d Desired) bool {
 			return false
 		}
 		if m.serving() != final(d) || m.peerTLS != d.PeerTLS {
+			return false
+		}
+		if w.ca != nil && (w.ca.stage() != "" || m.trusts != strings.Join(w.ca.trust, "+")) {
 			return false
 		}
 		_, known := w.expandable[m.class]

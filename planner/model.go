@@ -45,6 +45,7 @@ type member struct {
 	configHash   string
 	configFields string
 	listen       plan.Listen // how its Pod serves, when not as the spec says
+	trust        string      // the trust bundles its Pod mounted ("": not known)
 	// Its peer URL in etcd's membership is known (from etcd, else its claim's record), is
 	// TLS, and is on the second peer port.
 	peerURLKnown, peerURLTLS, peerURLAlt bool
@@ -83,6 +84,10 @@ type model struct {
 	defragDue map[string]bool
 	// renewals are the certificates to renew.
 	renewals []Renewal
+	// trust is the trust bundles a Pod started now mounts; ca a rotation of the cluster's
+	// CA (nil: none), the model's own copy.
+	trust string
+	ca    *CARotation
 	// backup is the newest successful backup of the cluster, if any.
 	backup *Backup
 	// snapshotTo is where a survivor's snapshot is stored ("": not known); snapshots are
@@ -105,7 +110,11 @@ type model struct {
 // and orders the whole.
 func newModel(d Desired, o Observed) *model {
 	m := &model{cluster: d.Name, nextOrdinal: o.NextOrdinal, reachable: o.Etcd != nil, defragDue: map[string]bool{}, backup: o.Backup,
-		snapshotTo: o.SnapshotTo, snapshots: o.Snapshots, renewals: o.Renewals}
+		snapshotTo: o.SnapshotTo, snapshots: o.Snapshots, renewals: o.Renewals, trust: o.Trust}
+	if o.CA != nil {
+		ca := *o.CA
+		m.ca = &ca
+	}
 	for _, id := range o.DefragDue {
 		m.defragDue[id] = true
 	}
@@ -178,7 +187,7 @@ func (mm *member) fromPod(p *Pod) {
 		return
 	}
 	mm.pod, mm.running, mm.podDeleting, mm.seed = true, p.Running, p.Deleting, p.Seed
-	mm.configHash, mm.configFields, mm.restoring, mm.listen = p.ConfigHash, p.ConfigFields, p.Restoring, p.Listen
+	mm.configHash, mm.configFields, mm.restoring, mm.listen, mm.trust = p.ConfigHash, p.ConfigFields, p.Restoring, p.Listen, p.Trust
 	if p.Version != "" {
 		mm.version = p.Version
 	}
@@ -496,7 +505,13 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.renewed(s)
 	case plan.UpdatePeerURL:
 		mm.peerURLTLS, mm.peerURLAlt = s.Why == plan.WhyPeerURLToTLS, MovedPeerURLPort(s) == vocab.PeerTLSPort
+	case plan.RotateCA:
+		m.rotated(s)
 	}
+	if mm := m.get(s.Member); mm != nil && s.Action.StartsPod() {
+		mm.trust = m.trust // a new Pod mounts the trust bundles as they are
+	}
+	m.peerLeaf(s)
 	m.settle()
 	m.bumpOrdinal()
 }

@@ -56,11 +56,53 @@ type Observed struct {
 	// Renewals are the certificates the operator issued that are to be renewed, by the
 	// executor's clock and its TLS dials to the members.
 	Renewals []Renewal `json:"renewals,omitempty"`
+	// Trust identifies the trust bundles a member Pod started now mounts (as Pod.Trust);
+	// "" when not known.
+	Trust string `json:"trust,omitempty"`
+	// CA is where a rotation of the cluster's own CA stands; nil when none is asked or
+	// under way.
+	CA *CARotation `json:"ca,omitempty"`
+}
+
+// CARotation is a rotation of the cluster's own CA, by the stage its CA Secret records.
+type CARotation struct {
+	Stage CAStage `json:"stage"`
+	// Secret is the CA Secret.
+	Secret string `json:"secret"`
+	// Leaves are the certificates the cluster's CA issued, in the order Renewals lists them:
+	// each is issued again from the new CA once it issues.
+	Leaves []Renewal `json:"leaves,omitempty"`
+	// PeerLeaves: the CA issues each member's peer certificate, when its Pod is first made.
+	PeerLeaves bool `json:"peerLeaves,omitempty"`
+}
+
+// CAStage is how far a rotation of the cluster's own CA went.
+type CAStage string
+
+const (
+	// CAAsked: a rotation is asked; no new CA is trusted yet.
+	CAAsked CAStage = "Asked"
+	// CATrusting: the new CA is in the trust bundle beside the old one, which still issues.
+	CATrusting CAStage = "Trusting"
+	// CAIssuing: the new CA issues; the old one is still in the trust bundle.
+	CAIssuing CAStage = "Issuing"
+	// CARetiring: the trust bundle holds the new CA alone; the old one is kept until every
+	// member started with it.
+	CARetiring CAStage = "Retiring"
+)
+
+// Pass is the pass of the rotation the stage belongs to: 1 trust old and new, 2 issue from
+// the new, 3 trust the new alone.
+func (s CAStage) Pass() int {
+	return map[CAStage]int{CAAsked: 1, CATrusting: 1, CAIssuing: 2, CARetiring: 3}[s]
 }
 
 // Renewal is a certificate to renew, by the Secret that holds it.
 type Renewal struct {
 	Secret string `json:"secret"`
+	// Rotated: the certificate is issued again because the cluster's CA was rotated (it
+	// was issued by the old one), not because of its age.
+	Rotated bool `json:"rotated,omitempty"`
 	// Unserved: the certificate was renewed, and a member that mounts it does not serve the
 	// new one yet (a Secret volume is updated within a minute or so); else it reached two
 	// thirds of its life.
@@ -197,6 +239,9 @@ type Pod struct {
 	// Listen is how the Pod serves clients and peers when not as the spec says: it was
 	// started before TLS was switched on, or while the switch was under way.
 	Listen plan.Listen `json:"listen,omitzero"`
+	// Trust identifies the trust bundles the Pod mounted when it was made (its
+	// annotation): the CAs its etcd trusts. "" on Pods of earlier versions.
+	Trust string `json:"trust,omitempty"`
 }
 
 // PVC is what the planner needs of a member's volume claim.
@@ -365,8 +410,10 @@ func (o Observed) Fingerprint() string {
 		ClusterID   string
 		NextOrdinal int
 		Stalled     []string
-		DefragDue   []string  `json:",omitempty"`
-		Renewals    []Renewal `json:",omitempty"`
+		DefragDue   []string    `json:",omitempty"`
+		Renewals    []Renewal   `json:",omitempty"`
+		Trust       string      `json:",omitempty"`
+		CA          *CARotation `json:",omitempty"`
 		Recorded    []RecordedMember
 		Members     []member
 		Reachable   bool
@@ -375,7 +422,7 @@ func (o Observed) Fingerprint() string {
 		Etcd        []etcdMember
 		Alarms      []Alarm
 	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Stalled: o.StalledLearners, DefragDue: o.DefragDue, Renewals: o.Renewals,
-		Recorded: o.Recorded}
+		Trust: o.Trust, CA: o.CA, Recorded: o.Recorded}
 	for _, m := range o.Members {
 		shape.Members = append(shape.Members, member{m.Name, m.Pod, m.PVC})
 	}

@@ -320,13 +320,13 @@ func retainedClaims(o Observed) string {
 // bootstrap, repairs that restore quorum (start voters' Pods, recover from a lost
 // majority, restart voters that are down on the new spec), finish a membership change in
 // flight, renew certificates, replace lost members, delete leftovers,
-// grow volumes, park, scale down (and replace), scale up, switch TLS, upgrade, configuration, then
+// grow volumes, park, scale down (and replace), scale up, switch TLS, rotate the CA, upgrade, configuration, then
 // space: a NOSPACE alarm, then fragmented members.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
 		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
 		expandVolumes, stopMembers,
-		scaleDown, scaleUp, switchTLS, upgrade, reconfigure, recoverSpace, defragFragmented,
+		scaleDown, scaleUp, switchTLS, rotateCA, upgrade, reconfigure, recoverSpace, defragFragmented,
 	} {
 		if s, ok := rule(m, d); ok {
 			return m.withListen(s, d), true

@@ -261,7 +261,7 @@ func temporaryVoters(m *model, d Desired) int {
 // to be replaced is not restarted).
 func rollNeeded(m *model, d Desired) bool {
 	for _, mm := range m.members {
-		if mm.voter() && mm.pod && (mm.version != d.Version || mm.configHash != d.ConfigHash || mm.serves(d) != final(d)) && replacement(mm, d) == "" {
+		if mm.voter() && mm.pod && (mm.version != d.Version || mm.configHash != d.ConfigHash || mm.serves(d) != final(d) || m.mistrusts(mm)) && replacement(mm, d) == "" {
 			return true
 		}
 	}
@@ -421,7 +421,11 @@ func renewCertificates(m *model, d Desired) (plan.Step, bool) {
 	}
 	pre := plan.Precondition{Kind: plan.PreNone}
 	for _, r := range m.renewals {
-		if !r.Unserved {
+		switch {
+		case r.Rotated && !r.Unserved:
+			return plan.Step{Action: plan.RenewCertificate, Secret: r.Secret, Precondition: pre, Why: plan.WhyCARotated,
+				Reason: fmt.Sprintf("the certificate in Secret %s comes from the old CA: it is issued again from the new one (pass 2 of 3 of the CA rotation)", r.Secret)}, true
+		case !r.Unserved:
 			return plan.Step{Action: plan.RenewCertificate, Secret: r.Secret, Precondition: pre, Why: plan.WhyCertificateDue,
 				Reason: fmt.Sprintf("the certificate in Secret %s reached two thirds of its life", r.Secret)}, true
 		}

@@ -56,6 +56,8 @@ type world struct {
 	snapshots     []MemberSnapshot
 	snapshotRev   int64
 	snapshotFails string
+	// ca is the cluster's own CA, for worlds whose TLS is on (nil: not simulated).
+	ca *wca
 }
 
 type wmember struct {
@@ -93,6 +95,8 @@ type wmember struct {
 	// TLS (peerTLS), on the second peer port (peerAlt).
 	listen           plan.Listen
 	peerTLS, peerAlt bool
+	// trusts are the CAs its Pod mounted as trusted when it started ("A+B").
+	trusts string
 }
 
 // serve gives the member's new Pod the step's Listen, spelled out against the spec.
@@ -226,7 +230,7 @@ func (w *world) observe() Observed {
 		km := Member{Name: m.name}
 		if m.pod {
 			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash,
-				Deleting: m.deleting, Listen: m.listen}
+				Deleting: m.deleting, Listen: m.listen, Trust: m.trusts}
 			if m.preflightErr != "" {
 				km.Pod = &Pod{Failed: true, PreflightError: m.preflightErr, Version: m.version, ConfigHash: m.hash, Deleting: m.deleting}
 			}
@@ -280,6 +284,9 @@ func (w *world) observe() Observed {
 	w.defragDue = DefragStillDue(o, w.defragDue, 1)
 	o.DefragDue = w.defragDue
 	o.Renewals = w.renewals
+	if w.ca != nil {
+		w.observeCA(&o)
+	}
 	return o
 }
 
@@ -587,7 +594,20 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			}
 		}
 		w.alarms = slices.DeleteFunc(w.alarms, func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
+	case plan.RotateCA:
+		if w.ca == nil {
+			return false, fmt.Errorf("RotateCA of a world without a CA")
+		}
+		if err := w.rotate(s); err != nil {
+			return false, err
+		}
 	case plan.RenewCertificate, plan.AwaitCertificate:
+		if w.ca != nil {
+			if err := w.renew(s); err != nil {
+				return false, err
+			}
+			break
+		}
 		i := slices.IndexFunc(w.renewals, func(r Renewal) bool { return r.Secret == s.Secret })
 		if i < 0 || w.renewals[i].Unserved != (s.Action == plan.AwaitCertificate) {
 			return false, fmt.Errorf("%s of %s, which is not to be renewed so", s.Action, s.Secret)
@@ -610,8 +630,16 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			delete(w.members, k) // nothing left of it anywhere
 		}
 	}
+	if x := w.members[s.Member]; x != nil && x.pod && w.ca != nil && s.Action.StartsPod() {
+		w.mount(x)
+	}
 	if err := w.cutOff(); err != nil {
 		return false, fmt.Errorf("after %s %s: %w", s.Action, s.Member, err)
+	}
+	if w.ca != nil {
+		if err := w.mistrust(); err != nil {
+			return false, fmt.Errorf("after %s %s: %w", s.Action, s.Subject(), err)
+		}
 	}
 	w.elect()
 	return false, nil

@@ -61,6 +61,11 @@ const (
 	// TLS is switched on, plain text on its plain port while it is switched off. Peers dial
 	// it there from then on.
 	UpdatePeerURL Action = "UpdatePeerURL"
+	// RotateCA moves a rotation of the cluster's own CA (Secret) to its next stage, as Why
+	// says: a new CA made and added to the trust bundle; the new CA issuing; the old CA out
+	// of the trust bundle; the old CA dropped. Members read their trust bundle only at start:
+	// the restarts between these steps are the plan's own.
+	RotateCA Action = "RotateCA"
 )
 
 // Actions lists every action. A new action is decided wherever actions differ, and tests
@@ -69,7 +74,7 @@ const (
 var Actions = []Action{
 	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
 	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
-	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate, UpdatePeerURL,
+	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate, UpdatePeerURL, RotateCA,
 }
 
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
@@ -157,7 +162,7 @@ const (
 // Shows says how soon a look shows the action's effect.
 func (a Action) Shows() Showing {
 	switch a {
-	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL:
+	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL, RotateCA:
 		return ShowsAtOnce
 	case DeleteMember, ExpandVolume:
 		return ShowsInCache

@@ -38,6 +38,7 @@ var facts = map[Action]struct {
 	RenewCertificate:  {shows: ShowsAtOnce},
 	AwaitCertificate:  {},
 	UpdatePeerURL:     {membership: true, linearizable: true, shown: true, shows: ShowsAtOnce},
+	RotateCA:          {shows: ShowsAtOnce},
 }
 
 func TestActionFacts(t *testing.T) {

@@ -70,7 +70,8 @@ type Step struct {
 	// SnapshotSurvivor step creates.
 	// +optional
 	Backup string `json:"backup,omitempty"`
-	// Secret is the TLS Secret a RenewCertificate step issues again.
+	// Secret is the TLS Secret a RenewCertificate step issues again, or the CA Secret a
+	// RotateCA step changes.
 	// +optional
 	Secret string `json:"secret,omitempty"`
 	// Listen is how the member's new Pod serves clients and peers, when not as the spec

@@ -156,6 +156,28 @@ const (
 	WhyTLSGone Why = "TLSGone"
 )
 
+// Rotating the cluster's own CA (or a trust bundle that changed), in three passes.
+const (
+	// WhyCANew: a rotation was asked; a new CA is made and trusted beside the old one.
+	WhyCANew Why = "CANew"
+	// WhyTrustBoth: pass 1, the member restarts trusting the old and the new CA.
+	WhyTrustBoth Why = "TrustBoth"
+	// WhyCAIssues: every member trusts the new CA; it issues from now on.
+	WhyCAIssues Why = "CAIssues"
+	// WhyCARotated: pass 2, a certificate the old CA issued is issued again from the new.
+	WhyCARotated Why = "CARotated"
+	// WhyCARetired: every certificate comes from the new CA; the old one leaves the trust
+	// bundle.
+	WhyCARetired Why = "CARetired"
+	// WhyTrustNew: pass 3, the member restarts trusting the new CA alone.
+	WhyTrustNew Why = "TrustNew"
+	// WhyCADropped: every member trusts the new CA alone; the old one is dropped.
+	WhyCADropped Why = "CADropped"
+	// WhyTrustChanged: the trust bundle the member mounts changed since it started (a
+	// user's Secret, or a CA cert-manager renewed); it restarts to read it.
+	WhyTrustChanged Why = "TrustChanged"
+)
+
 // Whys lists every reason code a step can carry.
 var Whys = []Why{
 	WhyBootstrap, WhyBootstrapRestore,
@@ -169,4 +191,5 @@ var Whys = []Why{
 	WhyCertificateDue, WhyCertificateUnserved,
 	WhyTLSBeside, WhyPeerURLToTLS, WhyClientPlainTextOff, WhyPlainTextOff,
 	WhyTLSOff, WhyPlainBeside, WhyPeerURLToPlain, WhyTLSGone,
+	WhyCANew, WhyTrustBoth, WhyCAIssues, WhyCARotated, WhyCARetired, WhyTrustNew, WhyCADropped, WhyTrustChanged,
 }

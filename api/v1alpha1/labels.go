@@ -20,4 +20,8 @@ const (
 	// AnnotationApprove on an EtcdCluster carries the ID of the plan a user approved
 	// (approval: Manual, or a recovery from quorum loss).
 	AnnotationApprove = "etcdplan.io/approve"
+	// AnnotationRotateCA on an EtcdCluster asks for a rotation of the cluster's own CA
+	// (mode Auto): any value the cluster's CA was not made or rotated for (a date, say).
+	// Committed to Git, it asks once; a new value asks again.
+	AnnotationRotateCA = "etcdplan.io/rotate-ca"
 )

@@ -140,6 +140,30 @@ type TLSStatus struct {
 	// with its certificate.
 	// +optional
 	InUse *TLSSpec `json:"inUse,omitempty"`
+	// Trust identifies the trust bundles a member started now mounts (the hash each member
+	// Pod records in its annotation etcdplan.io/trust): a member whose Pod records another
+	// restarts to read them.
+	// +optional
+	Trust string `json:"trust,omitempty"`
+	// CARotation is where a rotation of the cluster's own CA stands, while one runs.
+	// +optional
+	CARotation *CARotationStatus `json:"caRotation,omitempty"`
+}
+
+// CARotationStatus is where a rotation of the cluster's own CA stands.
+type CARotationStatus struct {
+	// Requested is the value of the annotation etcdplan.io/rotate-ca the rotation runs for.
+	// +optional
+	Requested string `json:"requested,omitempty"`
+	// Stage is the CA Secret's: Asked (no new CA yet), Trusting (the new CA is trusted
+	// beside the old, which still issues), Issuing (the new CA issues, the old is still
+	// trusted), Retiring (the new CA alone is trusted; the old is kept until every member
+	// restarted).
+	Stage string `json:"stage"`
+	// Pass is the pass that runs: 1, members restart trusting the old and the new CA; 2,
+	// every certificate is issued again from the new CA (no restart); 3, members restart
+	// trusting the new CA alone.
+	Pass int32 `json:"pass"`
 }
 
 // CertificateStatus is one certificate in use.

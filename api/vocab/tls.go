@@ -48,6 +48,23 @@ const (
 // serial until every member that mounts it serves it.
 const AnnotationUnserved = "etcdplan.io/unserved-serial"
 
+// AnnotationTrust on a member Pod is the hash of the trust bundles it mounted when it was
+// made (pki.BundleHash of each side's, joined): etcd reads them only at start, so it says
+// which CAs the member trusts until it restarts.
+const AnnotationTrust = "etcdplan.io/trust"
+
+// A rotation of the cluster's own CA keeps its state in the CA Secret: the new CA beside
+// the one that issues until every member trusts both (NextCertKey, NextKeyKey), then the
+// old one's certificate beside the new until no member trusts it alone (PreviousCertKey).
+// AnnotationCARotation on the CA Secret is the value of the EtcdCluster's
+// etcdplan.io/rotate-ca the CA was made or last rotated for.
+const (
+	NextCertKey          = "next.crt"
+	NextKeyKey           = "next.key"
+	PreviousCertKey      = "previous.crt"
+	AnnotationCARotation = "etcdplan.io/ca-rotation"
+)
+
 // AnnotationClientScheme on a member Pod says how its client port is reached: "https"
 // when it serves TLS, absent for plain text.
 const AnnotationClientScheme = "etcdplan.io/client-scheme"

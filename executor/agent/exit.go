@@ -21,6 +21,10 @@ const (
 	// file or a dangling link in its place) (preflight). The data may be intact, so the
 	// member is down, not lost.
 	ExitDataUnreadable = 5
+	// ExitTrustChanged: the trust bundles the Pod mounted are not those it was made for
+	// (its annotation etcdplan.io/trust) and did not become them (preflight). The Pod ends
+	// before etcd reads them, and a new one mounts them as they are.
+	ExitTrustChanged = 6
 )
 
 // TerminationLog is the file Kubernetes reads a container's termination message from.

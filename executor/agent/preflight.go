@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/pki"
 )
 
 // Preflight is the preflight check's arguments, in every member Pod's first init container.
@@ -16,18 +19,36 @@ type Preflight struct {
 	DataDir string
 	// ExpectData: the member joined the cluster before, so its data must be there.
 	ExpectData bool
+	// Trust, when set, is what the Pod's trust bundles, the files TrustFiles, hash to
+	// (pki.TrustHash) as the Pod was made for them: etcd reads them once, at start, and the
+	// planner counts on the Pod's annotation saying which.
+	Trust      string
+	TrustFiles []string
 }
 
 // Argv is the init container's command.
 func (a Preflight) Argv() []string {
-	return []string{Binary, CmdPreflight, "--data-dir=" + a.DataDir, fmt.Sprintf("--expect-data=%t", a.ExpectData)}
+	argv := []string{Binary, CmdPreflight, "--data-dir=" + a.DataDir, fmt.Sprintf("--expect-data=%t", a.ExpectData)}
+	if a.Trust != "" {
+		argv = append(argv, "--trust="+a.Trust, "--trust-files="+strings.Join(a.TrustFiles, ","))
+	}
+	return argv
 }
 
 func (a *Preflight) parse(args []string) error {
 	fs := flags(CmdPreflight)
+	var files string
 	fs.StringVar(&a.DataDir, "data-dir", vocab.DataDir, "etcd data directory")
 	fs.BoolVar(&a.ExpectData, "expect-data", false, "the member joined the cluster before, so its data must be there")
-	return parse(fs, args)
+	fs.StringVar(&a.Trust, "trust", "", "what the trust bundles hash to as the Pod was made for them")
+	fs.StringVar(&files, "trust-files", "", "the trust bundles, comma-separated")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if files != "" {
+		a.TrustFiles = strings.Split(files, ",")
+	}
+	return nil
 }
 
 // errDataLost: the member's data directory is absent or empty.
@@ -45,11 +66,11 @@ func preflight(args []string) int {
 		return ExitUsage
 	}
 	if !a.ExpectData {
-		return 0
+		return checkTrust(a, trustWait)
 	}
 	switch err := checkData(a.DataDir); {
 	case err == nil:
-		return 0
+		return checkTrust(a, trustWait)
 	case errors.Is(err, errDataLost):
 		return fail(ExitDataLost, "data directory %s holds no member data (member/ is absent or empty), but this member joined the cluster before: its data was lost", a.DataDir)
 	default:
@@ -87,4 +108,38 @@ func checkData(dataDir string) error {
 		return errDataLost
 	}
 	return nil
+}
+
+// trustWait is how long the preflight waits for the trust bundles the Pod was made for: a
+// kubelet may mount a Secret from a cache a moment behind the API, and updates it in place
+// within a minute or so.
+const trustWait = 2 * time.Minute
+
+// checkTrust waits until the mounted trust bundles are those the Pod was made for, so that
+// etcd starts trusting the CAs its annotation says. If they do not become those (a user's
+// Secret changed since), the Pod ends, and a new one is made for them as they are.
+func checkTrust(a Preflight, wait time.Duration) int {
+	if a.Trust == "" {
+		return 0
+	}
+	var got string
+	for deadline := time.Now().Add(wait); ; time.Sleep(time.Second) {
+		bundles := make([][]byte, len(a.TrustFiles))
+		var err error
+		for i, f := range a.TrustFiles {
+			if bundles[i], err = os.ReadFile(f); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			got, err = pki.TrustHash(bundles...)
+		}
+		if err == nil && got == a.Trust {
+			return 0
+		}
+		if time.Now().After(deadline) {
+			return fail(ExitTrustChanged, "the mounted trust bundles %s hash to %q (%v), and the Pod was made for %q: a new Pod mounts them as they are",
+				strings.Join(a.TrustFiles, ","), got, err, a.Trust)
+		}
+	}
 }

@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/executor/pki"
 )
 
 // Only a data directory shown absent or empty is lost; one that cannot be read may hold
@@ -78,4 +81,24 @@ func write(t *testing.T, path string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
 	require.NoError(t, os.WriteFile(path, []byte("x"), 0o600))
+}
+
+// The preflight lets etcd start only on the trust bundles the Pod was made for: it waits
+// for them (a kubelet may mount a Secret a moment behind), and ends the Pod when they do
+// not come, so that a new one is made for the bundles as they are.
+func TestPreflightWaitsForTheTrustBundlesThePodWasMadeFor(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.crt"), filepath.Join(dir, "b.crt")
+	one, err := pki.NewCA("one", time.Now(), time.Hour)
+	require.NoError(t, err)
+	two, err := pki.NewCA("two", time.Now(), time.Hour)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(a, pki.Bundle(one.Cert, two.Cert), 0o600))
+	require.NoError(t, os.WriteFile(b, one.Cert, 0o600))
+	want, err := pki.TrustHash(pki.Bundle(two.Cert, one.Cert), one.Cert) // the order within a bundle does not count
+	require.NoError(t, err)
+	require.Equal(t, 0, checkTrust(Preflight{Trust: want, TrustFiles: []string{a, b}}, 0))
+	require.Equal(t, ExitTrustChanged, checkTrust(Preflight{Trust: want, TrustFiles: []string{b, a}}, 0))
+	require.Equal(t, ExitTrustChanged, checkTrust(Preflight{Trust: want, TrustFiles: []string{a, filepath.Join(dir, "gone")}}, 0))
+	require.Equal(t, 0, checkTrust(Preflight{}, 0), "a Pod made before it records nothing")
 }

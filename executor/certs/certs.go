@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/pki"
@@ -59,6 +60,15 @@ type State struct {
 	Status *v1alpha1.TLSStatus
 	// Renewals are the certificates the operator issued that are to be renewed.
 	Renewals []planner.Renewal
+	// Trust identifies the trust bundles a member Pod started now mounts (Keeper.Trust).
+	Trust string
+	// Rotation is where a rotation of the cluster's CA stands; nil when none is asked or
+	// under way.
+	Rotation *planner.CARotation
+	// issuer is the CA that issues the operator's certificates now (mode Auto), and leaves
+	// the certificates it issues, in the order renewals list them.
+	issuer []byte
+	leaves []planner.Renewal
 }
 
 // Ensure issues what is missing of a cluster's TLS (Auto), checks the user's Secrets are
@@ -91,6 +101,13 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 	if st.Operator, st.Version, err = k.Operator(ctx, c); err != nil {
 		return State{}, err
 	}
+	if st.Trust, err = k.Trust(ctx, c, plan.Listen{}); err != nil {
+		return State{}, err
+	}
+	if st.Rotation != nil {
+		st.Rotation.Leaves = st.leaves
+	}
+	st.Status.Trust, st.Status.CARotation = st.Trust, rotationStatus(c, st.Rotation)
 	return st, nil
 }
 
@@ -132,14 +149,19 @@ func (k Keeper) ownCerts(ctx context.Context, c *v1alpha1.EtcdCluster, members [
 		return err
 	}
 	st.note(ca, false) // a CA is rotated, not renewed
-	if err := k.trust(ctx, c, ca); err != nil {
+	trusted, err := k.trust(ctx, c, ca)
+	if err != nil {
 		return err
+	}
+	st.Rotation = rotation(c, ca, trusted)
+	if t.ClientMode() == v1alpha1.TLSAuto || t.PeerMode() == v1alpha1.TLSAuto {
+		st.issuer = ca.Data[vocab.TLSCertKey]
 	}
 	if !t.ClientMode().OwnCA() {
 		return nil
 	}
 	for _, l := range clientLeaves(c) {
-		s, err := k.leaf(ctx, c, t.ClientMode(), l.secret, l.req, keyPair(ca), now)
+		s, err := k.leaf(ctx, c, t.ClientMode(), l.secret, l.req, ca, now)
 		if err != nil {
 			return err
 		}
@@ -158,7 +180,8 @@ func (k Keeper) ownCA(ctx context.Context, c *v1alpha1.EtcdCluster, members []st
 		}
 		return k.issued(ctx, c, vocab.CASecret(c.Name))
 	}
-	return k.getOrIssue(ctx, c, vocab.CASecret(c.Name), now, func() (pki.KeyPair, error) {
+	made := false
+	s, err := k.getOrIssue(ctx, c, vocab.CASecret(c.Name), now, func() (pki.KeyPair, error) {
 		if c.Status.ClusterID != "" {
 			if used, err := k.caUsed(ctx, c, members); err != nil || used {
 				// Members trust the CA they started with alone: a new one would cut off
@@ -167,8 +190,15 @@ func (k Keeper) ownCA(ctx context.Context, c *v1alpha1.EtcdCluster, members []st
 					"Secret %s, the CA the members trust, is gone: restore it from a copy", vocab.CASecret(c.Name)))
 			}
 		}
-		return pki.NewCA(c.Namespace+"/"+c.Name+" etcd CA", now, caValidity)
+		made = true
+		return pki.NewCA(caName(c), now, caValidity)
 	}, nil)
+	if want := c.Annotations[v1alpha1.AnnotationRotateCA]; err == nil && made && want != "" {
+		// A CA made new is what a rotation asked for until now would give.
+		s.Annotations = map[string]string{vocab.AnnotationCARotation: want}
+		err = k.Client.Update(ctx, s)
+	}
+	return s, err
 }
 
 // caUsed: a certificate of the cluster's CA was issued, so members may trust it: a
@@ -189,14 +219,14 @@ func (k Keeper) caUsed(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 
 // leaf is the Secret of a certificate the cluster's own CA issues: by the operator (Auto)
 // or by cert-manager (CertManager), once.
-func (k Keeper) leaf(ctx context.Context, c *v1alpha1.EtcdCluster, mode v1alpha1.TLSMode, secret string, r pki.Request, ca pki.KeyPair, now time.Time) (*corev1.Secret, error) {
+func (k Keeper) leaf(ctx context.Context, c *v1alpha1.EtcdCluster, mode v1alpha1.TLSMode, secret string, r pki.Request, ca *corev1.Secret, now time.Time) (*corev1.Secret, error) {
 	if mode == v1alpha1.TLSCertManager {
 		if err := k.certManagerLeaf(ctx, c, secret, r); err != nil {
 			return nil, err
 		}
 		return k.issued(ctx, c, secret)
 	}
-	return k.getOrIssue(ctx, c, secret, now, func() (pki.KeyPair, error) { return issue(ca, c, r, now) }, ca.Cert)
+	return k.getOrIssue(ctx, c, secret, now, func() (pki.KeyPair, error) { return issue(keyPair(ca), c, r, now) }, caBundle(ca))
 }
 
 // trust keeps the cluster's own CA in its trust Secret: the first certificate of the CA
@@ -204,10 +234,10 @@ func (k Keeper) leaf(ctx context.Context, c *v1alpha1.EtcdCluster, mode v1alpha1
 // cert-manager renewed is added beside the one before, never in its place: running members
 // read their trust bundle only at start, and the certificates they serve may still come
 // from the earlier one. Dropping a CA is a rotation's.
-func (k Keeper) trust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.Secret) error {
+func (k Keeper) trust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.Secret) ([]byte, error) {
 	certs, err := pki.Certificates(ca.Data[vocab.TLSCertKey])
 	if err != nil {
-		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s: %v", ca.Name, err)
+		return nil, status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s: %v", ca.Name, err)
 	}
 	bundle := pki.Bundle(pemOf(certs[0]))
 	s := &corev1.Secret{}
@@ -215,16 +245,16 @@ func (k Keeper) trust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.S
 	switch {
 	case apierrors.IsNotFound(err):
 		_, err := k.createOwned(ctx, c, vocab.TrustSecret(c.Name), corev1.SecretTypeOpaque, map[string][]byte{vocab.CACertKey: bundle})
-		return err
+		return bundle, err
 	case err != nil:
-		return err
+		return nil, err
 	case !metav1.IsControlledBy(s, c):
-		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s is not this cluster's: rename or delete it", s.Name)
+		return nil, status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s is not this cluster's: rename or delete it", s.Name)
 	case trusts(s.Data[vocab.CACertKey], certs[0]):
-		return nil
+		return s.Data[vocab.CACertKey], nil
 	}
 	s.Data = map[string][]byte{vocab.CACertKey: pki.Bundle(s.Data[vocab.CACertKey], bundle)}
-	return k.Client.Update(ctx, s)
+	return s.Data[vocab.CACertKey], k.Client.Update(ctx, s)
 }
 
 // trusts: the bundle holds the certificate.
@@ -263,9 +293,14 @@ func (k Keeper) peers(ctx context.Context, c *v1alpha1.EtcdCluster, members []st
 // it (cert-manager renews those it issued).
 func (st *State) issued(c *v1alpha1.EtcdCluster, s *corev1.Secret, mode v1alpha1.TLSMode, now time.Time) {
 	st.note(s, mode == v1alpha1.TLSAuto)
-	if r, ok := renewal(c, s, now); ok && mode == v1alpha1.TLSAuto {
+	if mode != v1alpha1.TLSAuto {
+		return
+	}
+	r, ok := renewal(c, s, st.issuer, now)
+	if ok {
 		st.Renewals = append(st.Renewals, r)
 	}
+	st.leaves = append(st.leaves, planner.Renewal{Secret: s.Name, Mounted: r.Mounted})
 }
 
 // EnsurePeer issues a member's peer certificate when the operator is its source and it is
@@ -275,13 +310,12 @@ func (k Keeper) EnsurePeer(ctx context.Context, c *v1alpha1.EtcdCluster, member 
 	if !mode.OwnCA() {
 		return nil
 	}
-	var ca pki.KeyPair
+	var ca *corev1.Secret
 	if mode == v1alpha1.TLSAuto {
-		caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
-		if err != nil {
+		var err error
+		if ca, err = k.read(ctx, c, vocab.CASecret(c.Name)); err != nil {
 			return err
 		}
-		ca = keyPair(caSecret)
 	}
 	_, err := k.leaf(ctx, c, mode, vocab.PeerSecret(member), peerRequest(c, member), ca, now)
 	return err
@@ -431,15 +465,17 @@ func due(s *corev1.Secret, now time.Time) bool {
 
 // renewal says whether a Secret the operator issued is to be renewed: due, or renewed
 // and not yet served by the members that mount it.
-func renewal(c *v1alpha1.EtcdCluster, s *corev1.Secret, now time.Time) (planner.Renewal, bool) {
+func renewal(c *v1alpha1.EtcdCluster, s *corev1.Secret, issuer []byte, now time.Time) (planner.Renewal, bool) {
 	_, mounted, _ := request(c, s.Name)
 	switch {
 	case s.Annotations[vocab.AnnotationUnserved] != "":
 		return planner.Renewal{Secret: s.Name, Unserved: true, Mounted: mounted}, true
+	case !issuedBy(s, issuer): // the CA was rotated
+		return planner.Renewal{Secret: s.Name, Mounted: mounted, Rotated: true}, true
 	case due(s, now):
 		return planner.Renewal{Secret: s.Name, Mounted: mounted}, true
 	}
-	return planner.Renewal{}, false
+	return planner.Renewal{Mounted: mounted}, false
 }
 
 // request is the certificate a Secret the operator issues holds, and whether members
@@ -465,22 +501,22 @@ func (k Keeper) Renew(ctx context.Context, c *v1alpha1.EtcdCluster, secret strin
 		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "%v", err)
 	}
 	s, err := k.read(ctx, c, secret)
-	if err != nil || !due(s, now) {
+	if err != nil {
+		return err
+	}
+	caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
+	if err != nil || !due(s, now) && issuedBy(s, caSecret.Data[vocab.TLSCertKey]) {
 		return err
 	}
 	if !metav1.IsControlledBy(s, c) {
 		return status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "Secret %s is not this cluster's: the operator renews only what it issued; rename or delete it", secret)
-	}
-	caSecret, err := k.read(ctx, c, vocab.CASecret(c.Name))
-	if err != nil {
-		return err
 	}
 	pair, err := issue(keyPair(caSecret), c, req, now)
 	if err != nil {
 		return err
 	}
 	s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey] = pair.Cert, pair.Key
-	s.Data[vocab.CACertKey] = pki.Bundle(caSecret.Data[vocab.TLSCertKey])
+	s.Data[vocab.CACertKey] = caBundle(caSecret)
 	if mounted {
 		if s.Annotations == nil {
 			s.Annotations = map[string]string{}

@@ -93,9 +93,14 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	if err != nil {
 		return nil, err
 	}
-	var members []string
+	var members []string // with a Pod or a claim: their peer certificates are the cluster's
 	for _, p := range objs.Pods {
 		members = append(members, p.Name)
+	}
+	for _, pvc := range objs.PVCs {
+		if !slices.Contains(members, pvc.Name) {
+			members = append(members, pvc.Name)
+		}
 	}
 	inUse := resources.InUse(c, objs.Pods)
 	tls, err := r.certs().Ensure(ctx, inUse, members, r.now())
@@ -113,7 +118,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		tls:        tls,
 		inUse:      inUse,
 	}
-	o.Renewals = tls.Renewals
+	o.Renewals, o.Trust, o.CA = tls.Renewals, tls.Trust, tls.Rotation
 	for i := range objs.Pods {
 		o.pods[objs.Pods[i].Name] = &objs.Pods[i]
 	}

@@ -136,6 +136,8 @@ func hint(s plan.Step, reason v1alpha1.StalledReason) string {
 		return "Check that every voter is healthy and the members' disks: a defragmentation rewrites the whole database (docs/operations.md, out of space)"
 	case plan.RenewCertificate, plan.AwaitCertificate:
 		return fmt.Sprintf("Check that Secret %s is mounted by the members (a Secret volume is updated in place, never through subPath) and the cluster's CA Secret is there (docs/security.md)", s.Secret)
+	case plan.RotateCA:
+		return fmt.Sprintf("Check that every voter is healthy and that Secrets %s and the cluster's trust Secret are there (docs/security.md, rotate the cluster's CA)", s.Secret)
 	case plan.StopMember, plan.ForceNewCluster, plan.RestoreFromBackup, plan.SnapshotSurvivor:
 		return checkOperator
 	}

@@ -95,6 +95,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.certs().Renew(ctx, o.inUse, s.Secret, r.now())
 	case plan.AwaitCertificate:
 		return r.awaitCertificate(ctx, c, o, s)
+	case plan.RotateCA:
+		return r.certs().Rotate(ctx, o.inUse, s.Why, r.now())
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }
@@ -252,6 +254,11 @@ func (r *Reconciler) createMemberPod(ctx context.Context, c *v1alpha1.EtcdCluste
 	if err := r.certs().EnsurePeer(ctx, by, ms.Name, r.now()); err != nil {
 		return err
 	}
+	trust, err := r.certs().Trust(ctx, by, resources.Serving(c, ms.Listen))
+	if err != nil {
+		return err
+	}
+	ms.Trust = trust
 	pod := resources.MemberPod(c, r.Images, ms)
 	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
 		return err
@@ -404,8 +411,12 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
 		}
+		trust, err := r.certs().Trust(ctx, cmp.Or(o.inUse, c), resources.Serving(c, s.Listen))
+		if err != nil {
+			return err
+		}
 		if p.Annotations[vocab.AnnotationVersion] == s.Version && p.Annotations[vocab.AnnotationConfigHash] == c.Spec.ConfigHash() &&
-			resources.Served(p) == resources.Serving(c, s.Listen) {
+			resources.Served(p) == resources.Serving(c, s.Listen) && p.Annotations[vocab.AnnotationTrust] == trust {
 			return nil // already re-created
 		}
 		if err := tlsUnknown(c, cmp.Or(o.inUse, c), s.Member, s.Listen); err != nil {

@@ -90,6 +90,7 @@ func pod(p *corev1.Pod) *planner.Pod {
 		Version:      p.Annotations[vocab.AnnotationVersion],
 		ConfigHash:   p.Annotations[vocab.AnnotationConfigHash],
 		ConfigFields: p.Annotations[vocab.AnnotationConfigFields],
+		Trust:        p.Annotations[vocab.AnnotationTrust],
 		IP:           p.Status.PodIP,
 	}
 	out.Ready = PodReady(p)
@@ -107,14 +108,15 @@ func pod(p *corev1.Pod) *planner.Pod {
 
 // PreflightError says why a Pod's preflight check failed other than by finding its data
 // gone (its data directory could not be read, or the check itself failed): the exit code
-// and the check's own words. "" when it did not fail so.
+// and the check's own words. "" when it did not fail so, or failed on trust bundles that
+// changed since the Pod was made (the Pod ended, and a new one mounts them as they are).
 func PreflightError(p *corev1.Pod) string {
 	for _, cs := range p.Status.InitContainerStatuses {
 		if cs.Name != vocab.ContainerPreflight {
 			continue
 		}
 		for _, s := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
-			if t := s.Terminated; t != nil && t.ExitCode != 0 && t.ExitCode != agent.ExitDataLost {
+			if t := s.Terminated; t != nil && t.ExitCode != 0 && t.ExitCode != agent.ExitDataLost && t.ExitCode != agent.ExitTrustChanged {
 				if msg := strings.TrimSpace(t.Message); msg != "" {
 					return fmt.Sprintf("exit code %d: %s", t.ExitCode, msg)
 				}

@@ -39,6 +39,7 @@ func TestPreflightOutcome(t *testing.T) {
 		{"unreadable", ended(agent.ExitDataUnreadable, "data directory /var/lib/etcd/data cannot be read: open /var/lib/etcd/data/member: permission denied\n", false),
 			false, "exit code 5: data directory /var/lib/etcd/data cannot be read: open /var/lib/etcd/data/member: permission denied"},
 		{"the check itself failed, with no words", ended(2, "", true), false, "exit code 2"},
+		{"trust bundles not those it was made for: replaced like any ended Pod", ended(agent.ExitTrustChanged, "the mounted trust bundles ...\n", false), false, ""},
 		{"passed", ended(0, "", false), false, ""},
 	}
 	for _, tt := range tests {

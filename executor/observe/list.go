@@ -238,7 +238,44 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		Backup:          newestBackup(o.Backups, ids...),
 		SnapshotTo:      snapshotTo(o.SnapshotDestination(ids...)),
 		Snapshots:       snapshots(o.Backups, ids...),
+		Trust:           trust(c),
+		CA:              caRotation(c),
 	}
+}
+
+// trust is the trust bundles a member Pod started now mounts, as status last recorded them.
+func trust(c *v1alpha1.EtcdCluster) string {
+	if c.Status.TLS == nil {
+		return ""
+	}
+	return c.Status.TLS.Trust
+}
+
+// caRotation is where a rotation of the cluster's CA stands, as status last recorded it
+// (the operator reads the CA Secret itself).
+func caRotation(c *v1alpha1.EtcdCluster) *planner.CARotation {
+	if c.Status.TLS == nil || c.Status.TLS.CARotation == nil {
+		return nil
+	}
+	r := RotationAsked(c)
+	r.Stage = planner.CAStage(c.Status.TLS.CARotation.Stage)
+	return r
+}
+
+// RotationAsked is a rotation of the cluster's CA just asked for, with the certificates it
+// issues again: those status lists as renewed by the operator.
+func RotationAsked(c *v1alpha1.EtcdCluster) *planner.CARotation {
+	r := &planner.CARotation{Stage: planner.CAAsked, Secret: vocab.CASecret(c.Name), PeerLeaves: c.Spec.TLS.PeerMode() == v1alpha1.TLSAuto}
+	if c.Status.TLS == nil {
+		return r
+	}
+	for _, cs := range c.Status.TLS.Certificates {
+		if cs.RenewAt != nil {
+			mounted := cs.SecretName == vocab.ServerSecret(c.Name) || strings.HasSuffix(cs.SecretName, "-peer-tls")
+			r.Leaves = append(r.Leaves, planner.Renewal{Secret: cs.SecretName, Mounted: mounted})
+		}
+	}
+	return r
 }
 
 // snapshotTo renders a destination for the planner; "" for none.

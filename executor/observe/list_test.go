@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 func TestRecoveryTakesTheNewestBackupNoDrillFoundWrong(t *testing.T) {
@@ -79,4 +80,19 @@ func TestMemberSnapshotsAreSeenApart(t *testing.T) {
 	sched.Spec.Destination.GCS = &v1alpha1.GCSDestination{Bucket: "gbackups"}
 	require.Equal(t, "gs://gbackups/", snapshotTo(Objects{Schedules: []v1alpha1.EtcdBackupSchedule{sched}}.SnapshotDestination("c1")), "else the schedule's")
 	require.Equal(t, "", snapshotTo(Objects{}.SnapshotDestination("c1")), "none known")
+}
+
+// The CLI plans a rotation from status: its stage, and the certificates the operator
+// renews (the CA's own is not one), members mounting the server's and peers'.
+func TestRotationFromStatus(t *testing.T) {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns"}}
+	require.Nil(t, Objects{}.Observed(c).CA)
+	renew := &metav1.Time{}
+	c.Status.TLS = &v1alpha1.TLSStatus{Trust: "h.h", CARotation: &v1alpha1.CARotationStatus{Stage: "Issuing", Pass: 2},
+		Certificates: []v1alpha1.CertificateStatus{{SecretName: "demo-ca"}, {SecretName: "demo-server-tls", RenewAt: renew},
+			{SecretName: "demo-operator-tls", RenewAt: renew}, {SecretName: "demo-0-peer-tls", RenewAt: renew}}}
+	o := Objects{}.Observed(c)
+	require.Equal(t, "h.h", o.Trust)
+	require.Equal(t, &planner.CARotation{Stage: planner.CAIssuing, Secret: "demo-ca", Leaves: []planner.Renewal{
+		{Secret: "demo-server-tls", Mounted: true}, {Secret: "demo-operator-tls"}, {Secret: "demo-0-peer-tls", Mounted: true}}}, o.CA)
 }

@@ -21,6 +21,7 @@ import (
 	"math/big"
 	"net"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -200,6 +201,20 @@ func BundleHash(bundle []byte) (string, error) {
 		h.Write(d)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// TrustHash identifies the trust bundles of a member's sides (client, then peer), each by
+// BundleHash, joined with ".": what a member Pod records of the CAs it trusts.
+func TrustHash(bundles ...[]byte) (string, error) {
+	hashes := make([]string, len(bundles))
+	for i, b := range bundles {
+		h, err := BundleHash(b)
+		if err != nil {
+			return "", err
+		}
+		hashes[i] = h
+	}
+	return strings.Join(hashes, "."), nil
 }
 
 // Certificates parses every certificate of a PEM bundle.

@@ -54,6 +54,9 @@ type MemberSpec struct {
 	// TLS, when set, is the TLS whose Secrets the member serves by, when not the spec's:
 	// while a side is switched off (InUse).
 	TLS *v1alpha1.TLSSpec
+	// Trust identifies the trust bundles the Pod mounts, as they are when it is made
+	// (certs.Keeper.Trust): its etcd reads them once, at start.
+	Trust string
 }
 
 // Restore is a snapshot a seed member's data is restored from.
@@ -79,16 +82,16 @@ const nonRootUID = 65532
 func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	labels, annotations := memberMeta(c, m)
 	secure := secureContainer()
+	tlsVols, tlsMounts := tlsVolumes(m.SecretsOf(c), m.Name, Serving(c, m.Listen))
 	inits := []corev1.Container{{
 		Name:            vocab.ContainerPreflight,
 		Image:           img.Operator,
-		Command:         agent.Preflight{DataDir: vocab.DataDir, ExpectData: m.ExpectData}.Argv(),
+		Command:         preflight(c, m).Argv(),
 		SecurityContext: secure,
-		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
+		VolumeMounts:    append([]corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}}, tlsMounts...),
 		// What the check printed is the Pod's record of why it failed, for the operator to show.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
-	tlsVols, tlsMounts := tlsVolumes(m.SecretsOf(c), m.Name, Serving(c, m.Listen))
 	volumes := append([]corev1.Volume{dataVolume(c, m.Name)}, tlsVols...)
 	if m.Seed && m.Restore != nil {
 		inits = append(inits, restoreContainers(c, img, m, secure)...)
@@ -136,6 +139,18 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	}
 }
 
+// preflight is the member's preflight check: its data, and the trust bundles the Pod was
+// made for (m.Trust), which it waits for.
+func preflight(c *v1alpha1.EtcdCluster, m MemberSpec) agent.Preflight {
+	p := agent.Preflight{DataDir: vocab.DataDir, ExpectData: m.ExpectData, Trust: m.Trust}
+	if m.Trust != "" {
+		for _, t := range TrustedBy(m.SecretsOf(c), Serving(c, m.Listen)) {
+			p.TrustFiles = append(p.TrustFiles, t.File)
+		}
+	}
+	return p
+}
+
 // memberMeta is a member Pod's labels and annotations: the cluster's, the spec's
 // podMetadata under them, and what the member's history says about it.
 func memberMeta(c *v1alpha1.EtcdCluster, m MemberSpec) (labels, annotations map[string]string) {
@@ -162,6 +177,9 @@ func memberMeta(c *v1alpha1.EtcdCluster, m MemberSpec) (labels, annotations map[
 	}
 	if m.Seed && m.Restore != nil {
 		annotations[vocab.AnnotationRestore] = m.Restore.From
+	}
+	if m.Trust != "" {
+		annotations[vocab.AnnotationTrust] = m.Trust
 	}
 	if m.ForceNewCluster != "" {
 		annotations[vocab.AnnotationForceNewCluster] = m.ForceNewCluster

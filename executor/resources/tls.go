@@ -198,6 +198,32 @@ func trustFile(mode v1alpha1.TLSMode, mount string) string {
 	return vocab.TrustTLSMount + "/" + vocab.CACertKey
 }
 
+// Trusted is a trust bundle a member reads at start: the Secret whose ca.crt it is, and the
+// file the member reads it at.
+type Trusted struct{ Secret, File string }
+
+// TrustedBy are the trust bundles of a member that serves as l, client side then peer side,
+// for each side it serves TLS on: the user's Secret's (Provided), else the cluster's trust
+// Secret.
+func TrustedBy(c *v1alpha1.EtcdCluster, l plan.Listen) []Trusted {
+	var out []Trusted
+	if t := c.Spec.TLS; servesTLS(l.Client) {
+		out = append(out, Trusted{cmp.Or(providedSecret(t.ClientMode(), ServerSecret(c)), vocab.TrustSecret(c.Name)), trustFile(t.ClientMode(), vocab.ServerTLSMount)})
+	}
+	if t := c.Spec.TLS; servesTLS(l.Peer) {
+		out = append(out, Trusted{cmp.Or(providedSecret(t.PeerMode(), PeerSecret(c, "")), vocab.TrustSecret(c.Name)), trustFile(t.PeerMode(), vocab.PeerTLSMount)})
+	}
+	return out
+}
+
+// providedSecret is the user's Secret of a side in mode Provided, "" in any other mode.
+func providedSecret(mode v1alpha1.TLSMode, secret string) string {
+	if mode == v1alpha1.TLSProvided {
+		return secret
+	}
+	return ""
+}
+
 // listenURL is what a member listens on for one side.
 func listenURL(tls bool, port int) string {
 	return fmt.Sprintf("%s://0.0.0.0:%d", vocab.Scheme(tls), port)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync"
 	"testing"
@@ -24,17 +25,23 @@ type writer struct {
 	acked  []string
 	revs   map[string]int64 // the revision each acknowledged write was made at
 	failed int
+	errs   map[string]int // why writes failed, by error
 	maxLat time.Duration
 }
 
 func startWriter(t *testing.T, ns, cluster string) *writer {
 	t.Helper()
+	return startWriterWith(t, ns, cluster, framework.ClientTLS(t, ns, cluster))
+}
+
+// startWriterWith starts a writer that dials with cfg (nil: plain text).
+func startWriterWith(t *testing.T, ns, cluster string, cfg *tls.Config) *writer {
+	t.Helper()
 	id := framework.Get(t, ns, cluster).Status.ClusterID
-	cfg := framework.ClientTLS(t, ns, cluster)
 	cli, err := clientv3.New(framework.EtcdConfig(framework.EndpointsAs(t, ns, cluster, cfg != nil), cfg))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{}), revs: map[string]int64{}}
+	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{}), revs: map[string]int64{}, errs: map[string]int{}}
 	go func() {
 		defer close(w.done)
 		defer cli.Close()
@@ -59,6 +66,7 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 				w.maxLat = max(w.maxLat, lat)
 			} else if ctx.Err() == nil {
 				w.failed++
+				w.errs[err.Error()]++
 			}
 			w.mu.Unlock()
 			time.Sleep(50 * time.Millisecond)
@@ -97,7 +105,7 @@ func (w *writer) stopAndVerify() {
 	for _, k := range w.acked {
 		require.True(w.t, have[k], "acknowledged write %s is lost", k)
 	}
-	w.t.Logf("writer: %d writes acknowledged and readable, %d failed, slowest %v", len(w.acked), w.failed, w.maxLat)
+	w.t.Logf("writer: %d writes acknowledged and readable, %d failed %v, slowest %v", len(w.acked), w.failed, w.errs, w.maxLat)
 }
 
 // writeAWhile writes for a second (longer, up to 15 s, until a write is acknowledged) and

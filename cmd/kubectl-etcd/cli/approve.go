@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	"k8s.io/client-go/util/retry"
@@ -24,14 +25,34 @@ Flags:
 
 // approve runs `kubectl-etcd approve`.
 func (c *CLI) approve(ctx context.Context, args []string) int {
-	var k kubeFlags
 	var id string
-	fs := newFlagSet("approve")
-	fs.StringVar(&id, "plan", "", "")
+	return c.annotate(ctx, args, "approve", approveHelp, func(fs *flag.FlagSet) { fs.StringVar(&id, "plan", "", "") },
+		func(ec *v1alpha1.EtcdCluster) (string, string, error) {
+			p, err := pendingPlan(ec, id)
+			if err != nil {
+				return "", "", err
+			}
+			key := ec.Namespace + "/" + ec.Name
+			if ec.Annotations[v1alpha1.AnnotationApprove] == p.ID {
+				return "", fmt.Sprintf("EtcdCluster %s: plan %s was already approved\n", key, p.ID), nil
+			}
+			return p.ID, fmt.Sprintf("EtcdCluster %s: plan %s approved (%s); follow it with: kubectl etcd status %s\n", key, p.ID, render.Steps(len(p.Steps)), ec.Name), nil
+		}, v1alpha1.AnnotationApprove)
+}
+
+// annotate runs a command that sets one annotation of an EtcdCluster NAME (with the
+// command's own flags, added by flags): decide says, of the cluster as it is now, the value
+// ("" to set none) and what to print. A conflict means the cluster changed since it was
+// read: it is read and decided again, so what is set is what was checked.
+func (c *CLI) annotate(ctx context.Context, args []string, command, help string, flags func(*flag.FlagSet),
+	decide func(*v1alpha1.EtcdCluster) (value, msg string, err error), annotation string) int {
+	var k kubeFlags
+	fs := newFlagSet(command)
+	flags(fs)
 	k.add(fs)
 	name, err := parseName(fs, args)
 	if err != nil {
-		return c.flagError(err, "approve", approveHelp)
+		return c.flagError(err, command, help)
 	}
 	kc, err := k.connect()
 	if err != nil {
@@ -39,27 +60,20 @@ func (c *CLI) approve(ctx context.Context, args []string) int {
 	}
 	key := client.ObjectKey{Namespace: kc.namespace, Name: name}
 	var msg string
-	// A conflict means the cluster changed since it was read: read it again, so the plan
-	// approved is always the one checked.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ec := &v1alpha1.EtcdCluster{}
 		if err := kc.Get(ctx, key, ec); err != nil {
 			return err
 		}
-		p, err := pendingPlan(ec, id)
-		if err != nil {
+		var value string
+		if value, msg, err = decide(ec); err != nil || value == "" {
 			return err
-		}
-		if ec.Annotations[v1alpha1.AnnotationApprove] == p.ID {
-			msg = fmt.Sprintf("EtcdCluster %s: plan %s was already approved\n", key, p.ID)
-			return nil
 		}
 		patch := client.MergeFromWithOptions(ec.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if ec.Annotations == nil {
 			ec.Annotations = map[string]string{}
 		}
-		ec.Annotations[v1alpha1.AnnotationApprove] = p.ID
-		msg = fmt.Sprintf("EtcdCluster %s: plan %s approved (%s); follow it with: kubectl etcd status %s\n", key, p.ID, render.Steps(len(p.Steps)), name)
+		ec.Annotations[annotation] = value
 		return kc.Patch(ctx, ec, patch)
 	})
 	if err != nil {

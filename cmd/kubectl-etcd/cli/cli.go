@@ -39,12 +39,14 @@ Usage:
   kubectl-etcd plan (-f FILE | -k DIR) [--observed OBSERVED.json] [-o table|json|markdown] [--detailed-exitcode]
   kubectl-etcd status NAME
   kubectl-etcd approve NAME [--plan ID]
+  kubectl-etcd rotate-ca NAME [--id VALUE]
 
 Commands:
   plan     print the plan for every EtcdCluster in the manifests, against the live cluster
            or a saved observed state
   status   show a cluster's members, leader, health, plan and recent history
   approve  let a cluster's pending plan run (spec.updateStrategy.approval: Manual)
+  rotate-ca  rotate the cluster's own CA (spec.tls mode Auto) in three passes, as a plan
 
 Run "kubectl-etcd COMMAND -h" for a command's flags.
 `
@@ -62,6 +64,8 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 		return c.status(ctx, args[1:])
 	case "approve":
 		return c.approve(ctx, args[1:])
+	case "rotate-ca":
+		return c.rotateCA(ctx, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.Stdout, usage)
 		return ExitOK

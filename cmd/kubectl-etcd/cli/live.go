@@ -30,7 +30,18 @@ func (s liveSource) Observed(ctx context.Context, c *v1alpha1.EtcdCluster) (plan
 	}
 	o := objs.Observed(live)
 	o.Etcd = observe.FromStatus(live)
+	if o.CA == nil && asksRotation(live, c) {
+		o.CA = observe.RotationAsked(live)
+	}
 	return o, nextGeneration(live, c), nil
+}
+
+// asksRotation: the manifest asks for a rotation of the cluster's CA that the live cluster
+// does not ask for yet (the operator records the rotation it runs in status).
+func asksRotation(live, c *v1alpha1.EtcdCluster) bool {
+	want := c.Annotations[v1alpha1.AnnotationRotateCA]
+	return want != "" && want != live.Annotations[v1alpha1.AnnotationRotateCA] && live.Status.ClusterID != "" &&
+		(c.Spec.TLS.ClientMode() == v1alpha1.TLSAuto || c.Spec.TLS.PeerMode() == v1alpha1.TLSAuto)
 }
 
 // cluster reads the live EtcdCluster the manifest c describes; one that does not exist yet

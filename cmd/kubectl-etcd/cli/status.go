@@ -126,6 +126,9 @@ func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, now t
 	if ec.Status.TLS == nil {
 		return
 	}
+	if r := ec.Status.TLS.CARotation; r != nil {
+		fmt.Fprintf(w, "  Rotation: the cluster's CA is rotated (%s): pass %d of 3, %s\n", r.Requested, r.Pass, passWords[r.Pass])
+	}
 	for _, c := range ec.Status.TLS.Certificates {
 		renew := ""
 		if c.RenewAt != nil {
@@ -133,6 +136,13 @@ func writeTLS(w io.Writer, ec *v1alpha1.EtcdCluster, objs observe.Objects, now t
 		}
 		fmt.Fprintf(w, "  Cert:     %s (%s, issued by %s) expires %s%s\n", c.SecretName, c.Subject, c.Issuer, in(c.NotAfter.Time, now), renew)
 	}
+}
+
+// passWords say what each pass of a CA rotation does.
+var passWords = map[int32]string{
+	1: "members restart trusting the old and the new CA",
+	2: "every certificate is issued again from the new CA (no restart)",
+	3: "members restart trusting the new CA alone",
 }
 
 // writeSwitch says, while TLS is switched on or off, how each member that does not serve as the

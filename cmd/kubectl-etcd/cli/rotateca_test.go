@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+)
+
+// A manifest whose etcdplan.io/rotate-ca differs from the live cluster's asks for a
+// rotation of the cluster's own CA: the live plan shows it before the manifest is applied.
+func TestManifestAsksForARotation(t *testing.T) {
+	live := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns",
+		Annotations: map[string]string{v1alpha1.AnnotationRotateCA: "2025"}}}
+	live.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+	live.Status.ClusterID = "c1"
+	c := live.DeepCopy()
+	require.False(t, asksRotation(live, c), "as it is")
+	c.Annotations[v1alpha1.AnnotationRotateCA] = "2026"
+	require.True(t, asksRotation(live, c))
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided}
+	require.False(t, asksRotation(live, c), "no CA of the operator's")
+	c.Spec.TLS, live.Status.ClusterID = live.Spec.TLS, ""
+	require.False(t, asksRotation(live, c), "a cluster not formed yet gets its CA made for it")
+}
