@@ -75,6 +75,7 @@ func TestCARotatedLive(t *testing.T) {
 		require.NoError(t, err, "%s serves a certificate of the new CA", ep)
 		require.NoError(t, conn.Close())
 	}
+	requireNoSecretLeak(t, ns) // the old CA's key, the new one's and every leaf's among them
 }
 
 func secret(t *testing.T, ns, name string) *corev1.Secret {
