@@ -131,7 +131,7 @@ figures of both swing by up to twice between runs; compare the ratios within one
 - **Noticed**: from the moment a step's effect showed (same sampler) to the moment the
   operator recorded it done.
 - **Waiting on Pods / etcd**: the operator's step records, summed: waits for members to
-  start or go (Pod operations, MemberHealthy and ClusterHealthy preconditions) and waits on
+  start or go (Pod operations, MemberHealthy, ClusterHealthy and QuorumHealthy preconditions) and waits on
   etcd (a learner catching up, membership calls, leadership).
 - **Client impact**: a writer puts a key every 20 ms, each with a 2 s timeout, for 6 s
   before the change (idle), throughout the operator's run (during) and throughout the
