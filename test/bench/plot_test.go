@@ -140,8 +140,7 @@ figures of both swing by up to twice between runs; compare the ratios within one
   applied.
 - Both runs start 6 s after their cluster's last membership change: etcd refuses a new one
   until its leader has been connected to a quorum of the voters, the new one counted, for
-  5 s, and neither run is charged
-  for the one before.
+  5 s, and neither run is charged for the one before.
 - **Timed** steps: those the sampler saw pending before they were done; a step that became
   possible, was applied and showed its effect between two looks is faster than 50 ms and
   not timed.
