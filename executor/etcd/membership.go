@@ -52,8 +52,9 @@ const promoteFor, promoteEvery = 500 * time.Millisecond, 25 * time.Millisecond
 
 // ErrNotYet is etcd refusing a membership change for now by its own rules, which a moment
 // later may allow it: a learner's log not within a tenth of the leader's, too few started
-// voters, or a leader not connected to every voter for the last 5 seconds (etcd's strict
-// reconfiguration check). It is a wait, not a failure.
+// voters, or (to add a member) a leader not connected for the last 5 seconds to a quorum of
+// the voters, the new member counted (etcd's strict reconfiguration check, 3.5 and 3.6
+// alike). It is a wait, not a failure.
 var ErrNotYet = errors.New("etcd does not allow the change yet")
 
 // NotYet wraps etcd's refusals for now in ErrNotYet, saying what each waits for.
