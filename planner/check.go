@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 )
@@ -59,6 +60,8 @@ func precondition(m *model, d Desired, s plan.Step) (bool, string) {
 			return true, ""
 		}
 		return false, fmt.Sprintf("waiting for all voters to be healthy (%d of %d, leader %q)", healthy, all, m.leader)
+	case plan.PreQuorumHealthy:
+		return quorumHealthy(m)
 	case plan.PreLearnerCaughtUp:
 		return learnerCaughtUp(m, p.Member)
 	case plan.PreQuorumWithout:
@@ -96,6 +99,31 @@ func precondition(m *model, d Desired, s plan.Step) (bool, string) {
 		return m.maySnapshot(d, s)
 	}
 	return false, fmt.Sprintf("unknown precondition %q", p.Kind)
+}
+
+// quorumHealthy: a learner may join once the member list was read through a quorum, the
+// leader answers, and no voter is down or shown to have lost its data: each voter that does
+// not answer runs on its data (it is starting, or publishing itself, which etcd 3.6 takes up
+// to 7 s over while it already takes part in raft and in the quorum the read went through).
+// A learner does not vote, so its join costs no quorum; etcd's strict reconfiguration check
+// refuses it until the leader has been connected to enough voters for 5 s, which the
+// executor polls as a wait.
+func quorumHealthy(m *model) (bool, string) {
+	var down []string
+	for _, mm := range m.members {
+		if mm.voter() && !mm.up && (!mm.running && !mm.silent || mm.podDeleting || mm.dataLost) {
+			down = append(down, mm.name)
+		}
+	}
+	switch l := m.get(m.leader); {
+	case !m.linearizable:
+		return false, "waiting for a member list read through a quorum"
+	case l == nil || !l.voter() || !l.healthy():
+		return false, fmt.Sprintf("waiting for the leader to answer (leader %q)", m.leader)
+	case len(down) > 0:
+		return false, fmt.Sprintf("waiting for voters %s to run on their data: no member joins while a voter is down or lost", strings.Join(down, ", "))
+	}
+	return true, ""
 }
 
 // withinBudget: taking down a voter that is up, or may be (silent), may not leave fewer

@@ -608,14 +608,14 @@ func (m *model) satisfy(p plan.Precondition) {
 	switch p.Kind {
 	case plan.PreMemberHealthy, plan.PreLearnerCaughtUp:
 		heal(m.get(p.Member))
-	case plan.PreClusterHealthy, plan.PreQuorumWithout:
+	case plan.PreClusterHealthy, plan.PreQuorumHealthy, plan.PreQuorumWithout:
 		for _, mm := range m.members {
 			if mm.voter() && mm.name != p.Member {
 				heal(mm)
 			}
 		}
 	}
-	if p.Kind == plan.PreClusterHealthy || p.Kind == plan.PreQuorumWithout {
+	if p.Kind == plan.PreClusterHealthy || p.Kind == plan.PreQuorumHealthy || p.Kind == plan.PreQuorumWithout {
 		m.linearizable, m.reachable = true, true // a quorum answers, so the member list can be read through it
 	}
 	if m.leader == "" {

@@ -18,7 +18,7 @@ import (
 func step(a plan.Action, mm *member, pre plan.PreconditionKind, why plan.Why, reason string, args ...any) plan.Step {
 	s := plan.Step{Action: a, Member: mm.name, MemberID: mm.id, Why: why, Reason: fmt.Sprintf(reason, args...),
 		Precondition: plan.Precondition{Kind: pre}}
-	if pre != plan.PreNone && pre != plan.PreClusterHealthy {
+	if pre != plan.PreNone && pre != plan.PreClusterHealthy && pre != plan.PreQuorumHealthy {
 		s.Precondition.Member = mm.name
 	}
 	return s
@@ -233,13 +233,13 @@ func scaleUp(m *model, d Desired) (plan.Step, bool) {
 	mm := &member{name: vocab.MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
 	switch {
 	case voters < d.Replicas:
-		return step(plan.AddLearner, mm, plan.PreClusterHealthy, plan.WhyScaleUp,
+		return step(plan.AddLearner, mm, plan.PreQuorumHealthy, plan.WhyScaleUp,
 			"member %s joins as a learner (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters), true
 	case old != nil:
-		return step(plan.AddLearner, mm, plan.PreClusterHealthy, plan.WhyReplacement,
+		return step(plan.AddLearner, mm, plan.PreQuorumHealthy, plan.WhyReplacement,
 			"member %s joins to replace %s: %s", mm.name, old.name, replacement(old, d)), true
 	}
-	return step(plan.AddLearner, mm, plan.PreClusterHealthy, plan.WhyTemporaryMember,
+	return step(plan.AddLearner, mm, plan.PreQuorumHealthy, plan.WhyTemporaryMember,
 		"member %s joins as a temporary third member, so two voters keep quorum while each restarts or is defragmented (spec.replicas %d, %d voters)",
 		mm.name, d.Replicas, voters), true
 }

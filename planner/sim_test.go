@@ -395,7 +395,7 @@ func (w *world) satisfy(p plan.Precondition) {
 	case plan.PreMemberHealthy, plan.PreLearnerCaughtUp:
 		w.heal(p.Member)
 		w.staleBelow, w.election = 0, false
-	case plan.PreClusterHealthy, plan.PreQuorumWithout, plan.PreMemberGone:
+	case plan.PreClusterHealthy, plan.PreQuorumHealthy, plan.PreQuorumWithout, plan.PreMemberGone:
 		for _, m := range w.members {
 			if m.inEtcd && !m.learner && m.name != p.Member {
 				w.heal(m.name)
@@ -475,6 +475,9 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		if m != nil {
 			return false, fmt.Errorf("AddLearner %s re-uses a member name", s.Member)
+		}
+		if all > 1 && up < quorum(all+1) {
+			return true, nil // etcd's strict reconfiguration check: the leader is not connected to enough voters
 		}
 		w.nextID++
 		w.members[s.Member] = &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, learner: true, peerTLS: registersTLS(s, d)}

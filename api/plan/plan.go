@@ -20,6 +20,10 @@ const (
 	PreMemberHealthy PreconditionKind = "MemberHealthy"
 	// PreClusterHealthy: every voter is healthy, so one may go down without losing quorum.
 	PreClusterHealthy PreconditionKind = "ClusterHealthy"
+	// PreQuorumHealthy: the member list was read through a quorum of voters that answer
+	// with a leader, and every other voter runs on its data (starting, or publishing
+	// itself): a learner, which does not vote, may join.
+	PreQuorumHealthy PreconditionKind = "QuorumHealthy"
 	// PreLearnerCaughtUp: the learner is started and its raft log is close to the leader's.
 	PreLearnerCaughtUp PreconditionKind = "LearnerCaughtUp"
 	// PreQuorumWithout: the voters other than the member keep quorum of the smaller cluster.

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/plan"
@@ -207,4 +209,47 @@ func TestStaleViewFinishesNothing(t *testing.T) {
 	v, err := f.etcd.View(context.Background())
 	require.NoError(t, err)
 	require.False(t, v.Members[3].Learner)
+}
+
+// A learner joins while a voter runs but does not answer clients yet (it publishes itself):
+// the add goes to etcd, whose strict reconfiguration check refusing it for now is a wait,
+// polled, that says what etcd waits for; once etcd allows it, the learner is added.
+func TestLearnerJoinsWhileAVoterPublishes(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) {
+		v.Members[2].Answering, v.Members[2].Leader, v.Members[2].Silent = false, "", true
+	})
+	f.etcd.Unconnected = true
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	add := "AddLearner " + vocab.PeerURL("demo", "ns", "demo-3", false)
+	for i := 0; i < 3; i++ {
+		c, res := f.reconcile()
+		require.Equal(t, plan.AddLearner, c.Status.Plan.Steps[0].Action)
+		require.Equal(t, plan.PreQuorumHealthy, c.Status.Plan.Steps[0].Precondition.Kind)
+		require.Equal(t, pollWaiting, res.RequeueAfter)
+		require.Zero(t, c.Status.Plan.Progress[0].Errors, "a refusal for now is no failure")
+		require.Contains(t, c.Status.Plan.Progress[0].Message, "not been connected to enough voters for the last 5 s")
+		require.False(t, conditions.IsStalled(c))
+		f.now = f.now.Add(time.Second)
+	}
+	require.Equal(t, []string{add, add, add}, f.etcd.Calls(), "asked again at every poll")
+
+	f.etcd.Unconnected = false
+	f.reconcile()
+	require.Equal(t, add, f.etcd.Calls()[3])
+	v, err := f.etcd.View(context.Background())
+	require.NoError(t, err)
+	require.Len(t, v.Members, 4)
+	require.True(t, v.Members[3].Learner)
+}
+
+// A voter that is down holds the join up: its repair comes first, and no add reaches etcd.
+func TestNoLearnerJoinsWhileAVoterIsDown(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) { v.Members[2].Answering, v.Members[2].Leader = false, "" })
+	require.NoError(t, f.kube.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-2"}}))
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	c, _ := f.reconcile()
+	require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+	require.NotContains(t, strings.Join(f.etcd.Calls(), " "), "AddLearner")
 }

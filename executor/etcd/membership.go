@@ -42,7 +42,7 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, error)
 		if err == nil {
 			id = resp.Member.ID
 		}
-		return notYet(err)
+		return NotYet(err)
 	})
 	return id, err
 }
@@ -52,16 +52,18 @@ const promoteFor, promoteEvery = 500 * time.Millisecond, 25 * time.Millisecond
 
 // ErrNotYet is etcd refusing a membership change for now by its own rules, which a moment
 // later may allow it: a learner's log not within a tenth of the leader's, too few started
-// voters, or a leader not connected to every voter for the last 5 seconds (etcd's strict
-// reconfiguration check). It is a wait, not a failure.
+// voters, or (to add a member) a leader not connected for the last 5 seconds to a quorum of
+// the voters, the new member counted (etcd's strict reconfiguration check, 3.5 and 3.6
+// alike). It is a wait, not a failure.
 var ErrNotYet = errors.New("etcd does not allow the change yet")
 
-// notYet wraps etcd's refusals for now in ErrNotYet.
-func notYet(err error) error {
-	for _, e := range []error{rpctypes.ErrMemberLearnerNotReady, rpctypes.ErrMemberNotEnoughStarted, rpctypes.ErrUnhealthy} {
-		if errors.Is(err, e) {
-			return fmt.Errorf("%w: %v", ErrNotYet, err)
-		}
+// NotYet wraps etcd's refusals for now in ErrNotYet, saying what each waits for.
+func NotYet(err error) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrUnhealthy):
+		return fmt.Errorf("%w: its leader has not been connected to enough voters for the last 5 s (etcd's strict reconfiguration check: %v)", ErrNotYet, err)
+	case errors.Is(err, rpctypes.ErrMemberLearnerNotReady), errors.Is(err, rpctypes.ErrMemberNotEnoughStarted):
+		return fmt.Errorf("%w: %v", ErrNotYet, err)
 	}
 	return err
 }
@@ -79,11 +81,11 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 			case errors.Is(err, rpctypes.ErrMemberNotLearner):
 				return nil
 			case !errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || time.Now().After(until):
-				return notYet(err)
+				return NotYet(err)
 			}
 			select {
 			case <-ctx.Done():
-				return notYet(err)
+				return NotYet(err)
 			case <-time.After(promoteEvery):
 			}
 		}
@@ -97,7 +99,7 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 		if errors.Is(err, rpctypes.ErrMemberNotFound) {
 			return nil
 		}
-		return notYet(err)
+		return NotYet(err)
 	})
 }
 
@@ -117,7 +119,7 @@ func (c *Client) UpdatePeerURL(ctx context.Context, id uint64, peerURL string) e
 			return nil
 		}
 		_, err = cli.MemberUpdate(ctx, id, []string{peerURL})
-		return notYet(err)
+		return NotYet(err)
 	})
 }
 

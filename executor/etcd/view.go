@@ -20,37 +20,40 @@ import (
 // leaderCheck bounds the look for a leader before a read through a quorum.
 const leaderCheck = 250 * time.Millisecond
 
-// leaderless: every member that answers at the endpoints within leaderCheck knows no
-// leader, and one at least answered. A read through a quorum cannot succeed then, and the
-// view does not wait for two tries of it to time out: when a majority lost its data, every
-// look would take seconds. The first member that knows a leader ends the check.
-func (c *Client) leaderless(ctx context.Context) bool {
+// look asks every endpoint for its status at once, each for up to leaderCheck, and returns
+// the endpoints that answered for this cluster, the first first, and whether one of them
+// knows a leader. It ends as soon as one that knows a leader and another have answered:
+// enough to try a read through a quorum, and a second try elsewhere.
+func (c *Client) look(ctx context.Context) (answered []string, leader bool) {
 	c.mu.Lock()
 	eps := urls(c.endpoints)
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, leaderCheck)
 	defer cancel()
-	leaders := make(chan int64, len(eps)) // the leader each knows (0: none), -1: no answer
+	type answer struct {
+		ep     string
+		leader bool
+		ok     bool
+	}
+	answers := make(chan answer, len(eps))
 	for _, ep := range eps {
 		go func() {
 			st, err := c.cli.Status(ctx, ep)
-			if err != nil || st.Header == nil || c.ours(st.Header) != nil {
-				leaders <- -1
-				return
-			}
-			leaders <- int64(min(st.Leader, 1))
+			ok := err == nil && st.Header != nil && c.ours(st.Header) == nil
+			answers <- answer{ep, ok && st.Leader != 0, ok}
 		}()
 	}
-	answered := false
 	for range eps {
-		switch <-leaders {
-		case 1:
-			return false
-		case 0:
-			answered = true
+		a := <-answers
+		if a.ok {
+			answered = append(answered, a.ep)
+		}
+		leader = leader || a.leader
+		if leader && len(answered) > 1 {
+			break
 		}
 	}
-	return answered
+	return answered, leader
 }
 
 // View reads etcd's view: the member list, each member's status, and alarms. The member
@@ -75,12 +78,21 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 // memberList reads the member list through a quorum, or else one member's own serializable
 // list (linearizable false). Two short tries: each goes to the next member, and a member
 // that just joined answers a linearizable read only once it applied the log up to the
-// leader's commit. Each try first looks for a leader: one that lost its quorum steps down
-// within an election timeout, and the second try is then not waited for.
+// leader's commit. Each try first looks at the members' statuses: when every member that
+// answers knows no leader (one that lost its quorum steps down within an election
+// timeout), no read through a quorum can succeed and none is waited for; nor is a second
+// try when one member alone answered, which is all it could reach. When a majority lost
+// its data, every look would otherwise take seconds.
 func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, bool, error) {
 	var list *clientv3.MemberListResponse
 	err := errors.New("no member knows a leader")
-	for try := 0; try < 2 && !c.leaderless(ctx); try++ {
+	var answered []string
+	for try := 0; try < 2; try++ {
+		var leader bool
+		answered, leader = c.look(ctx)
+		if !leader && len(answered) > 0 || try > 0 && len(answered) < 2 {
+			break
+		}
 		lctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
 		list, err = c.cli.MemberList(lctx)
 		cancel()
@@ -90,10 +102,7 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	}
 	linearizable := err == nil
 	if err != nil {
-		sctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		list, err = c.cli.MemberList(sctx, clientv3.WithSerializable())
-		cancel()
-		if err != nil {
+		if list, err = c.localList(ctx, answered); err != nil {
 			return nil, false, err
 		}
 	}
@@ -101,6 +110,27 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 		return nil, false, err
 	}
 	return list, linearizable, nil
+}
+
+// localList reads one member's own member list, serializable: first from the member that
+// answered its status first, on a short clock (any endpoint may be a member still
+// stopping, which holds a call for long), else from any endpoint.
+func (c *Client) localList(ctx context.Context, answered []string) (*clientv3.MemberListResponse, error) {
+	var list *clientv3.MemberListResponse
+	if len(answered) > 0 {
+		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+		err := c.through(sctx, answered[0], func(ctx context.Context, cli *clientv3.Client) (err error) {
+			list, err = cli.MemberList(ctx, clientv3.WithSerializable())
+			return err
+		})
+		cancel()
+		if err == nil {
+			return list, nil
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return c.cli.MemberList(sctx, clientv3.WithSerializable())
 }
 
 // statuses asks every started member with an endpoint for its status and records the

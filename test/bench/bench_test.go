@@ -773,7 +773,7 @@ func waits(steps []stepTiming) (pods, etcdWait time.Duration) {
 			pre, eff = nonNeg(st.Finished.Sub(st.Started)), 0
 		}
 		switch plan.PreconditionKind(st.Precondition) {
-		case plan.PreMemberHealthy, plan.PreClusterHealthy:
+		case plan.PreMemberHealthy, plan.PreClusterHealthy, plan.PreQuorumHealthy:
 			pods += pre
 		default:
 			etcdWait += pre

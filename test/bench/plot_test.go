@@ -131,7 +131,7 @@ figures of both swing by up to twice between runs; compare the ratios within one
 - **Noticed**: from the moment a step's effect showed (same sampler) to the moment the
   operator recorded it done.
 - **Waiting on Pods / etcd**: the operator's step records, summed: waits for members to
-  start or go (Pod operations, MemberHealthy and ClusterHealthy preconditions) and waits on
+  start or go (Pod operations, MemberHealthy, ClusterHealthy and QuorumHealthy preconditions) and waits on
   etcd (a learner catching up, membership calls, leadership).
 - **Client impact**: a writer puts a key every 20 ms, each with a 2 s timeout, for 6 s
   before the change (idle), throughout the operator's run (during) and throughout the
@@ -139,8 +139,8 @@ figures of both swing by up to twice between runs; compare the ratios within one
   write's latency during the operator's run (red: failed) with a line where each step was
   applied.
 - Both runs start 6 s after their cluster's last membership change: etcd refuses a new one
-  until its leader has been connected to every voter for 5 s, and neither run is charged
-  for the one before.
+  until its leader has been connected to a quorum of the voters, the new one counted, for
+  5 s, and neither run is charged for the one before.
 - **Timed** steps: those the sampler saw pending before they were done; a step that became
   possible, was applied and showed its effect between two looks is faster than 50 ms and
   not timed.
@@ -192,7 +192,9 @@ figures of both swing by up to twice between runs; compare the ratios within one
   sees a peer tries for up to 7 s to hand its leadership over first): the operator waits for
   it, to start each member again on its volume; the floor, which knows, does not, except for
   the survivor's own Pod. Joins wait for etcd's own rule in both runs: it refuses a new
-  member until its leader has been in touch with every voter for 5 s.
+  member until its leader has been connected to a quorum of the voters, the new one counted
+  (with two voters: both), for 5 s; the operator asks from the moment the last new voter runs,
+  while it still publishes itself, and again every 200 ms while etcd refuses.
 - **Against a naive rollout**: the upgrade and the defragmentation (each member's database
   holding 64 MiB of keys and 32 MiB free) run a third time on the floor's side, the way a
   tool that knows nothing of etcd's leader does them: a StatefulSet's rolling update (Pods

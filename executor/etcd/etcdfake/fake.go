@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -25,6 +27,9 @@ type Cluster struct {
 	view *planner.EtcdView
 	// Err, when set, fails every membership call.
 	Err error
+	// Unconnected, when set, refuses AddLearner as etcd's strict reconfiguration check
+	// does while its leader has not been connected to enough voters for 5 s.
+	Unconnected bool
 	// Lag, when set, lets membership calls succeed without showing in the view: etcd
 	// applied them, and every look so far came before.
 	Lag bool
@@ -87,6 +92,9 @@ func (c *Cluster) AddLearner(_ context.Context, peerURL string) (uint64, error) 
 	defer c.mu.Unlock()
 	if err := c.call("AddLearner %s", peerURL); err != nil {
 		return 0, err
+	}
+	if c.Unconnected {
+		return 0, etcd.NotYet(rpctypes.ErrUnhealthy)
 	}
 	c.nextID++
 	if c.shows() {
