@@ -68,6 +68,8 @@ const (
 	ReasonStepStalled     = "StepStalled"
 	ReasonRecoveryStarted = "RecoveryStarted"
 	ReasonRecovered       = "Recovered"
+	// etcd's leader refused a member add for long, every voter answering: leadership moved.
+	ReasonLeaderUnconnected = "LeaderUnconnected"
 )
 
 // Reasons of an EtcdBackup's Ready and Reconciling conditions (docs/backup-restore.md).

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -79,6 +80,8 @@ type Reconciler struct {
 
 	clients clients    // one etcd connection per cluster
 	applied appliedSet // the Services and PDBs last applied, to apply only what changed
+	// leaderMoved: cluster UID -> when leadership last moved for a member add etcd refused.
+	leaderMoved sync.Map
 }
 
 // SetupWithManager registers the reconciler and its watches.

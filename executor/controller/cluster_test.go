@@ -243,6 +243,36 @@ func TestLearnerJoinsWhileAVoterPublishes(t *testing.T) {
 	require.True(t, v.Members[3].Learner)
 }
 
+// An etcd leader that holds a peer as unconnected after one failed send refuses every add
+// though every voter answers it: after unconnectedFor, leadership moves (once, with an
+// Event) and the new leader adds the learner.
+func TestLeaderThatRefusesAddsForLongHandsOver(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	v, err := f.etcd.View(context.Background())
+	require.NoError(t, err)
+	stuck := v.LeaderID
+	f.etcd.InactiveAt = stuck
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 4 })
+	add := "AddLearner " + vocab.PeerURL("demo", "ns", "demo-3", false)
+	for i := 0; i < 4; i++ { // 0, 6, 12, 18 s: a wait
+		c, _ := f.reconcile()
+		require.Contains(t, c.Status.Plan.Progress[0].Message, "not been connected to enough voters")
+		f.now = f.now.Add(6 * time.Second)
+	}
+	require.Equal(t, []string{add, add, add, add}, f.etcd.Calls())
+	f.reconcile() // 24 s
+	calls := f.etcd.Calls()
+	require.Len(t, calls, 6)
+	require.True(t, strings.HasPrefix(calls[5], "MoveLeader "+stuck+" "), "leadership moves from the leader that refuses: %v", calls)
+	f.reconcile()
+	require.Equal(t, add, f.etcd.Calls()[6], "the new leader is asked")
+	v, err = f.etcd.View(context.Background())
+	require.NoError(t, err)
+	require.NotEqual(t, stuck, v.LeaderID)
+	require.Len(t, v.Members, 4)
+	require.Equal(t, 1, strings.Count(strings.Join(f.etcd.Calls(), " "), "MoveLeader"), "once")
+}
+
 // A voter that is down holds the join up: its repair comes first, and no add reaches etcd.
 func TestNoLearnerJoinsWhileAVoterIsDown(t *testing.T) {
 	f := newFixture(t, 3, nil)

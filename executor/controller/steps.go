@@ -45,11 +45,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 	case plan.StartMember:
 		return r.startMember(ctx, c, o, s, false)
 	case plan.AddLearner:
-		if o.etcd == nil {
-			return errors.New("no member answers")
-		}
-		_, err := o.etcd.AddLearner(ctx, resources.NewPeerURL(c, s.Member, s.Listen))
-		return err
+		return r.addLearner(ctx, c, o, s)
 	case plan.PromoteLearner:
 		return withIDs(o, func(ids ...uint64) error { return o.etcd.Promote(ctx, ids[0]) }, s.MemberID)
 	case plan.TransferLeadership:

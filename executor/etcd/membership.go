@@ -61,7 +61,7 @@ var ErrNotYet = errors.New("etcd does not allow the change yet")
 func NotYet(err error) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrUnhealthy):
-		return fmt.Errorf("%w: its leader has not been connected to enough voters for the last 5 s (etcd's strict reconfiguration check: %v)", ErrNotYet, err)
+		return fmt.Errorf("%w: its leader has not been connected to enough voters for the last 5 s (etcd's strict reconfiguration check: %w)", ErrNotYet, err)
 	case errors.Is(err, rpctypes.ErrMemberLearnerNotReady), errors.Is(err, rpctypes.ErrMemberNotEnoughStarted):
 		return fmt.Errorf("%w: %v", ErrNotYet, err)
 	}

@@ -30,6 +30,9 @@ type Cluster struct {
 	// Unconnected, when set, refuses AddLearner as etcd's strict reconfiguration check
 	// does while its leader has not been connected to enough voters for 5 s.
 	Unconnected bool
+	// InactiveAt, when set, refuses AddLearner the same way while the member of that ID
+	// leads: an etcd leader that holds a peer as unconnected after one failed send.
+	InactiveAt string
 	// Lag, when set, lets membership calls succeed without showing in the view: etcd
 	// applied them, and every look so far came before.
 	Lag bool
@@ -93,7 +96,7 @@ func (c *Cluster) AddLearner(_ context.Context, peerURL string) (uint64, error) 
 	if err := c.call("AddLearner %s", peerURL); err != nil {
 		return 0, err
 	}
-	if c.Unconnected {
+	if c.Unconnected || c.InactiveAt != "" && c.view != nil && c.view.LeaderID == c.InactiveAt {
 		return 0, etcd.NotYet(rpctypes.ErrUnhealthy)
 	}
 	c.nextID++
