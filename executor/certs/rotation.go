@@ -155,12 +155,17 @@ func caName(c *v1alpha1.EtcdCluster) string { return c.Namespace + "/" + c.Name 
 // what its annotation etcdplan.io/trust records. "" for plain text.
 func (k Keeper) Trust(ctx context.Context, c *v1alpha1.EtcdCluster, l plan.Listen) (string, error) {
 	var bundles [][]byte
+	read := map[string][]byte{} // both sides may trust the same Secret: read it once
 	for _, t := range resources.TrustedBy(c, resources.Serving(c, l)) {
-		s := &corev1.Secret{}
-		if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: t.Secret}, s); err != nil {
-			return "", err
+		b, ok := read[t.Secret]
+		if !ok {
+			s := &corev1.Secret{}
+			if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: t.Secret}, s); err != nil {
+				return "", err
+			}
+			b, read[t.Secret] = s.Data[vocab.CACertKey], s.Data[vocab.CACertKey]
 		}
-		bundles = append(bundles, s.Data[vocab.CACertKey])
+		bundles = append(bundles, b)
 	}
 	h, err := pki.TrustHash(bundles...)
 	if err != nil {
