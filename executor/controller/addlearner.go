@@ -30,6 +30,9 @@ func (r *Reconciler) addLearner(ctx context.Context, c *v1alpha1.EtcdCluster, o 
 		return errors.New("no member answers")
 	}
 	_, err := o.etcd.AddLearner(ctx, resources.NewPeerURL(c, s.Member, s.Listen))
+	if err == nil {
+		r.leaderMoved.Delete(c.UID) // kept only while an add is refused
+	}
 	if !errors.Is(err, rpctypes.ErrUnhealthy) {
 		return err
 	}
