@@ -69,9 +69,9 @@ func leakPlaces(t *testing.T, ns string) map[string]string {
 	require.NoError(t, framework.Env.Client.List(ctx, &pods, client.InNamespace(ns)))
 	for _, p := range pods.Items {
 		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
-			log, err := framework.Env.Stack.Client().CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+			log, err := framework.Env.Stack.ContainerLog(ctx, ns, p.Name, c.Name)
 			if err == nil { // a container that never started has no log
-				out["the log of "+p.Name+"/"+c.Name] = string(log)
+				out["the log of "+p.Name+"/"+c.Name] = log
 			}
 		}
 	}
