@@ -88,6 +88,10 @@ type model struct {
 	// CA (nil: none), the model's own copy.
 	trust string
 	ca    *CARotation
+	// auth: etcd's authentication is on (nil: not known); authFromCreation: the cluster
+	// was created asking for it.
+	auth             *bool
+	authFromCreation bool
 	// backup is the newest successful backup of the cluster, if any.
 	backup *Backup
 	// snapshotTo is where a survivor's snapshot is stored ("": not known); snapshots are
@@ -115,6 +119,11 @@ func newModel(d Desired, o Observed) *model {
 		ca := *o.CA
 		m.ca = &ca
 	}
+	if o.Etcd != nil && o.Etcd.Auth != nil {
+		on := *o.Etcd.Auth
+		m.auth = &on
+	}
+	m.authFromCreation = o.AuthFromCreation
 	for _, id := range o.DefragDue {
 		m.defragDue[id] = true
 	}
@@ -459,6 +468,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	switch s.Action {
 	case plan.CreateSeed:
 		m.seed(s, desired)
+		m.auth = new(false) // a new cluster starts without auth; a restored one as its snapshot was
 	case plan.RestoreFromBackup:
 		m.restartOn(m.seed(s, desired), desired)
 	case plan.SnapshotSurvivor:
@@ -507,6 +517,9 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		mm.peerURLTLS, mm.peerURLAlt = s.Why == plan.WhyPeerURLToTLS, MovedPeerURLPort(s) == vocab.PeerTLSPort
 	case plan.RotateCA:
 		m.rotated(s)
+	case plan.EnableAuth, plan.DisableAuth:
+		on := s.Action == plan.EnableAuth
+		m.auth = &on
 	}
 	if mm := m.get(s.Member); mm != nil && s.Action.StartsPod() {
 		mm.trust = m.trust // a new Pod mounts the trust bundles as they are

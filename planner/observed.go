@@ -62,6 +62,9 @@ type Observed struct {
 	// CA is where a rotation of the cluster's own CA stands; nil when none is asked or
 	// under way.
 	CA *CARotation `json:"ca,omitempty"`
+	// AuthFromCreation: the cluster was created asking for auth (from status), so no
+	// client used it without a user.
+	AuthFromCreation bool `json:"authFromCreation,omitempty"`
 }
 
 // CARotation is a rotation of the cluster's own CA, by the stage its CA Secret records.
@@ -288,6 +291,8 @@ type EtcdView struct {
 	// HistoryCompacted: the revisions before the current one are compacted. Read only
 	// while a NOSPACE alarm is raised.
 	HistoryCompacted bool `json:"historyCompacted,omitempty"`
+	// Auth says whether etcd's authentication is on; nil when it could not be read.
+	Auth *bool `json:"auth,omitempty"`
 }
 
 // EtcdMember is one entry of etcd's member list, with its status when it answered.

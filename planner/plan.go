@@ -52,6 +52,8 @@ type Desired struct {
 	// ClientTLS and PeerTLS: the spec has members serve clients, and peers, over TLS.
 	ClientTLS bool `json:"clientTLS,omitempty"`
 	PeerTLS   bool `json:"peerTLS,omitempty"`
+	// Auth: the spec asks for etcd's authentication (spec.auth.enabled).
+	Auth bool `json:"auth,omitempty"`
 }
 
 // Plan returns the ordered steps that take the observed cluster to the desired state.
@@ -320,12 +322,13 @@ func retainedClaims(o Observed) string {
 // bootstrap, repairs that restore quorum (start voters' Pods, recover from a lost
 // majority, restart voters that are down on the new spec), finish a membership change in
 // flight, renew certificates, replace lost members, delete leftovers,
-// grow volumes, park, scale down (and replace), scale up, switch TLS, rotate the CA, upgrade, configuration, then
+// grow volumes, park, switch auth (it waits for a TLS switch), scale down (and replace),
+// scale up, switch TLS, rotate the CA, upgrade, configuration, then
 // space: a NOSPACE alarm, then fragmented members.
 func next(m *model, d Desired) (plan.Step, bool) {
 	for _, rule := range []func(*model, Desired) (plan.Step, bool){
 		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
-		expandVolumes, stopMembers,
+		expandVolumes, stopMembers, switchAuth,
 		scaleDown, scaleUp, switchTLS, rotateCA, upgrade, reconfigure, recoverSpace, defragFragmented,
 	} {
 		if s, ok := rule(m, d); ok {

@@ -58,6 +58,9 @@ type world struct {
 	snapshotFails string
 	// ca is the cluster's own CA, for worlds whose TLS is on (nil: not simulated).
 	ca *wca
+	// auth: etcd's authentication is on; authFromCreation: status says the cluster was
+	// created asking for it.
+	auth, authFromCreation bool
 }
 
 type wmember struct {
@@ -207,7 +210,7 @@ func (w *world) observe() Observed {
 	for _, m := range w.members {
 		w.nextOrdinal = max(w.nextOrdinal, vocab.Ordinal(w.cluster, m.name)+1)
 	}
-	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID, NextOrdinal: w.nextOrdinal}
+	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID, NextOrdinal: w.nextOrdinal, AuthFromCreation: w.authFromCreation}
 	if w.backup != nil && w.backupOf == w.clusterID {
 		o.Backup = w.backup
 	}
@@ -219,7 +222,7 @@ func (w *world) observe() Observed {
 	if w.clusterID != "" && anyUp {
 		w.raiseClusterVersion()
 		o.Etcd = &EtcdView{ClusterID: w.clusterID, Linearizable: w.hasQuorum() && w.staleBelow == 0, Alarms: w.alarms,
-			ClusterVersion: w.clusterVersion, HistoryCompacted: w.compacted}
+			ClusterVersion: w.clusterVersion, HistoryCompacted: w.compacted, Auth: new(w.auth)}
 	}
 	for _, m := range w.sorted() {
 		if m.inEtcd {
@@ -597,6 +600,15 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 			}
 		}
 		w.alarms = slices.DeleteFunc(w.alarms, func(a Alarm) bool { return a.MemberID == s.MemberID && a.Type == AlarmNoSpace })
+	case plan.EnableAuth:
+		for _, m := range w.sorted() {
+			if m.pod && m.listen.Client != plan.ListenTLS {
+				return false, fmt.Errorf("EnableAuth while %s serves clients %q: a client without a certificate has no user", m.name, m.listen.Client)
+			}
+		}
+		w.auth = true
+	case plan.DisableAuth:
+		w.auth = false
 	case plan.RotateCA:
 		if w.ca == nil {
 			return false, fmt.Errorf("RotateCA of a world without a CA")

@@ -66,6 +66,15 @@ const (
 	// of the trust bundle; the old CA dropped. Members read their trust bundle only at start:
 	// the restarts between these steps are the plan's own.
 	RotateCA Action = "RotateCA"
+	// EnableAuth switches etcd's authentication on: the root user (its password from a
+	// Secret) and the operator's user (its client certificate's common name, no password)
+	// get the root role, auth is enabled, and every voter is asked, under the operator's
+	// certificate, whether it is on. A voter that refuses the operator then has auth
+	// switched off again with root's password, and the step fails.
+	EnableAuth Action = "EnableAuth"
+	// DisableAuth switches etcd's authentication off: every client is served without a
+	// user from then on.
+	DisableAuth Action = "DisableAuth"
 )
 
 // Actions lists every action. A new action is decided wherever actions differ, and tests
@@ -75,6 +84,7 @@ var Actions = []Action{
 	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
 	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
 	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate, UpdatePeerURL, RotateCA,
+	EnableAuth, DisableAuth,
 }
 
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
@@ -162,7 +172,8 @@ const (
 // Shows says how soon a look shows the action's effect.
 func (a Action) Shows() Showing {
 	switch a {
-	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL, RotateCA:
+	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL, RotateCA,
+		EnableAuth, DisableAuth:
 		return ShowsAtOnce
 	case DeleteMember, ExpandVolume:
 		return ShowsInCache

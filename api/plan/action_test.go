@@ -39,6 +39,8 @@ var facts = map[Action]struct {
 	AwaitCertificate:  {},
 	UpdatePeerURL:     {membership: true, linearizable: true, shown: true, shows: ShowsAtOnce},
 	RotateCA:          {shows: ShowsAtOnce},
+	EnableAuth:        {shows: ShowsAtOnce},
+	DisableAuth:       {shows: ShowsAtOnce},
 }
 
 func TestActionFacts(t *testing.T) {

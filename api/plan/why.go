@@ -178,6 +178,19 @@ const (
 	WhyTrustChanged Why = "TrustChanged"
 )
 
+// Switching etcd's authentication on or off.
+const (
+	// WhyAuthOn: the spec asks for auth on a cluster that served clients without it; the
+	// plan waits for approval first, since clients without a user are refused from then.
+	WhyAuthOn Why = "AuthOn"
+	// WhyAuthAtCreation: the cluster was created with spec.auth: no client used it
+	// without a user, and no approval is needed.
+	WhyAuthAtCreation Why = "AuthAtCreation"
+	// WhyAuthOff: the spec no longer asks for auth; the plan waits for approval first, since
+	// every client is served without a user from then.
+	WhyAuthOff Why = "AuthOff"
+)
+
 // Whys lists every reason code a step can carry.
 var Whys = []Why{
 	WhyBootstrap, WhyBootstrapRestore,
@@ -192,4 +205,5 @@ var Whys = []Why{
 	WhyTLSBeside, WhyPeerURLToTLS, WhyClientPlainTextOff, WhyPlainTextOff,
 	WhyTLSOff, WhyPlainBeside, WhyPeerURLToPlain, WhyTLSGone,
 	WhyCANew, WhyTrustBoth, WhyCAIssues, WhyCARotated, WhyCARetired, WhyTrustNew, WhyCADropped, WhyTrustChanged,
+	WhyAuthOn, WhyAuthAtCreation, WhyAuthOff,
 }

@@ -19,6 +19,7 @@ func (spec *EtcdClusterSpec) ConfigHash() string { return shortHash(spec.configI
 func (spec *EtcdClusterSpec) configInput() []byte {
 	// Without TLS on either side, the TLS fields (and their defaults) render nothing.
 	// Certificates are renewed without a restart: their validity is no Pod's configuration.
+	// Auth is switched on and off through etcd's API, never a Pod's: its field stays false.
 	tls := TLSSpec{Mode: TLSDisabled}
 	if spec.TLS.ClientMode() != TLSDisabled || spec.TLS.PeerMode() != TLSDisabled {
 		tls = *spec.TLS
@@ -39,7 +40,7 @@ func (spec *EtcdClusterSpec) configInput() []byte {
 		Auth                      bool
 	}{spec.Image, spec.Resources, spec.Affinity, spec.TopologySpreadConstraints, spec.NodeSelector,
 		spec.Tolerations, spec.PriorityClassName, spec.ImagePullSecrets, spec.PodMetadata, spec.Options,
-		tls, spec.Auth != nil && spec.Auth.Enabled})
+		tls, false})
 	if err != nil {
 		panic(err) // plain data always marshals
 	}

@@ -7,6 +7,7 @@ import (
 )
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
+// +kubebuilder:validation:XValidation:rule="!(has(self.auth) && self.auth.enabled) || (has(self.tls) && (has(self.tls.client) ? self.tls.client.mode : self.tls.mode) != 'Disabled')",message="auth.enabled needs client TLS (tls.mode or tls.client.mode other than Disabled): the operator and clients are etcd users by their client certificates' common names"
 // +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && self.replicas == 0 && has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory')",message="replicas 0 parks a cluster on its volumes, which storage.medium Memory cannot keep: use a disk-backed medium or keep at least one replica"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.tls) ? (has(oldSelf.tls.client) ? oldSelf.tls.client.mode : oldSelf.tls.mode) : 'Disabled') == (has(self.tls) ? (has(self.tls.client) ? self.tls.client.mode : self.tls.mode) : 'Disabled') || (has(oldSelf.tls) ? (has(oldSelf.tls.client) ? oldSelf.tls.client.mode : oldSelf.tls.mode) : 'Disabled') == 'Disabled' || (has(self.tls) ? (has(self.tls.client) ? self.tls.client.mode : self.tls.mode) : 'Disabled') == 'Disabled'",message="tls.client.mode (or tls.mode) may go from Disabled to TLS or from TLS to Disabled on a running cluster, member by member; it never goes from one source to another: create a new cluster and restore a backup into it for that"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.tls) ? (has(oldSelf.tls.peer) ? oldSelf.tls.peer.mode : oldSelf.tls.mode) : 'Disabled') == (has(self.tls) ? (has(self.tls.peer) ? self.tls.peer.mode : self.tls.mode) : 'Disabled') || (has(oldSelf.tls) ? (has(oldSelf.tls.peer) ? oldSelf.tls.peer.mode : oldSelf.tls.mode) : 'Disabled') == 'Disabled' || (has(self.tls) ? (has(self.tls.peer) ? self.tls.peer.mode : self.tls.mode) : 'Disabled') == 'Disabled'",message="tls.peer.mode (or tls.mode) may go from Disabled to TLS or from TLS to Disabled on a running cluster, member by member; it never goes from one source to another: create a new cluster and restore a backup into it for that"
@@ -66,7 +67,8 @@ type EtcdClusterSpec struct {
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
 
-	// Auth enables etcd's role-based access control with a root user.
+	// Auth switches on etcd's authentication: every client needs an etcd user from then on.
+	// It needs client TLS, whose certificates' common names name the users.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
@@ -192,16 +194,6 @@ type EtcdOptions struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
-}
-
-// AuthSpec enables etcd authentication.
-type AuthSpec struct {
-	// Enabled turns on etcd's auth with a root user.
-	Enabled bool `json:"enabled"`
-	// RootPasswordSecret holds the root user's password under the key "password";
-	// the operator creates it when it does not exist.
-	// +optional
-	RootPasswordSecret string `json:"rootPasswordSecret,omitempty"`
 }
 
 // BootstrapSpec seeds a new cluster.
@@ -376,6 +368,10 @@ type EtcdClusterStatus struct {
 	// TLS is what clients need to know of the cluster's TLS, when it has any.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+	// Auth is etcd's authentication as last read from the cluster, when it was asked for or
+	// is on.
+	// +optional
+	Auth *AuthStatus `json:"auth,omitempty"`
 	// RestoredFrom is the snapshot the cluster's seed member was restored from
 	// (spec.bootstrap.restore), as a URI.
 	// +optional
@@ -459,16 +455,6 @@ type DefragStatus struct {
 	// Pending are the IDs of the members that time's defragmentation has still to do.
 	// +optional
 	Pending []string `json:"pending,omitempty"`
-}
-
-// Unsupported names the spec fields this version of the operator cannot honour yet, so a
-// cluster that sets them stalls with a reason instead of having them ignored; "" when none.
-// The operator and kubectl-etcd both check it.
-func (s *EtcdClusterSpec) Unsupported() string {
-	if s.Auth != nil && s.Auth.Enabled {
-		return "spec.auth is not supported yet: remove it"
-	}
-	return ""
 }
 
 // GetConditions returns the status conditions.

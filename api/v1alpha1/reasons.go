@@ -7,7 +7,6 @@ type StalledReason string
 
 // Reasons an EtcdCluster is Stalled for. The cluster as a whole:
 const (
-	ReasonUnsupported     StalledReason = "Unsupported"
 	ReasonInvalidSchedule StalledReason = "InvalidSchedule"
 	// EtcdUnreachable, MembersUnhealthy and ClusterVersionPending give Ready=False at once,
 	// and Stalled once they last past the progress deadline with no plan to mend them.
@@ -18,6 +17,8 @@ const (
 	// issued) is missing, lacks a key, or is not the cluster's.
 	ReasonTLSSecretNotFound StalledReason = "TLSSecretNotFound"
 	ReasonTLSSecretInvalid  StalledReason = "TLSSecretInvalid"
+	// AuthSecretInvalid: the Secret spec.auth.rootPasswordSecret names has no password.
+	ReasonAuthSecretInvalid StalledReason = "AuthSecretInvalid"
 	// CertManagerNotInstalled: spec.tls mode CertManager, and cert-manager's kinds are not
 	// served.
 	ReasonCertManagerNotInstalled StalledReason = "CertManagerNotInstalled"

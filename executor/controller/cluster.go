@@ -180,10 +180,6 @@ func preflight(c *v1alpha1.EtcdCluster) bool {
 		markSuspended(c)
 		return false
 	}
-	if why := c.Spec.Unsupported(); why != "" {
-		markStalled(c, v1alpha1.ReasonUnsupported, why)
-		return false
-	}
 	if why := schedule.DefragInvalid(&c.Spec); why != "" {
 		markStalled(c, v1alpha1.ReasonInvalidSchedule, why)
 		return false
@@ -379,6 +375,11 @@ func (r *Reconciler) gate(c *v1alpha1.EtcdCluster, o *observation, now time.Time
 		msg := recoveryMessage(c, o, rec)
 		r.stalled(c, conditions.IsStalled(c), v1alpha1.StalledReason(plan.BlockQuorumLost), msg)
 		return reconcile.Result{RequeueAfter: pollIdle}, true
+	case !approved && authHeld(rec):
+		rec.Phase = v1alpha1.PlanAwaitingApproval
+		rec.Summary = summary(rec)
+		markProgressing(c, v1alpha1.ReasonAwaitingApproval, authMessage(c, rec))
+		return reconcile.Result{}, true
 	case !approved && plainTextHeld(rec):
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)

@@ -145,7 +145,9 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		}
 		cli.SetCluster(view.ClusterID, endpoints)
 	}
-	if !view.Linearizable {
+	if view.Linearizable {
+		view.Auth = authState(ctx, c, cli, view)
+	} else {
 		// Reads through a quorum failed: dial afresh next time, so a connection stuck on
 		// members that cannot serve them (a learner) is not kept.
 		log.FromContext(ctx).Info("etcd member list read without a quorum; reconnecting")

@@ -93,6 +93,13 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.awaitCertificate(ctx, c, o, s)
 	case plan.RotateCA:
 		return r.certs().Rotate(ctx, o.inUse, s.Why, r.now())
+	case plan.EnableAuth:
+		return r.enableAuth(ctx, c, o)
+	case plan.DisableAuth:
+		if o.etcd == nil {
+			return errors.New("no member answers")
+		}
+		return o.etcd.DisableAuth(ctx)
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }

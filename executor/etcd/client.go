@@ -60,6 +60,12 @@ type Cluster interface {
 	// Contents reads what the member of that name and ID held at a revision: how many
 	// keys, and the hash of its history.
 	Contents(ctx context.Context, name string, id uint64, rev int64) (Contents, error)
+	// EnableAuth switches etcd's authentication on with the users in a (see Auth.Enable).
+	EnableAuth(ctx context.Context, a Auth) error
+	// DisableAuth switches etcd's authentication off.
+	DisableAuth(ctx context.Context) error
+	// AuthEnabled reports whether etcd's authentication is on.
+	AuthEnabled(ctx context.Context) (bool, error)
 	// SetCluster points the connection at the members' current endpoints (name -> URL), and
 	// sets the cluster ID every answer must carry ("" until the cluster first answered).
 	SetCluster(clusterID string, endpoints map[string]string)

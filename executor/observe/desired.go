@@ -27,6 +27,7 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 		Restore:       RestoreSource(c.Spec.Bootstrap),
 		ClientTLS:     c.Spec.TLS.ClientTLS(),
 		PeerTLS:       c.Spec.TLS.PeerTLS(),
+		Auth:          c.Spec.AuthOn(),
 	}
 }
 

@@ -240,6 +240,8 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		Snapshots:       snapshots(o.Backups, ids...),
 		Trust:           trust(c),
 		CA:              caRotation(c),
+		AuthFromCreation: c.Status.Auth != nil && c.Status.Auth.FromCreation ||
+			c.Spec.AuthOn() && c.Status.ClusterID == "" && c.Status.PreviousClusterID == "",
 	}
 }
 

@@ -182,6 +182,42 @@ func (c *Cluster) MoveLeader(_ context.Context, leader, target uint64) error {
 	return nil
 }
 
+// EnableAuth switches auth on in the view, as etcd would once every voter said so.
+func (c *Cluster) EnableAuth(_ context.Context, a etcd.Auth) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("EnableAuth %s", a.User); err != nil {
+		return err
+	}
+	if c.shows() {
+		c.view.Auth = new(true)
+	}
+	return nil
+}
+
+// AuthEnabled says what the view says (off when it says nothing).
+func (c *Cluster) AuthEnabled(context.Context) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.view == nil {
+		return false, errors.New("no member answers")
+	}
+	return c.view.Auth != nil && *c.view.Auth, nil
+}
+
+// DisableAuth switches auth off in the view.
+func (c *Cluster) DisableAuth(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.call("DisableAuth"); err != nil {
+		return err
+	}
+	if c.shows() {
+		c.view.Auth = new(false)
+	}
+	return nil
+}
+
 func (c *Cluster) Compact(context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,0 +1,80 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/certs"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// enableAuth switches etcd's authentication on, the operator an etcd user by its client
+// certificate's common name, and root's password from the cluster's Secret.
+func (r *Reconciler) enableAuth(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
+	if o.etcd == nil {
+		return errors.New("no member answers")
+	}
+	user := certs.User(o.tls.Operator)
+	if user == "" {
+		return errors.New("the operator dials the members without a client certificate, whose common name would be its etcd user")
+	}
+	password, err := r.certs().RootPassword(ctx, c)
+	if err != nil {
+		return err
+	}
+	return o.etcd.EnableAuth(ctx, etcd.Auth{RootPassword: password, User: user})
+}
+
+// authState is whether etcd's authentication is on: as status last recorded it for this
+// etcd cluster while the spec agrees, else read from etcd (which answers through its raft
+// log, so it is not asked at every look); nil when it cannot be read. A cluster that never
+// asked for auth has it off.
+func authState(ctx context.Context, c *v1alpha1.EtcdCluster, cli etcd.Cluster, view *planner.EtcdView) *bool {
+	rec := c.Status.Auth
+	switch {
+	case rec == nil && !c.Spec.AuthOn():
+		return new(false)
+	case rec != nil && rec.ClusterID == view.ClusterID && rec.Enabled == c.Spec.AuthOn():
+		return new(rec.Enabled)
+	}
+	on, err := cli.AuthEnabled(ctx)
+	if err != nil {
+		return nil
+	}
+	return new(on)
+}
+
+// recordAuth records in status what the look found of etcd's authentication, for clusters
+// that asked for it or have it on.
+func recordAuth(c *v1alpha1.EtcdCluster, o *observation) {
+	prev := c.Status.Auth
+	if o.Etcd == nil || o.Etcd.Auth == nil || prev == nil && !c.Spec.AuthOn() && !*o.Etcd.Auth {
+		if prev == nil && o.AuthFromCreation {
+			c.Status.Auth = &v1alpha1.AuthStatus{FromCreation: true}
+		}
+		return
+	}
+	c.Status.Auth = &v1alpha1.AuthStatus{Enabled: *o.Etcd.Auth, ClusterID: o.Etcd.ClusterID, User: certs.User(o.tls.Operator),
+		RootPasswordSecret: c.RootPasswordSecret(), FromCreation: o.AuthFromCreation}
+}
+
+// authHeld: the plan's current step switches auth on for a cluster that served clients
+// without it, or off; it waits for approval.
+func authHeld(rec *v1alpha1.PlanStatus) bool {
+	s := currentStep(rec)
+	return s != nil && (s.Why == plan.WhyAuthOn || s.Why == plan.WhyAuthOff)
+}
+
+// authMessage says what the held step does and how to let it run.
+func authMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
+	approve := fmt.Sprintf("approve: kubectl etcd approve %s --plan %s (or set the annotation %s: %s)", c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
+	if currentStep(rec).Why == plan.WhyAuthOff {
+		return fmt.Sprintf("plan %s switches etcd's authentication off: every client that reaches the members is served without a user from then on; %s", rec.ID, approve)
+	}
+	return fmt.Sprintf("plan %s switches etcd's authentication on: from then on every client needs an etcd user, by a client certificate whose common name is that user "+
+		"or by a user and password; create the users and roles your clients need first (they can be made while auth is off), then %s", rec.ID, approve)
+}

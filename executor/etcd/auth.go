@@ -1,0 +1,162 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Auth is who etcd knows once its authentication is on.
+type Auth struct {
+	// RootPassword is the password of etcd's root user, for break-glass use.
+	RootPassword string
+	// User is the operator's etcd user: its client certificate's common name. etcd maps a
+	// verified client certificate to the user of that name on every member started with
+	// --client-cert-auth, so the user needs no password, and the operator's connection
+	// carries none (a token would win over the certificate).
+	User string
+}
+
+// root is etcd's root user and role: auth can be enabled only while the root user exists
+// and holds the root role, which etcd knows without its being created.
+const root = "root"
+
+// EnableAuth makes the root user (with a.RootPassword) and a.User (no password), grants
+// both the root role and enables auth, all through one voter; each is a no-op when done
+// before, so a step tried again goes on where it stopped. Then every voter is asked whether
+// auth is on, under the operator's certificate: a voter that refuses it (one that does not
+// map certificates to users) would lock the operator out, so auth is switched off again
+// with root's password and the step fails saying why.
+func (c *Client) EnableAuth(ctx context.Context, a Auth) error {
+	if a.User == "" || a.RootPassword == "" {
+		return errors.New("auth needs the operator's user (its client certificate's common name) and root's password")
+	}
+	err := c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		if err := addUser(ctx, cli, root, a.RootPassword); err != nil {
+			return err
+		}
+		if a.User != root {
+			if err := addUser(ctx, cli, a.User, ""); err != nil {
+				return err
+			}
+		}
+		_, err := cli.AuthEnable(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("enabling auth: %w", err)
+	}
+	refused := c.authOnAtEveryVoter(ctx)
+	if refused == nil {
+		return nil
+	}
+	if !AuthRefused(refused) {
+		return refused // a voter that did not answer is asked again with the step
+	}
+	if err := c.breakGlassDisable(ctx, a.RootPassword); err != nil {
+		return fmt.Errorf("%w; switching auth off again with root's password failed too, so only root can reach the cluster now: %w", refused, err)
+	}
+	return fmt.Errorf("auth was switched off again: %w (every member needs --client-cert-auth, and the operator's user %q the root role)", refused, a.User)
+}
+
+// addUser adds a user with the root role: with a password, which is set again when the
+// user exists (the Secret is the password's one source), or without one.
+func addUser(ctx context.Context, cli *clientv3.Client, name, password string) error {
+	var err error
+	if password == "" {
+		_, err = cli.UserAddWithOptions(ctx, name, "", &clientv3.UserAddOptions{NoPassword: true})
+	} else if _, err = cli.UserAdd(ctx, name, password); errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+		_, err = cli.UserChangePassword(ctx, name, password)
+	}
+	if err != nil && !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+		return fmt.Errorf("adding user %s: %w", name, err)
+	}
+	if _, err := cli.UserGrantRole(ctx, name, root); err != nil {
+		return fmt.Errorf("granting %s the root role: %w", name, err)
+	}
+	return nil
+}
+
+// authOnAtEveryVoter asks each voter whether auth is on, under the operator's certificate:
+// the answer needs the root role, checked by the member that receives the call against the
+// user it maps the certificate to. Learners serve no AuthStatus.
+func (c *Client) authOnAtEveryVoter(ctx context.Context) error {
+	c.mu.Lock()
+	eps := urls(c.endpoints)
+	c.mu.Unlock()
+	for _, ep := range eps {
+		err := c.through(ctx, ep, func(ctx context.Context, cli *clientv3.Client) error {
+			ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			defer cancel()
+			st, err := cli.Status(ctx, ep)
+			if err != nil || c.ours(st.Header) != nil || st.IsLearner {
+				return err
+			}
+			as, err := cli.AuthStatus(ctx)
+			if err == nil && !as.Enabled {
+				err = errors.New("auth is not on yet")
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("member at %s: %w", ep, err)
+		}
+	}
+	return nil
+}
+
+// breakGlassDisable switches auth off as root, by password, through the voters.
+func (c *Client) breakGlassDisable(ctx context.Context, password string) error {
+	c.mu.Lock()
+	eps := urls(c.endpoints)
+	c.mu.Unlock()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: c.tls, DialTimeout: requestTimeout,
+		Username: root, Password: password, DialOptions: ServerName(c.tls), Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	_, err = cli.AuthDisable(ctx)
+	return err
+}
+
+// DisableAuth switches auth off, through one voter, as the operator (a root user).
+func (c *Client) DisableAuth(ctx context.Context) error {
+	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.AuthDisable(ctx)
+		return err
+	})
+}
+
+// AuthEnabled asks a voter whether auth is on. etcd answers through its raft log (one entry
+// per call), so it is asked only when the spec and the last answer differ.
+func (c *Client) AuthEnabled(ctx context.Context) (bool, error) {
+	var on bool
+	err := c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		as, err := cli.AuthStatus(ctx)
+		if err == nil {
+			on = as.Enabled
+		}
+		return err
+	})
+	return on, err
+}
+
+// AuthRefused: etcd refused the caller's identity or its permissions. etcd 3.5 returns
+// some of these as bare text ("auth: permission denied") rather than as its error codes.
+func AuthRefused(err error) bool {
+	for _, e := range []error{rpctypes.ErrUserEmpty, rpctypes.ErrPermissionDenied, rpctypes.ErrUserNotFound,
+		rpctypes.ErrRoleNotFound, rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthToken} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return err != nil && strings.Contains(err.Error(), "auth: ")
+}
