@@ -54,8 +54,9 @@ type BackupReconciler struct {
 	Now func() time.Time
 	// Images are what a restore drill's Pod runs.
 	Images resources.Images
-	// Inspect reads what a drill's scratch etcd holds; etcd.ContentsAt outside tests.
-	Inspect func(ctx context.Context, url string, rev int64) (etcd.Contents, error)
+	// Inspect reads what a drill's scratch etcd holds, as root with the password when one
+	// is given; etcd.ContentsAt outside tests.
+	Inspect func(ctx context.Context, url string, rev int64, rootPassword string) (etcd.Contents, error)
 	// DrillDeadline is how long a restore drill's scratch etcd has to serve, from its Pod's
 	// creation, before the drill is taken as not run; 0 is 15 minutes.
 	DrillDeadline time.Duration

@@ -144,7 +144,10 @@ func newDrillFixture(t *testing.T) (*backupFixture, *[]string, *etcd.Contents) {
 	f.br.Images = resources.Images{EtcdRepository: "etcd", Operator: "op"}
 	var asked []string
 	held := f.etcd.Held
-	f.br.Inspect = func(_ context.Context, url string, rev int64) (etcd.Contents, error) {
+	f.br.Inspect = func(_ context.Context, url string, rev int64, rootPassword string) (etcd.Contents, error) {
+		if rootPassword != "" {
+			url = "root:" + rootPassword + "@" + url
+		}
 		asked = append(asked, fmt.Sprintf("%s@%d", url, rev))
 		return held, nil
 	}
@@ -211,6 +214,27 @@ func TestDrillRestoresTheBackupIntoAScratchEtcdAndComparesWhatItHolds(t *testing
 
 	f.reconcile()
 	require.Len(t, *asked, 1, "a verdict is not drilled again")
+}
+
+// A cluster that has had auth on has its snapshots read as root: they carry etcd's users
+// and auth flag, and the scratch etcd serves plain text, where no certificate names a user.
+func TestDrillReadsAsRootWhenTheClusterHasHadAuth(t *testing.T) {
+	f, asked, _ := newDrillFixture(t)
+	c := &v1alpha1.EtcdCluster{}
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo"}, c))
+	c.Status.Auth = &v1alpha1.AuthStatus{Enabled: true}
+	require.NoError(t, f.kube.Status().Update(context.Background(), c))
+	f.reconcile()
+	f.drillPod(nil, true)
+	b, _ := f.reconcile()
+	require.Empty(t, *asked, "root's password Secret is missing")
+	require.Contains(t, conditions.GetMessage(b, v1alpha1.VerifiedCondition), "reading root's password")
+
+	require.NoError(t, f.kube.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-root"},
+		Data: map[string][]byte{"password": []byte("pw")}}))
+	b, _ = f.reconcile()
+	require.Equal(t, []string{"root:pw@http://10.88.9.1:2379@4711"}, *asked)
+	require.True(t, conditions.IsTrue(b, v1alpha1.VerifiedCondition))
 }
 
 func TestDrillFailsWhenTheRestoredDataDiffers(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
@@ -73,14 +74,32 @@ func (r *BackupReconciler) drill(ctx context.Context, b *v1alpha1.EtcdBackup) (r
 	if inspect == nil {
 		inspect = etcd.ContentsAt
 	}
-	got, err := inspect(ctx, observe.ClientURL(p), a.Revision)
-	if err != nil {
-		conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, v1alpha1.ReasonDrilling, "reading the scratch etcd %s: %v; trying again", p.Name, err)
-		return reconcile.Result{RequeueAfter: drillPoll}, nil
+	password, err := r.rootPassword(ctx, b)
+	if err == nil {
+		var got etcd.Contents
+		if got, err = inspect(ctx, observe.ClientURL(p), a.Revision, password); err == nil {
+			ok, reason, msg := compareContents(a, got)
+			r.verdict(b, ok, reason, msg)
+			return reconcile.Result{}, deleteBackupPod(ctx, r, b, "drill")
+		}
 	}
-	ok, reason, msg := compareContents(a, got)
-	r.verdict(b, ok, reason, msg)
-	return reconcile.Result{}, deleteBackupPod(ctx, r, b, "drill")
+	conditions.MarkUnknown(b, v1alpha1.VerifiedCondition, v1alpha1.ReasonDrilling, "reading the scratch etcd %s: %v; trying again", p.Name, err)
+	return reconcile.Result{RequeueAfter: drillPoll}, nil
+}
+
+// rootPassword is the password of etcd's root user of the backup's cluster when the cluster
+// has had auth on (its snapshots carry etcd's users and auth flag): the drill reads the
+// scratch etcd as root. "" when it never had auth, or is gone.
+func (r *BackupReconciler) rootPassword(ctx context.Context, b *v1alpha1.EtcdBackup) (string, error) {
+	c := &v1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, c); err != nil || c.Status.Auth == nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.RootPasswordSecret()}, s); err != nil {
+		return "", fmt.Errorf("reading root's password for the snapshot's etcd authentication: %w", err)
+	}
+	return string(s.Data[certs.RootPasswordKey]), nil
 }
 
 // startDrill makes the drill's Pod, on the version and placement of the backup's cluster

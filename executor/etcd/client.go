@@ -195,6 +195,21 @@ func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.C
 	return c.through(ctx, ep, f)
 }
 
+// atLeader runs a call through the leader alone, once it answered as the leader of this
+// cluster.
+func (c *Client) atLeader(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
+	defer cancel()
+	ep, st, err := c.voter(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Leader != st.Header.MemberId {
+		return fmt.Errorf("%w: the leader does not answer", ErrNotYet)
+	}
+	return c.through(ctx, ep, f)
+}
+
 // voter finds the endpoint of a voter of this cluster, the leader when it answers, with its
 // status. Every endpoint is asked at once, each on its own short clock, and the leader's
 // answer ends the wait: one that does not answer (a member still starting) must not hold up

@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Compact compacts the history up to the current revision and waits until the member it
@@ -96,14 +97,20 @@ func (c *Client) Contents(ctx context.Context, name string, id uint64, rev int64
 }
 
 // ContentsAt reads what the etcd at url, of whatever cluster, held at the revision: a
-// restore drill's scratch etcd.
-func ContentsAt(ctx context.Context, url string, rev int64) (Contents, error) {
-	one, err := dial(map[string]string{"scratch": url}, nil)
+// restore drill's scratch etcd. With rootPassword it reads as root: a snapshot brings
+// etcd's users and auth flag with it, and the scratch etcd serves plain text, where no
+// certificate names a user. etcd with auth off takes the password and ignores it.
+func ContentsAt(ctx context.Context, url string, rev int64, rootPassword string) (Contents, error) {
+	cfg := clientv3.Config{Endpoints: []string{url}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	if rootPassword != "" {
+		cfg.Username, cfg.Password = root, rootPassword
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return Contents{}, err
 	}
-	defer one.Close()
-	return contentsOf(ctx, one.cli, url, rev)
+	defer cli.Close()
+	return contentsOf(ctx, cli, url, rev)
 }
 
 // contentsOf counts the keys at rev and asks the member at ep for its history's hash.

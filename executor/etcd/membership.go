@@ -68,12 +68,14 @@ func NotYet(err error) error {
 	return err
 }
 
-// Promote makes a learner a voter; promoting a voter is a no-op. etcd itself decides
+// Promote makes a learner a voter; promoting a voter is a no-op. It goes to the leader: a
+// follower forwards a promotion to the leader without the caller's identity, which etcd
+// with auth on refuses for a client certificate user. etcd itself decides
 // whether the learner caught up: it is asked again every promoteEvery for up to promoteFor
 // (a started learner catches up within moments, and is promoted the moment etcd allows),
 // then a refusal is ErrNotYet.
 func (c *Client) Promote(ctx context.Context, id uint64) error {
-	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+	return c.atLeader(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 		until := time.Now().Add(promoteFor)
 		for {
 			_, err := cli.MemberPromote(ctx, id)
