@@ -82,6 +82,14 @@ func TestAdmission(t *testing.T) {
 			hb, el := int32(100), int32(200)
 			e.Spec.Options.HeartbeatInterval, e.Spec.Options.ElectionTimeout = &hb, &el
 		}},
+		{"auth without client TLS", "auth.enabled needs client TLS", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true}
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}}
+		}},
+		{"auth with a root password Secret that is no Secret name", "auth.rootPasswordSecret must be a Secret name", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, RootPasswordSecret: "Not_A_Name"}
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+		}},
 		{"provided TLS without secrets", "tls.mode Provided for clients needs serverSecretName and clientSecretName", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided}
 		}},

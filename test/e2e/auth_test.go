@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +144,27 @@ func rootPassword(t *testing.T, ns string) string {
 	var s corev1.Secret
 	require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo-root"}, &s))
 	return string(s.Data[certs.RootPasswordKey])
+}
+
+// A cluster created with spec.auth has auth on before its other members join, with no
+// approval; the operator then adds and promotes them as its certificate's user (a
+// promotion goes to the leader: a follower would forward it without that identity), and a
+// client whose certificate names no user is refused.
+func TestAuthOnFromCreation(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	c := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+		c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true}
+	})
+	require.Equal(t, &v1alpha1.AuthStatus{Enabled: true, ClusterID: c.Status.ClusterID, User: certs.OperatorCommonName,
+		RootPasswordSecret: "demo-root", FromCreation: true}, c.Status.Auth)
+	var actions []string
+	for _, h := range c.Status.History {
+		actions = append(actions, h.Actions)
+	}
+	require.Contains(t, strings.Join(actions, "; "), "CreateSeed demo-0, EnableAuth, AddLearner demo-1", "auth on before the others join")
+	framework.CheckMembership(t, ns, "demo")
+	refusedAuth(t, ns, "the application certificate, whose user was never made", func(*tls.Config) {})
 }

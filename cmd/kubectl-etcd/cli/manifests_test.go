@@ -33,6 +33,7 @@ func TestManifestErrors(t *testing.T) {
 		head + "spec:\n  version: 3.4.30\n":                                                                             "version must be 3.5.0 or newer",
 		head + "spec:\n  version: 3.6.16\n  maintenance: {defrag: {schedule: '0 3 * * 8'}}\n":                           `spec.maintenance.defrag.schedule "0 3 * * 8"`,
 		head + "spec:\n  version: 3.6.16\n  maintenance: {defrag: {}}\n":                                                "needs a schedule, a thresholdPercent or both",
+		head + "spec:\n  version: 3.6.16\n  auth: {enabled: true}\n":                                                    "spec.auth.enabled needs client TLS",
 		"apiVersion: etcdplan.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: demo-client}\nspec: {version: 3.6.16}\n": "cannot end in -client",
 		"apiVersion: etcdplan.io/v1beta1\nkind: EtcdCluster\nmetadata: {name: x}\n":                                     "apiVersion etcdplan.io/v1beta1 is not supported",
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n":                                                        "no EtcdCluster",
