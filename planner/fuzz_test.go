@@ -142,6 +142,11 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	} else if r.flag(3) {
 		rotation(r, &c, w)
 	}
+	if r.flag(3) { // auth asked for (with client TLS, as admission holds it), on, or both
+		c.Auth = c.ClientTLS && r.flag(2)
+		w.auth = r.flag(2) && !slices.ContainsFunc(w.sorted(), func(m *wmember) bool { return m.pod && m.listen.Client != plan.ListenTLS })
+		w.authFromCreation = r.flag(4)
+	}
 	if w.memory && r.flag(2) { // a survivor in memory can be snapshotted, and restored from
 		w.snapshotTo, w.snapshotRev = "s3://fuzz/", int64(1+r.n(3))*20
 		if r.flag(2) {
