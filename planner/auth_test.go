@@ -70,6 +70,27 @@ func TestAuthWaitsForClientTLS(t *testing.T) {
 	require.False(t, w.auth)
 }
 
+// The users of spec.auth.users are made before auth goes on, so they are served from its
+// first moment, and again whenever the list changes; nothing is made while auth is not
+// asked for.
+func TestUsersAreMadeBeforeAuthGoesOn(t *testing.T) {
+	w := running(withTLS(cluster(3, "3.6.16"), true, true), 3, "3.6.16")
+	on := withAuth(cluster(3, "3.6.16"))
+	on.Users = "u1"
+	p := Plan(on, w.observe())
+	require.Equal(t, []string{"UpdateUsers ", "EnableAuth "}, summary(p))
+	require.Equal(t, plan.WhyUsersChanged, p.Steps[0].Why)
+	converge(t, on, w)
+	require.Equal(t, "u1", w.users)
+
+	on.Users = ""
+	require.Equal(t, []string{"UpdateUsers "}, summary(Plan(on, w.observe())), "users taken out are deleted")
+	converge(t, on, w)
+	off := withTLS(cluster(3, "3.6.16"), true, true)
+	off.Users = "u2"
+	require.Equal(t, []string{"DisableAuth "}, summary(Plan(off, w.observe())))
+}
+
 // Until etcd says whether auth is on (it could not be read), nothing is planned for it.
 func TestAuthUnknownPlansNothing(t *testing.T) {
 	w := running(withTLS(cluster(3, "3.6.16"), true, true), 3, "3.6.16")

@@ -146,6 +146,12 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 		c.Auth = c.ClientTLS && r.flag(2)
 		w.auth = r.flag(2) && !slices.ContainsFunc(w.sorted(), func(m *wmember) bool { return m.pod && m.listen.Client != plan.ListenTLS })
 		w.authFromCreation = r.flag(4)
+		if c.Auth && r.flag(2) {
+			c.Users = "u1"
+		}
+		if r.flag(2) {
+			w.users = "u0"
+		}
 	}
 	if w.memory && r.flag(2) { // a survivor in memory can be snapshotted, and restored from
 		w.snapshotTo, w.snapshotRev = "s3://fuzz/", int64(1+r.n(3))*20

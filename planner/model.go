@@ -92,6 +92,8 @@ type model struct {
 	// was created asking for it.
 	auth             *bool
 	authFromCreation bool
+	// users identifies the users of spec.auth.users made in etcd.
+	users string
 	// backup is the newest successful backup of the cluster, if any.
 	backup *Backup
 	// snapshotTo is where a survivor's snapshot is stored ("": not known); snapshots are
@@ -123,7 +125,7 @@ func newModel(d Desired, o Observed) *model {
 		on := *o.Etcd.Auth
 		m.auth = &on
 	}
-	m.authFromCreation = o.AuthFromCreation
+	m.authFromCreation, m.users = o.AuthFromCreation, o.Users
 	for _, id := range o.DefragDue {
 		m.defragDue[id] = true
 	}
@@ -520,6 +522,8 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.EnableAuth, plan.DisableAuth:
 		on := s.Action == plan.EnableAuth
 		m.auth = &on
+	case plan.UpdateUsers:
+		m.users = desired.Users
 	}
 	if mm := m.get(s.Member); mm != nil && s.Action.StartsPod() {
 		mm.trust = m.trust // a new Pod mounts the trust bundles as they are

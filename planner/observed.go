@@ -65,6 +65,9 @@ type Observed struct {
 	// AuthFromCreation: the cluster was created asking for auth (from status), so no
 	// client used it without a user.
 	AuthFromCreation bool `json:"authFromCreation,omitempty"`
+	// Users identifies the users of spec.auth.users made in this etcd cluster (from
+	// status; "" for none).
+	Users string `json:"users,omitempty"`
 }
 
 // CARotation is a rotation of the cluster's own CA, by the stage its CA Secret records.

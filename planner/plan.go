@@ -54,6 +54,8 @@ type Desired struct {
 	PeerTLS   bool `json:"peerTLS,omitempty"`
 	// Auth: the spec asks for etcd's authentication (spec.auth.enabled).
 	Auth bool `json:"auth,omitempty"`
+	// Users identifies the users spec.auth.users asks for ("" for none).
+	Users string `json:"users,omitempty"`
 }
 
 // Plan returns the ordered steps that take the observed cluster to the desired state.

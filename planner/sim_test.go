@@ -61,6 +61,8 @@ type world struct {
 	// auth: etcd's authentication is on; authFromCreation: status says the cluster was
 	// created asking for it.
 	auth, authFromCreation bool
+	// users identifies the users of spec.auth.users made in etcd.
+	users string
 }
 
 type wmember struct {
@@ -210,7 +212,8 @@ func (w *world) observe() Observed {
 	for _, m := range w.members {
 		w.nextOrdinal = max(w.nextOrdinal, vocab.Ordinal(w.cluster, m.name)+1)
 	}
-	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID, NextOrdinal: w.nextOrdinal, AuthFromCreation: w.authFromCreation}
+	o := Observed{FormatVersion: ObservedFormatVersion, ClusterID: w.clusterID, NextOrdinal: w.nextOrdinal, AuthFromCreation: w.authFromCreation,
+		Users: w.users}
 	if w.backup != nil && w.backupOf == w.clusterID {
 		o.Backup = w.backup
 	}
@@ -609,6 +612,8 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		w.auth = true
 	case plan.DisableAuth:
 		w.auth = false
+	case plan.UpdateUsers:
+		w.users = d.Users
 	case plan.RotateCA:
 		if w.ca == nil {
 			return false, fmt.Errorf("RotateCA of a world without a CA")

@@ -75,6 +75,10 @@ const (
 	// DisableAuth switches etcd's authentication off: every client is served without a
 	// user from then on.
 	DisableAuth Action = "DisableAuth"
+	// UpdateUsers makes the users of spec.auth.users in etcd, each with the role of its
+	// name holding exactly the permissions the spec lists, and deletes those the spec no
+	// longer lists (with their roles).
+	UpdateUsers Action = "UpdateUsers"
 )
 
 // Actions lists every action. A new action is decided wherever actions differ, and tests
@@ -84,7 +88,7 @@ var Actions = []Action{
 	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
 	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
 	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate, UpdatePeerURL, RotateCA,
-	EnableAuth, DisableAuth,
+	EnableAuth, DisableAuth, UpdateUsers,
 }
 
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
@@ -173,7 +177,7 @@ const (
 func (a Action) Shows() Showing {
 	switch a {
 	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL, RotateCA,
-		EnableAuth, DisableAuth:
+		EnableAuth, DisableAuth, UpdateUsers:
 		return ShowsAtOnce
 	case DeleteMember, ExpandVolume:
 		return ShowsInCache

@@ -41,6 +41,7 @@ var facts = map[Action]struct {
 	RotateCA:          {shows: ShowsAtOnce},
 	EnableAuth:        {shows: ShowsAtOnce},
 	DisableAuth:       {shows: ShowsAtOnce},
+	UpdateUsers:       {shows: ShowsAtOnce},
 }
 
 func TestActionFacts(t *testing.T) {

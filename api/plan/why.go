@@ -189,6 +189,8 @@ const (
 	// WhyAuthOff: the spec no longer asks for auth; the plan waits for approval first, since
 	// every client is served without a user from then.
 	WhyAuthOff Why = "AuthOff"
+	// WhyUsersChanged: spec.auth.users differs from the users made in etcd.
+	WhyUsersChanged Why = "UsersChanged"
 )
 
 // Whys lists every reason code a step can carry.
@@ -205,5 +207,5 @@ var Whys = []Why{
 	WhyTLSBeside, WhyPeerURLToTLS, WhyClientPlainTextOff, WhyPlainTextOff,
 	WhyTLSOff, WhyPlainBeside, WhyPeerURLToPlain, WhyTLSGone,
 	WhyCANew, WhyTrustBoth, WhyCAIssues, WhyCARotated, WhyCARetired, WhyTrustNew, WhyCADropped, WhyTrustChanged,
-	WhyAuthOn, WhyAuthAtCreation, WhyAuthOff,
+	WhyAuthOn, WhyAuthAtCreation, WhyAuthOff, WhyUsersChanged,
 }

@@ -90,6 +90,14 @@ func TestAdmission(t *testing.T) {
 			e.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, RootPasswordSecret: "Not_A_Name"}
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
 		}},
+		{"users without the cluster's own CA", "auth.users needs client TLS from the cluster's own CA", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, Users: []v1alpha1.AuthUser{{Name: "app"}}}
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "s", ClientSecretName: "c", PeerSecretName: "p"}
+		}},
+		{"a user named root", "auth.users cannot name root", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, Users: []v1alpha1.AuthUser{{Name: "root"}}}
+			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+		}},
 		{"provided TLS without secrets", "tls.mode Provided for clients needs serverSecretName and clientSecretName", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided}
 		}},

@@ -20,6 +20,9 @@ func OperatorSecret(cluster string) string { return cluster + "-operator-tls" }
 // ClientSecret holds a client certificate for applications (status.tls.clientSecretName).
 func ClientSecret(cluster string) string { return cluster + "-client-tls" }
 
+// UserSecret holds the client certificate of a user of spec.auth.users.
+func UserSecret(cluster, user string) string { return cluster + "-user-" + user + "-tls" }
+
 // TrustSecret holds the trust bundle (ca.crt) members and the operator check certificates
 // against when the cluster's own CA issues them (modes Auto and CertManager): that CA alone,
 // never an issuer above it, so a certificate of an organisation's CA is no etcd client.

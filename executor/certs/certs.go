@@ -328,8 +328,19 @@ type leaf struct {
 }
 
 // clientLeaves are the certificates of client traffic: the members' server certificate,
-// the operator's client certificate and one for applications.
+// the operator's client certificate, one for applications and one per user of
+// spec.auth.users.
 func clientLeaves(c *v1alpha1.EtcdCluster) []leaf {
+	out := serverAndClients(c)
+	for _, u := range c.Spec.AuthUsers() {
+		out = append(out, leaf{vocab.UserSecret(c.Name, u.Name), pki.Request{CommonName: u.Name, Client: true}})
+	}
+	return out
+}
+
+// serverAndClients are the members' server certificate, the operator's and the one for
+// applications.
+func serverAndClients(c *v1alpha1.EtcdCluster) []leaf {
 	ns, headless, svc := c.Namespace, vocab.HeadlessService(c.Name), vocab.ClientService(c.Name)
 	return []leaf{
 		{vocab.ServerSecret(c.Name), pki.Request{CommonName: c.Name + " server",

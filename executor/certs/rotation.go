@@ -181,14 +181,18 @@ func caBundle(ca *corev1.Secret) []byte {
 	return pki.Bundle(ca.Data[vocab.TLSCertKey], ca.Data[vocab.NextCertKey], ca.Data[vocab.PreviousCertKey])
 }
 
-// spreadTrust gives the client certificates' Secrets (the operator's, the applications')
+// spreadTrust gives the client certificates' Secrets (the operator's, the applications',
+// the users')
 // the CA Secret's bundle (caBundle) before any member serves a certificate of the new CA.
 func (k Keeper) spreadTrust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.Secret) error {
 	if c.Spec.TLS.ClientMode() != v1alpha1.TLSAuto {
 		return nil
 	}
-	for _, name := range []string{vocab.OperatorSecret(c.Name), vocab.ClientSecret(c.Name)} {
-		s, err := k.read(ctx, c, name)
+	for _, l := range clientLeaves(c) {
+		if l.secret == vocab.ServerSecret(c.Name) {
+			continue // mounted by the members: it follows the passes
+		}
+		s, err := k.read(ctx, c, l.secret)
 		if err != nil {
 			return err
 		}

@@ -1,9 +1,13 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -58,8 +62,41 @@ func recordAuth(c *v1alpha1.EtcdCluster, o *observation) {
 		}
 		return
 	}
-	c.Status.Auth = &v1alpha1.AuthStatus{Enabled: *o.Etcd.Auth, ClusterID: o.Etcd.ClusterID, User: certs.User(o.tls.Operator),
+	a := &v1alpha1.AuthStatus{Enabled: *o.Etcd.Auth, ClusterID: o.Etcd.ClusterID, User: certs.User(o.tls.Operator),
 		RootPasswordSecret: c.RootPasswordSecret(), FromCreation: o.AuthFromCreation}
+	if prev != nil {
+		a.Users, a.UsersApplied = prev.Users, prev.UsersApplied
+	}
+	c.Status.Auth = a
+}
+
+// updateUsers makes the users of spec.auth.users in etcd and deletes those it made before
+// that the spec no longer lists; status records what was made, in which etcd cluster.
+func (r *Reconciler) updateUsers(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
+	if o.etcd == nil || c.Status.Auth == nil {
+		return errors.New("no member answers")
+	}
+	var users []etcd.User
+	var names []string
+	for _, u := range c.Spec.AuthUsers() {
+		eu := etcd.User{Name: u.Name}
+		for _, p := range u.Permissions {
+			eu.Perms = append(eu.Perms, etcd.Perm{Prefix: p.Prefix, Type: permType[cmp.Or(p.Access, v1alpha1.AuthReadWrite)]})
+		}
+		users, names = append(users, eu), append(names, u.Name)
+	}
+	gone := slices.DeleteFunc(slices.Clone(c.Status.Auth.Users), func(n string) bool { return slices.Contains(names, n) })
+	if err := o.etcd.SyncUsers(ctx, users, gone); err != nil {
+		return err
+	}
+	c.Status.Auth.Users, c.Status.Auth.UsersApplied = names, c.Spec.UsersHash()+"@"+c.Status.ClusterID
+	return nil
+}
+
+var permType = map[v1alpha1.AuthAccess]clientv3.PermissionType{
+	v1alpha1.AuthRead:      clientv3.PermissionType(clientv3.PermRead),
+	v1alpha1.AuthWrite:     clientv3.PermissionType(clientv3.PermWrite),
+	v1alpha1.AuthReadWrite: clientv3.PermissionType(clientv3.PermReadWrite),
 }
 
 // authHeld: the plan's current step switches auth on for a cluster that served clients

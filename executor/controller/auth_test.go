@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/certs"
+	"github.com/etcdplan/etcdplan/executor/pki"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -57,6 +58,39 @@ func TestAuthIsSwitchedOnOnceApproved(t *testing.T) {
 	require.Contains(t, f.etcd.Calls(), "DisableAuth")
 	c, _ = f.reconcile()
 	require.False(t, c.Status.Auth.Enabled)
+}
+
+// The users of spec.auth.users are made before auth goes on, each with its certificate in a
+// Secret of its own; status records them, and a user taken out of the list is deleted.
+func TestUsersAreMadeWithTheirCertificates(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+	})
+	boot := f.cluster()
+	boot.Status.ClusterID = ""
+	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
+	require.NoError(t, err)
+	f.setView(func(v *planner.EtcdView) { v.Auth = new(false) })
+	f.reconcile()
+	f.update(func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, Users: []v1alpha1.AuthUser{
+			{Name: "app", Permissions: []v1alpha1.AuthPermission{{Prefix: "/app/", Access: v1alpha1.AuthReadWrite}}}, {Name: "reader"}}}
+	})
+	c, _ := f.reconcile()
+	require.Equal(t, []string{"SyncUsers [app reader] gone []"}, f.etcd.Calls(), "made before auth goes on, which waits for approval")
+	require.Equal(t, []string{"app", "reader"}, c.Status.Auth.Users)
+	for _, u := range []string{"app", "reader"} {
+		var s corev1.Secret
+		require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-user-" + u + "-tls"}, &s))
+		cert, err := pki.Read(s.Data["tls.crt"])
+		require.NoError(t, err)
+		require.Equal(t, u, cert.Subject, "the certificate's common name is the user")
+	}
+
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Auth.Users = c.Spec.Auth.Users[:1] })
+	c, _ = f.reconcile()
+	require.Contains(t, f.etcd.Calls(), "SyncUsers [app] gone [reader]")
+	require.Equal(t, []string{"app"}, c.Status.Auth.Users)
 }
 
 // A root password Secret without its key stalls the step with a reason, and is not

@@ -95,6 +95,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.certs().Rotate(ctx, o.inUse, s.Why, r.now())
 	case plan.EnableAuth:
 		return r.enableAuth(ctx, c, o)
+	case plan.UpdateUsers:
+		return r.updateUsers(ctx, c, o)
 	case plan.DisableAuth:
 		if o.etcd == nil {
 			return errors.New("no member answers")

@@ -160,3 +160,75 @@ func AuthRefused(err error) bool {
 	}
 	return err != nil && strings.Contains(err.Error(), "auth: ")
 }
+
+// User is an etcd user with a role of its name and no password: a client certificate whose
+// common name is the user's name authenticates it.
+type User struct {
+	Name  string
+	Perms []Perm
+}
+
+// Perm lets a role read, write or both the keys under Prefix.
+type Perm struct {
+	Prefix string
+	Type   clientv3.PermissionType
+}
+
+// SyncUsers makes each user and its role, the role holding exactly the permissions given,
+// and deletes the users named in gone with their roles. Each call is a no-op when done
+// before, so a step tried again goes on where it stopped.
+func (c *Client) SyncUsers(ctx context.Context, users []User, gone []string) error {
+	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		for _, u := range users {
+			if err := syncUser(ctx, cli, u); err != nil {
+				return fmt.Errorf("user %s: %w", u.Name, err)
+			}
+		}
+		for _, name := range gone {
+			if _, err := cli.UserDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrUserNotFound) {
+				return fmt.Errorf("deleting user %s: %w", name, err)
+			}
+			if _, err := cli.RoleDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrRoleNotFound) {
+				return fmt.Errorf("deleting role %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// syncUser makes a user, its role with exactly its permissions, and grants it.
+func syncUser(ctx context.Context, cli *clientv3.Client, u User) error {
+	if _, err := cli.RoleAdd(ctx, u.Name); err != nil && !errors.Is(err, rpctypes.ErrRoleAlreadyExist) {
+		return err
+	}
+	role, err := cli.RoleGet(ctx, u.Name)
+	if err != nil {
+		return err
+	}
+	want := map[string]Perm{}
+	for _, p := range u.Perms {
+		want[p.Prefix] = p
+	}
+	for _, p := range role.Perm {
+		key, end := string(p.Key), string(p.RangeEnd)
+		if w, ok := want[key]; ok && end == clientv3.GetPrefixRangeEnd(key) && clientv3.PermissionType(p.PermType) == w.Type {
+			delete(want, key) // held already
+			continue
+		}
+		if _, err := cli.RoleRevokePermission(ctx, u.Name, key, end); err != nil && !errors.Is(err, rpctypes.ErrPermissionNotGranted) {
+			return err
+		}
+	}
+	for _, p := range u.Perms {
+		if _, ok := want[p.Prefix]; ok {
+			if _, err := cli.RoleGrantPermission(ctx, u.Name, p.Prefix, clientv3.GetPrefixRangeEnd(p.Prefix), p.Type); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := cli.UserAddWithOptions(ctx, u.Name, "", &clientv3.UserAddOptions{NoPassword: true}); err != nil && !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+		return err
+	}
+	_, err = cli.UserGrantRole(ctx, u.Name, u.Name)
+	return err
+}

@@ -64,6 +64,9 @@ type Cluster interface {
 	EnableAuth(ctx context.Context, a Auth) error
 	// DisableAuth switches etcd's authentication off.
 	DisableAuth(ctx context.Context) error
+	// SyncUsers makes each user with the role of its name holding exactly its permissions,
+	// and deletes the users (and roles) named in gone.
+	SyncUsers(ctx context.Context, users []User, gone []string) error
 	// AuthEnabled reports whether etcd's authentication is on.
 	AuthEnabled(ctx context.Context) (bool, error)
 	// SetCluster points the connection at the members' current endpoints (name -> URL), and

@@ -28,6 +28,7 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 		ClientTLS:     c.Spec.TLS.ClientTLS(),
 		PeerTLS:       c.Spec.TLS.PeerTLS(),
 		Auth:          c.Spec.AuthOn(),
+		Users:         c.Spec.UsersHash(),
 	}
 }
 

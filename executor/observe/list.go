@@ -242,7 +242,22 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		CA:              caRotation(c),
 		AuthFromCreation: c.Status.Auth != nil && c.Status.Auth.FromCreation ||
 			c.Spec.AuthOn() && c.Status.ClusterID == "" && c.Status.PreviousClusterID == "",
+		Users: usersMade(c),
 	}
+}
+
+// usersMade identifies the users of spec.auth.users made in the cluster's etcd, as status
+// recorded them: "" for none, or when they were made in another etcd cluster (one the
+// cluster was recovered from).
+func usersMade(c *v1alpha1.EtcdCluster) string {
+	if c.Status.Auth == nil {
+		return ""
+	}
+	hash, id, _ := strings.Cut(c.Status.Auth.UsersApplied, "@")
+	if id != c.Status.ClusterID {
+		return ""
+	}
+	return hash
 }
 
 // trust is the trust bundles a member Pod started now mounts, as status last recorded them.

@@ -105,6 +105,9 @@ func validate(c *v1alpha1.EtcdCluster) error {
 	case versionTooOld.MatchString(s.Version):
 		add("spec.version %q: version must be 3.5.0 or newer: the operator relies on etcd 3.5's learners, linearizable member list and health checks that leave alarms out", s.Version)
 	}
+	if len(s.AuthUsers()) > 0 && !s.TLS.ClientMode().OwnCA() {
+		add("spec.auth.users needs client TLS from the cluster's own CA (tls.mode or tls.client.mode Auto or CertManager): it issues each user's certificate")
+	}
 	if s.Auth != nil && s.Auth.Enabled && s.TLS.ClientMode() == v1alpha1.TLSDisabled {
 		add("spec.auth.enabled needs client TLS (tls.mode or tls.client.mode other than Disabled): the operator and clients are etcd users by their client certificates' common names")
 	}

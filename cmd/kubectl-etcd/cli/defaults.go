@@ -27,6 +27,7 @@ var crdDefaults = []struct {
 	{"spec.tls.mode", "Disabled"},
 	{"spec.tls.certificateValidity", "2160h"},
 	{"spec.tls.issuerRef.kind", "Issuer"},
+	{"spec.auth.users[].permissions[].access", "ReadWrite"},
 }
 
 // applyDefaults fills in the CRD's defaults where the object leaves a field out or null,

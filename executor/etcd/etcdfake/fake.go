@@ -205,6 +205,17 @@ func (c *Cluster) AuthEnabled(context.Context) (bool, error) {
 	return c.view.Auth != nil && *c.view.Auth, nil
 }
 
+// SyncUsers records the call.
+func (c *Cluster) SyncUsers(_ context.Context, users []etcd.User, gone []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for _, u := range users {
+		names = append(names, u.Name)
+	}
+	return c.call("SyncUsers %v gone %v", names, gone)
+}
+
 // DisableAuth switches auth off in the view.
 func (c *Cluster) DisableAuth(context.Context) error {
 	c.mu.Lock()
