@@ -36,11 +36,12 @@ func (r *Reconciler) enableAuth(ctx context.Context, c *v1alpha1.EtcdCluster, o 
 // authState is whether etcd's authentication is on: as status last recorded it for this
 // etcd cluster while the spec agrees, else read from etcd (which answers through its raft
 // log, so it is not asked at every look); nil when it cannot be read. A cluster that never
-// asked for auth has it off.
+// asked for auth has it off, unless it was restored from a snapshot, which brings etcd's
+// auth flag with it.
 func authState(ctx context.Context, c *v1alpha1.EtcdCluster, cli etcd.Cluster, view *planner.EtcdView) *bool {
 	rec := c.Status.Auth
 	switch {
-	case rec == nil && !c.Spec.AuthOn():
+	case neverAuth(c):
 		return new(false)
 	case rec != nil && rec.ClusterID == view.ClusterID && rec.Enabled == c.Spec.AuthOn():
 		return new(rec.Enabled)
@@ -52,11 +53,17 @@ func authState(ctx context.Context, c *v1alpha1.EtcdCluster, cli etcd.Cluster, v
 	return new(on)
 }
 
-// recordAuth records in status what the look found of etcd's authentication, for clusters
-// that asked for it or have it on.
+// neverAuth: the cluster never asked for auth, and holds no snapshot's data (which brings
+// etcd's auth flag with it), so auth is off without asking etcd.
+func neverAuth(c *v1alpha1.EtcdCluster) bool {
+	return c.Status.Auth == nil && !c.Spec.AuthOn() && c.Status.RestoredFrom == "" && c.Status.PreviousClusterID == ""
+}
+
+// recordAuth records in status what the look found of etcd's authentication, unless the
+// cluster never had it.
 func recordAuth(c *v1alpha1.EtcdCluster, o *observation) {
 	prev := c.Status.Auth
-	if o.Etcd == nil || o.Etcd.Auth == nil || prev == nil && !c.Spec.AuthOn() && !*o.Etcd.Auth {
+	if o.Etcd == nil || o.Etcd.Auth == nil || neverAuth(c) {
 		if prev == nil && o.AuthFromCreation {
 			c.Status.Auth = &v1alpha1.AuthStatus{FromCreation: true}
 		}

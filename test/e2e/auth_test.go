@@ -149,22 +149,52 @@ func rootPassword(t *testing.T, ns string) string {
 // A cluster created with spec.auth has auth on before its other members join, with no
 // approval; the operator then adds and promotes them as its certificate's user (a
 // promotion goes to the leader: a follower would forward it without that identity), and a
-// client whose certificate names no user is refused.
+// client whose certificate names no user is refused. The users of spec.auth.users read and
+// write only what their permissions say, by the certificates the operator issued them.
 func TestAuthOnFromCreation(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
 	c := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
-		c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true}
+		c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, Users: []v1alpha1.AuthUser{
+			{Name: "app", Permissions: []v1alpha1.AuthPermission{{Prefix: "/app/"}}},
+			{Name: "reader", Permissions: []v1alpha1.AuthPermission{{Prefix: "/app/", Access: v1alpha1.AuthRead}}}}}
 	})
 	require.Equal(t, &v1alpha1.AuthStatus{Enabled: true, ClusterID: c.Status.ClusterID, User: certs.OperatorCommonName,
-		RootPasswordSecret: "demo-root", FromCreation: true}, c.Status.Auth)
+		RootPasswordSecret: "demo-root", FromCreation: true, Users: []string{"app", "reader"},
+		UsersApplied: c.Spec.UsersHash() + "@" + c.Status.ClusterID}, c.Status.Auth)
 	var actions []string
 	for _, h := range c.Status.History {
 		actions = append(actions, h.Actions)
 	}
-	require.Contains(t, strings.Join(actions, "; "), "CreateSeed demo-0, EnableAuth, AddLearner demo-1", "auth on before the others join")
+	require.Contains(t, strings.Join(actions, "; "), "CreateSeed demo-0, UpdateUsers, EnableAuth, AddLearner demo-1", "auth on before the others join")
 	framework.CheckMembership(t, ns, "demo")
 	refusedAuth(t, ns, "the application certificate, whose user was never made", func(*tls.Config) {})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	app, reader := userClient(t, ns, "app"), userClient(t, ns, "reader")
+	_, err := app.Put(ctx, "/app/k", "v")
+	require.NoError(t, err)
+	_, err = app.Put(ctx, "/other", "v")
+	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied, "app writes /app/ alone")
+	got, err := reader.Get(ctx, "/app/k")
+	require.NoError(t, err)
+	require.Len(t, got.Kvs, 1)
+	_, err = reader.Put(ctx, "/app/k", "w")
+	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied, "reader only reads")
+	_, err = reader.Get(ctx, "/other")
+	require.ErrorIs(t, err, rpctypes.ErrPermissionDenied, "reader reads /app/ alone")
+}
+
+// userClient is an etcd client with the certificate the operator issued a user of
+// spec.auth.users.
+func userClient(t *testing.T, ns, user string) *clientv3.Client {
+	var s corev1.Secret
+	require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: vocab.UserSecret("demo", user)}, &s))
+	cfg, err := pki.ClientConfig(pki.KeyPair{Cert: s.Data[vocab.TLSCertKey], Key: s.Data[vocab.TLSKeyKey]}, s.Data[vocab.CACertKey])
+	require.NoError(t, err)
+	cfg.ServerName = framework.ClientTLS(t, ns, "demo").ServerName
+	return framework.EtcdClientTLS(t, framework.Endpoints(t, ns, "demo"), cfg)
 }
