@@ -87,6 +87,24 @@ func TestAuthSwitchedOnLive(t *testing.T) {
 	waitVerified(t, ns, "under-auth", metav1.ConditionTrue)
 	requireNoSecretLeak(t, ns)
 
+	// A new cluster restored from that backup has auth on as the snapshot had it, with its
+	// users and root's password then: its spec names the Secret that holds that password.
+	r := framework.NewCluster(ns, "restored", 1)
+	r.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+	r.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, RootPasswordSecret: "demo-root"}
+	r.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "under-auth"}}
+	require.NoError(t, framework.Env.Client.Create(context.Background(), r))
+	rs := framework.WaitReady(t, ns, "restored")
+	require.True(t, rs.Status.Auth.Enabled)
+	rcfg := framework.EtcdConfig(framework.Endpoints(t, ns, "restored"), framework.ClientTLS(t, ns, "restored"))
+	rcfg.Username, rcfg.Password = "root", rootPassword(t, ns)
+	rroot, err := clientv3.New(rcfg)
+	require.NoError(t, err)
+	defer rroot.Close()
+	got, err := rroot.Get(ctx, "/writer/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err, "root's password of the snapshot")
+	require.NotZero(t, got.Count)
+
 	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Auth = nil })
 	c = framework.WaitFor(t, ns, "demo", time.Minute, "the switch off held for approval", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.Plan != nil && c.Status.Plan.Phase == v1alpha1.PlanAwaitingApproval
