@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -110,21 +111,39 @@ func (c *Client) authOnAtEveryVoter(ctx context.Context) error {
 	return nil
 }
 
-// breakGlassDisable switches auth off as root, by password, through the voters.
+// breakGlassDisable switches auth off as root, by password, through the first member that
+// takes it: a learner serves no Authenticate, and with the operator refused no status tells
+// which members are voters.
 func (c *Client) breakGlassDisable(ctx context.Context, password string) error {
 	c.mu.Lock()
 	eps := urls(c.endpoints)
 	c.mu.Unlock()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: c.tls, DialTimeout: requestTimeout,
-		Username: root, Password: password, DialOptions: ServerName(c.tls), Logger: zap.NewNop()})
+	var errs []error
+	for _, ep := range eps {
+		err := asRoot(ctx, ep, c.tls, password, func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.AuthDisable(ctx)
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+	}
+	return errors.Join(errs...)
+}
+
+// asRoot calls f with a client of the one endpoint, authenticated as root by password (a
+// token wins over the client certificate, which TLS still asks for).
+func asRoot(ctx context.Context, ep string, tlsCfg *tls.Config, password string, f func(context.Context, *clientv3.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, TLS: tlsCfg, DialTimeout: requestTimeout, Context: ctx,
+		Username: root, Password: password, DialOptions: ServerName(tlsCfg), Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	_, err = cli.AuthDisable(ctx)
-	return err
+	return f(ctx, cli)
 }
 
 // DisableAuth switches auth off, through one voter, as the operator (a root user).
