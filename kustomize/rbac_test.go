@@ -42,7 +42,7 @@ var needs = []need{
 		"executor/resources/member.go claims; steps_volume.go grows and releases them; backup claims"},
 	{"", "nodes", []string{"get"}, "executor/controller/steps.go: a Pod stuck terminating on a node that stopped reporting"},
 	{"", "secrets", []string{"get", "create", "update"},
-		"executor/backupctl/source.go reads a destination's credentials by name; executor/certs issues and renews the TLS Secrets (never listed or watched)"},
+		"executor/backupctl/source.go reads a destination's credentials by name, drill.go root's password; executor/certs issues and renews the TLS Secrets and makes root's password Secret (root.go); never listed or watched"},
 	{"cert-manager.io", "certificates", []string{"get", "create"}, "executor/certs/certmanager.go: the Certificates of spec.tls mode CertManager"},
 	{"cert-manager.io", "issuers", []string{"get", "create"}, "executor/certs/certmanager.go: the cluster's intermediate CA Issuer"},
 	{"storage.k8s.io", "storageclasses", []string{"get", "list", "watch"},
