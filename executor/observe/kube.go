@@ -204,7 +204,7 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 	// Status records what the operator last read; it re-reads etcd before it acts. Its
 	// membership was read through a quorum, but its health is of the last look, and a look
 	// that found no leader read nothing through a quorum: the view is then stale.
-	v := &planner.EtcdView{ClusterID: c.Status.ClusterID, ClusterVersion: c.Status.ClusterVersion}
+	v := &planner.EtcdView{ClusterID: c.Status.ClusterID, ClusterVersion: c.Status.ClusterVersion, Auth: authFromStatus(c)}
 	for _, m := range c.Status.Members {
 		if m.ID == "" {
 			continue
@@ -221,6 +221,19 @@ func FromStatus(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 		}
 	}
 	return v
+}
+
+// authFromStatus is whether etcd's authentication is on as status last recorded it: off for
+// a cluster that never had it, unknown for one restored from a snapshot (which brings its
+// auth flag) and never read since.
+func authFromStatus(c *v1alpha1.EtcdCluster) *bool {
+	switch a := c.Status.Auth; {
+	case a != nil && a.ClusterID == c.Status.ClusterID:
+		return new(a.Enabled)
+	case a == nil && c.Status.RestoredFrom == "" && c.Status.PreviousClusterID == "":
+		return new(false)
+	}
+	return nil
 }
 
 // PodReady: the Pod's Ready condition is True.

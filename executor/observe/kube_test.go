@@ -69,3 +69,16 @@ func TestViewFromStatusIsStaleWithoutALeader(t *testing.T) {
 	require.True(t, v.Linearizable)
 	require.Equal(t, "1", v.LeaderID)
 }
+
+// The view from status says whether auth is on as status last read it for this cluster ID:
+// off for a cluster that never had it, unknown for one restored since.
+func TestViewFromStatusSaysWhetherAuthIsOn(t *testing.T) {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns"}}
+	c.Status.ClusterID = "c1"
+	c.Status.Members = []v1alpha1.MemberStatus{{Name: "demo-0", ID: "1", Role: v1alpha1.RoleVoter, Healthy: true, Leader: true}}
+	require.False(t, *FromStatus(c).Auth)
+	c.Status.Auth = &v1alpha1.AuthStatus{Enabled: true, ClusterID: "c1"}
+	require.True(t, *FromStatus(c).Auth)
+	c.Status.ClusterID, c.Status.PreviousClusterID = "c2", "c1"
+	require.Nil(t, FromStatus(c).Auth, "read in the cluster it was restored from")
+}
