@@ -145,25 +145,42 @@ func (c *Client) statuses(ctx context.Context, v *planner.EtcdView) []*clientv3.
 		if !ok || !m.Started() {
 			continue
 		}
-		wg.Go(func() {
-			sctx, cancel := context.WithTimeout(ctx, statusTimeout)
-			defer cancel()
-			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == m.ID &&
-				ID(st.Header.ClusterId) == v.ClusterID {
-				statuses[i] = st
-			} else {
-				silent[i] = listening(ctx, ep)
-			}
-		})
+		wg.Go(func() { statuses[i], silent[i] = c.memberStatus(ctx, ep, m.ID, v.ClusterID) })
 	}
 	wg.Wait()
+	now := map[string]string{}
 	for i, st := range statuses {
 		if st != nil {
 			setStatus(&v.Members[i], st, v)
 		}
 		v.Members[i].Silent = silent[i]
+		if silent[i] {
+			now[v.Members[i].ID], _ = c.endpoint(v.Members[i].MemberName())
+		}
 	}
+	c.mu.Lock()
+	c.silent = now
+	c.mu.Unlock()
 	return statuses
+}
+
+// memberStatus asks the member of that ID at ep for its status, as a member of that
+// cluster: nil and whether something accepts connections there when it does not answer.
+// A member silent at the last look, at the same endpoint, is asked on the short clock.
+func (c *Client) memberStatus(ctx context.Context, ep, id, clusterID string) (*clientv3.StatusResponse, bool) {
+	timeout := statusTimeout
+	c.mu.Lock()
+	if c.silent[id] == ep {
+		timeout = silentTimeout
+	}
+	c.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := c.cli.Status(sctx, ep)
+	if err == nil && st.Header != nil && ID(st.Header.MemberId) == id && ID(st.Header.ClusterId) == clusterID {
+		return st, false
+	}
+	return nil, listening(ctx, ep)
 }
 
 // clusterVersion is the cluster version the first answering member tells, or "".
