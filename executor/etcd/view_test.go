@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
 
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -54,4 +56,67 @@ func hungAgain(t *testing.T) string {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	return l.Addr().String()
+}
+
+// oneMember answers as one member of cluster 1 whose status names leader: the leader's own
+// answer when leader is the member itself. A read through a quorum waits until its
+// caller gives up, as one does while the leader it must pass through is gone.
+type oneMember struct {
+	etcdserverpb.UnimplementedMaintenanceServer
+	etcdserverpb.UnimplementedClusterServer
+	leader uint64
+}
+
+func (m *oneMember) header() *etcdserverpb.ResponseHeader {
+	return &etcdserverpb.ResponseHeader{ClusterId: 1, MemberId: 2}
+}
+
+func (m *oneMember) Status(context.Context, *etcdserverpb.StatusRequest) (*etcdserverpb.StatusResponse, error) {
+	return &etcdserverpb.StatusResponse{Header: m.header(), Leader: m.leader, Version: "3.6.16"}, nil
+}
+
+func (m *oneMember) MemberList(ctx context.Context, r *etcdserverpb.MemberListRequest) (*etcdserverpb.MemberListResponse, error) {
+	if r.Linearizable {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &etcdserverpb.MemberListResponse{Header: m.header(), Members: []*etcdserverpb.Member{{ID: 2, Name: "demo-0"}}}, nil
+}
+
+// One member alone answers, naming another as its leader (one that lost its Pod a moment
+// ago): the read through a quorum, which must pass through that leader, is tried on a short
+// clock, and the view is the member's own. A member that answers as the leader itself is
+// given the full clock.
+func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
+	for _, tc := range []struct {
+		leader    uint64
+		atLeast   time.Duration
+		atMost    time.Duration
+		whoseLead string
+	}{
+		{leader: 3, atLeast: unreachedLeaderRead, atMost: requestTimeout / 3, whoseLead: "another member"},
+		{leader: 2, atLeast: requestTimeout / 3, atMost: requestTimeout, whoseLead: "itself"},
+	} {
+		t.Run(tc.whoseLead, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			srv, m := grpc.NewServer(), &oneMember{leader: tc.leader}
+			etcdserverpb.RegisterMaintenanceServer(srv, m)
+			etcdserverpb.RegisterClusterServer(srv, m)
+			go func() { _ = srv.Serve(l) }()
+			defer srv.Stop()
+			c, err := dial(map[string]string{"demo-0": "http://" + l.Addr().String()}, nil)
+			require.NoError(t, err)
+			defer c.Close()
+
+			start := time.Now()
+			list, linearizable, err := c.memberList(context.Background())
+			took := time.Since(start)
+			require.NoError(t, err)
+			require.False(t, linearizable)
+			require.Len(t, list.Members, 1)
+			require.GreaterOrEqual(t, took, tc.atLeast)
+			require.Less(t, took, tc.atMost+2*leaderCheck)
+		})
+	}
 }
