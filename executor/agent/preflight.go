@@ -101,7 +101,11 @@ func ready(a Preflight) int {
 // start, and retries once a second; past this bound etcd's own retries take over.
 const resolveWait = 10 * time.Second
 
-// awaitResolve waits until host resolves, asking every 20 ms for up to wait. etcd resolves
+// resolveEvery is how often the preflight asks for its name: far below etcd's second.
+const resolveEvery = 50 * time.Millisecond
+
+// awaitResolve waits until host resolves, asking every 50 ms for up to wait (each ask is
+// a few queries, one per search domain: gentle on the cluster's DNS). etcd resolves
 // its own advertised peer URL as it starts, and sleeps a second before each retry: a Pod's
 // name comes into the cluster's DNS a moment after the Pod has its IP (the headless
 // Service's endpoints, then DNS), and an etcd that starts before that loses a second,
@@ -111,7 +115,7 @@ func awaitResolve(host string, wait time.Duration, lookup func(context.Context, 
 	if host == "" {
 		return
 	}
-	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(resolveEvery) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		addrs, err := lookup(ctx, host)
 		cancel()
