@@ -430,7 +430,6 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 	return r.startMember(ctx, c, o, s, false)
 }
 
-// removePod deletes a member's Pod and waits, within its grace period, until it is gone.
 // soonWait bounds how long a step waits within one reconcile for what usually follows its
 // action in a moment (a deleted Pod going, a new claim binding): another look would cost
 // more than the wait. Longer waits go on across reconciles.
@@ -457,6 +456,7 @@ func (r *Reconciler) goneSoon(ctx context.Context, p *corev1.Pod) bool {
 	})
 }
 
+// removePod deletes a member's Pod and waits, within its grace period, until it is gone.
 func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, p *corev1.Pod) error {
 	if err := r.deleteMemberPod(ctx, c, o, p.Name); err != nil {
 		return err
