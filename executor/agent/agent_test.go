@@ -21,6 +21,7 @@ func TestArgvParsesBack(t *testing.T) {
 	}{
 		Preflight{DataDir: "/var/lib/etcd/data", ExpectData: true},
 		Preflight{DataDir: "/d"},
+		Preflight{DataDir: "/d", Resolve: "demo-0.demo.ns.svc"},
 		Preflight{DataDir: "/d", Trust: "ab.cd", TrustFiles: []string{"/etc/etcd/tls/trust/ca.crt", "/etc/etcd/tls/peer/ca.crt"}},
 		RestoreFetch{Source: src, SHA256: "abc", Out: "/var/lib/etcd/restore/snapshot.db"},
 		RestorePlace{From: "/var/lib/etcd/restore/data", DataDir: "/var/lib/etcd/data"},

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +26,9 @@ type Preflight struct {
 	// planner counts on the Pod's annotation saying which.
 	Trust      string
 	TrustFiles []string
+	// Resolve, when set, is the member's own host name, which the check waits to resolve
+	// before etcd starts (awaitResolve).
+	Resolve string
 }
 
 // Argv is the init container's command.
@@ -31,6 +36,9 @@ func (a Preflight) Argv() []string {
 	argv := []string{Binary, CmdPreflight, "--data-dir=" + a.DataDir, fmt.Sprintf("--expect-data=%t", a.ExpectData)}
 	if a.Trust != "" {
 		argv = append(argv, "--trust="+a.Trust, "--trust-files="+strings.Join(a.TrustFiles, ","))
+	}
+	if a.Resolve != "" {
+		argv = append(argv, "--resolve="+a.Resolve)
 	}
 	return argv
 }
@@ -42,6 +50,7 @@ func (a *Preflight) parse(args []string) error {
 	fs.BoolVar(&a.ExpectData, "expect-data", false, "the member joined the cluster before, so its data must be there")
 	fs.StringVar(&a.Trust, "trust", "", "what the trust bundles hash to as the Pod was made for them")
 	fs.StringVar(&files, "trust-files", "", "the trust bundles, comma-separated")
+	fs.StringVar(&a.Resolve, "resolve", "", "the member's own host name, waited for to resolve before etcd starts")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -66,15 +75,53 @@ func preflight(args []string) int {
 		return ExitUsage
 	}
 	if !a.ExpectData {
-		return checkTrust(a, trustWait)
+		return ready(a)
 	}
 	switch err := checkData(a.DataDir); {
 	case err == nil:
-		return checkTrust(a, trustWait)
+		return ready(a)
 	case errors.Is(err, errDataLost):
 		return fail(ExitDataLost, "data directory %s holds no member data (member/ is absent or empty), but this member joined the cluster before: its data was lost", a.DataDir)
 	default:
 		return fail(ExitDataUnreadable, "data directory %s cannot be read: %v; its data may be intact, so it is not taken as lost", a.DataDir, err)
+	}
+}
+
+// ready is the check's end once the data is as expected: the trust bundles, then the
+// member's own name.
+func ready(a Preflight) int {
+	if code := checkTrust(a, trustWait); code != 0 {
+		return code
+	}
+	awaitResolve(a.Resolve, resolveWait, net.DefaultResolver.LookupHost)
+	return 0
+}
+
+// resolveWait bounds the wait for the member's own name to resolve. etcd resolves it at
+// start, and retries once a second; past this bound etcd's own retries take over.
+const resolveWait = 10 * time.Second
+
+// resolveEvery is how often the preflight asks for its name: far below etcd's second.
+const resolveEvery = 50 * time.Millisecond
+
+// awaitResolve waits until host resolves, asking every 50 ms for up to wait (each ask is
+// a few queries, one per search domain: gentle on the cluster's DNS). etcd resolves
+// its own advertised peer URL as it starts, and sleeps a second before each retry: a Pod's
+// name comes into the cluster's DNS a moment after the Pod has its IP (the headless
+// Service's endpoints, then DNS), and an etcd that starts before that loses a second,
+// often on the way of every join. Waiting here on a short clock starts etcd once its name
+// resolves. It never fails the check: etcd retries on its own.
+func awaitResolve(host string, wait time.Duration, lookup func(context.Context, string) ([]string, error)) {
+	if host == "" {
+		return
+	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(resolveEvery) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		addrs, err := lookup(ctx, host)
+		cancel()
+		if err == nil && len(addrs) > 0 {
+			return
+		}
 	}
 }
 

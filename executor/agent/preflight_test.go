@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"context"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,4 +104,28 @@ func TestPreflightWaitsForTheTrustBundlesThePodWasMadeFor(t *testing.T) {
 	require.Equal(t, ExitTrustChanged, checkTrust(Preflight{Trust: want, TrustFiles: []string{b, a}}, 0))
 	require.Equal(t, ExitTrustChanged, checkTrust(Preflight{Trust: want, TrustFiles: []string{a, filepath.Join(dir, "gone")}}, 0))
 	require.Equal(t, 0, checkTrust(Preflight{}, 0), "a Pod made before it records nothing")
+}
+
+// The check ends once the member's own name resolves, asking on a short clock; a name that
+// never resolves ends it at the bound, never as a failure (etcd retries on its own).
+func TestPreflightWaitsForItsOwnName(t *testing.T) {
+	asked := 0
+	lookup := func(_ context.Context, host string) ([]string, error) {
+		require.Equal(t, "demo-0.demo.ns.svc", host)
+		if asked++; asked < 4 {
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+		return []string{"10.0.0.1"}, nil
+	}
+	start := time.Now()
+	awaitResolve("demo-0.demo.ns.svc", time.Minute, lookup)
+	require.Equal(t, 4, asked)
+	require.Less(t, time.Since(start), 500*time.Millisecond, "on a short clock, not etcd's second")
+
+	never := func(context.Context, string) ([]string, error) { return nil, errors.New("no such host") }
+	start = time.Now()
+	awaitResolve("demo-0.demo.ns.svc", 100*time.Millisecond, never)
+	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+
+	awaitResolve("", time.Minute, never) // Pods made before: nothing to wait for
 }

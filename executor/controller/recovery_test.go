@@ -560,6 +560,32 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		require.Contains(t, c.Status.Plan.Progress[0].Message, "waiting for the old Pod of demo-0 to go")
 		require.Equal(t, []string{"demo-0 1"}, *got)
 	})
+	t.Run("an old Pod that goes while the step waits", func(t *testing.T) {
+		f := newFixture(t, 3, nil)
+		ctx := context.Background()
+		for _, name := range []string{"demo-1", "demo-2"} {
+			require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}))
+		}
+		p := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, p))
+		p.Finalizers, p.Labels["test/old"] = []string{"test/hold"}, "yes"
+		require.NoError(t, f.kube.Update(ctx, p))
+		require.NoError(t, f.kube.Delete(ctx, p))
+		f.setView(noQuorum)
+		go func() { // the kubelet ends it a moment later
+			time.Sleep(100 * time.Millisecond)
+			p := &corev1.Pod{}
+			if f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, p) == nil {
+				p.Finalizers = nil
+				_ = f.kube.Update(ctx, p)
+			}
+		}()
+		c, _ := f.reconcile()
+		require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, p))
+		require.NotContains(t, p.Labels, "test/old", "the new Pod is made in the same reconcile, not after another look")
+		require.Nil(t, p.DeletionTimestamp)
+	})
 	t.Run("a quorum answers", func(t *testing.T) {
 		f := newFixture(t, 3, nil)
 		ctx := context.Background()

@@ -175,9 +175,10 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
 				return err
 			}
-			return r.podGoing(ctx, p)
-		}
-		if podEnded(p) {
+			if !r.goneSoon(ctx, p) {
+				return r.podGoing(ctx, p)
+			}
+		} else if podEnded(p) {
 			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s))); seed && why != "" {
 				return stuck(v1alpha1.ReasonRestoreFailed, "%s", why)
 			}
@@ -187,9 +188,13 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
 				return err
 			}
-			return status.Waiting("waiting for the ended Pod of %s to go", s.Member)
+			if !r.goneSoon(ctx, p) {
+				return status.Waiting("waiting for the ended Pod of %s to go", s.Member)
+			}
+		} else {
+			return nil
 		}
-		return nil
+		delete(o.pods, s.Member)
 	}
 	if c.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
 		if err := r.classExists(ctx, c, o, s.Member); err != nil {
@@ -198,7 +203,7 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
 			return err
 		}
-		if r.binding(ctx, c, o, s.Member) {
+		if !r.soon(ctx, func() bool { return !r.binding(ctx, c, o, s.Member) }) {
 			return status.Waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
 		}
 	}
@@ -432,6 +437,32 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 		}
 	}
 	return r.startMember(ctx, c, o, s, false)
+}
+
+// soonWait bounds how long a step waits within one reconcile for what usually follows its
+// action in a moment (a deleted Pod going, a new claim binding): another look would cost
+// more than the wait. Longer waits go on across reconciles.
+const soonWait = time.Second
+
+// soon polls done every 50 ms for up to soonWait and reports whether it held.
+func (r *Reconciler) soon(ctx context.Context, done func() bool) bool {
+	held := false
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, soonWait, true, func(context.Context) (bool, error) {
+		held = done()
+		return held, nil
+	})
+	return held
+}
+
+// goneSoon reports whether the Pod (this one, by UID) is gone, read around the cache, waiting
+// soonWait at most: a Pod whose etcd ended or stops at once goes within a second, and the
+// look the step runs on may be older than the Pod's end.
+func (r *Reconciler) goneSoon(ctx context.Context, p *corev1.Pod) bool {
+	return r.soon(ctx, func() bool {
+		now := &corev1.Pod{}
+		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(p), now)
+		return apierrors.IsNotFound(err) || err == nil && now.UID != p.UID
+	})
 }
 
 // removePod deletes a member's Pod and waits, within its grace period, until it is gone.

@@ -65,6 +65,31 @@ func TestPodWaitsForItsClaimToBind(t *testing.T) {
 	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod), "the Pod once the claim is bound")
 }
 
+// A claim that binds a moment after it is created (as a class that binds at once does) is
+// waited for within the reconcile: the Pod follows without another look.
+func TestPodFollowsAClaimThatBindsAtOnce(t *testing.T) {
+	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas, c.Spec.Storage.StorageClassName = 4, "fast" })
+	ctx := context.Background()
+	require.NoError(t, f.kube.Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"},
+		Provisioner: "example.com/fast", VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}))
+	f.setView(f.learnerAdded)
+	go func() { // the provisioner binds it a moment after it is created
+		for range 100 {
+			time.Sleep(20 * time.Millisecond)
+			pvc := &corev1.PersistentVolumeClaim{}
+			if f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc) == nil {
+				pvc.Status.Phase = corev1.ClaimBound
+				if f.kube.Status().Update(ctx, pvc) == nil {
+					return
+				}
+			}
+		}
+	}()
+	c, _ := f.reconcile()
+	require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, &corev1.Pod{}), "the Pod in the same reconcile")
+}
+
 // A NOSPACE alarm: the first plan compacts, and is done once the history shows compacted
 // though the plan that follows (what to defragment) is one it could not foresee; the next
 // defragments the followers, moves leadership, defragments the old leader and disarms.

@@ -32,6 +32,13 @@ const requestTimeout = 3 * time.Second
 // in time but accepts connections is silent, not down: nothing counts on it being down.
 const statusTimeout = time.Second
 
+// silentTimeout bounds the status answer of a member that was silent at the last look. The
+// usual silent member is one that waits etcd's 7 s to publish itself (it serves raft, and no
+// client before that): at a full statusTimeout every look would wait a second on it. Its
+// answer once it publishes takes milliseconds; a member that stays silent is seen silent
+// either way, and nothing counts on a silent member being down.
+const silentTimeout = 250 * time.Millisecond
+
 // Cluster is what the executor asks of an etcd cluster. Client implements it against real
 // members; tests use a fake.
 type Cluster interface {
@@ -85,6 +92,9 @@ type Client struct {
 	mu        sync.Mutex
 	endpoints map[string]string // member name -> client endpoint
 	clusterID string
+	// silent holds the endpoints of members that were silent at the last look, by member ID:
+	// their next status is asked on a short clock (silentTimeout).
+	silent map[string]string
 }
 
 var _ Cluster = (*Client)(nil)

@@ -20,27 +20,32 @@ import (
 // leaderCheck bounds the look for a leader before a read through a quorum.
 const leaderCheck = 250 * time.Millisecond
 
+// unreachedLeaderRead bounds a read through a quorum whose leader did not answer the look
+// (readTimeout).
+const unreachedLeaderRead = 300 * time.Millisecond
+
 // look asks every endpoint for its status at once, each for up to leaderCheck, and returns
 // the endpoints that answered for this cluster, the first first, and whether one of them
-// knows a leader. It ends as soon as one that knows a leader and another have answered:
-// enough to try a read through a quorum, and a second try elsewhere.
-func (c *Client) look(ctx context.Context) (answered []string, leader bool) {
+// knows a leader, and whether that leader answered itself. It ends as soon as one that
+// knows a leader and another have answered: enough to try a read through a quorum, and a
+// second try elsewhere.
+func (c *Client) look(ctx context.Context) (answered []string, leader, leaderAnswered bool) {
 	c.mu.Lock()
 	eps := urls(c.endpoints)
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, leaderCheck)
 	defer cancel()
 	type answer struct {
-		ep     string
-		leader bool
-		ok     bool
+		ep             string
+		leader, isLead bool
+		ok             bool
 	}
 	answers := make(chan answer, len(eps))
 	for _, ep := range eps {
 		go func() {
 			st, err := c.cli.Status(ctx, ep)
 			ok := err == nil && st.Header != nil && c.ours(st.Header) == nil
-			answers <- answer{ep, ok && st.Leader != 0, ok}
+			answers <- answer{ep, ok && st.Leader != 0, ok && st.Leader != 0 && st.Leader == st.Header.MemberId, ok}
 		}()
 	}
 	for range eps {
@@ -48,12 +53,12 @@ func (c *Client) look(ctx context.Context) (answered []string, leader bool) {
 		if a.ok {
 			answered = append(answered, a.ep)
 		}
-		leader = leader || a.leader
+		leader, leaderAnswered = leader || a.leader, leaderAnswered || a.isLead
 		if leader && len(answered) > 1 {
 			break
 		}
 	}
-	return answered, leader
+	return answered, leader, leaderAnswered
 }
 
 // View reads etcd's view: the member list, each member's status, and alarms. The member
@@ -88,12 +93,12 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	err := errors.New("no member knows a leader")
 	var answered []string
 	for try := 0; try < 2; try++ {
-		var leader bool
-		answered, leader = c.look(ctx)
+		var leader, leaderAnswered bool
+		answered, leader, leaderAnswered = c.look(ctx)
 		if !leader && len(answered) > 0 || try > 0 && len(answered) < 2 {
 			break
 		}
-		lctx, cancel := context.WithTimeout(ctx, requestTimeout/3)
+		lctx, cancel := context.WithTimeout(ctx, readTimeout(answered, leaderAnswered))
 		list, err = c.cli.MemberList(lctx)
 		cancel()
 		if err == nil {
@@ -110,6 +115,19 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 		return nil, false, err
 	}
 	return list, linearizable, nil
+}
+
+// readTimeout bounds a read through a quorum. When one member alone answered and the leader
+// it names did not, the read must pass through a leader the look could not reach: most
+// often one that just lost its Pod (the member still names it until its election timeout
+// ends, up to two seconds), and the read then waits for an election that cannot be won.
+// A leader that is up answers such a read in a heartbeat's round trip, so the read gets a
+// short clock; failing, the view is one member's, on which nothing destructive is decided.
+func readTimeout(answered []string, leaderAnswered bool) time.Duration {
+	if len(answered) == 1 && !leaderAnswered {
+		return unreachedLeaderRead
+	}
+	return requestTimeout / 3
 }
 
 // localList reads one member's own member list, serializable: first from the member that
@@ -145,25 +163,42 @@ func (c *Client) statuses(ctx context.Context, v *planner.EtcdView) []*clientv3.
 		if !ok || !m.Started() {
 			continue
 		}
-		wg.Go(func() {
-			sctx, cancel := context.WithTimeout(ctx, statusTimeout)
-			defer cancel()
-			if st, err := c.cli.Status(sctx, ep); err == nil && st.Header != nil && ID(st.Header.MemberId) == m.ID &&
-				ID(st.Header.ClusterId) == v.ClusterID {
-				statuses[i] = st
-			} else {
-				silent[i] = listening(ctx, ep)
-			}
-		})
+		wg.Go(func() { statuses[i], silent[i] = c.memberStatus(ctx, ep, m.ID, v.ClusterID) })
 	}
 	wg.Wait()
+	now := map[string]string{}
 	for i, st := range statuses {
 		if st != nil {
 			setStatus(&v.Members[i], st, v)
 		}
 		v.Members[i].Silent = silent[i]
+		if silent[i] {
+			now[v.Members[i].ID], _ = c.endpoint(v.Members[i].MemberName())
+		}
 	}
+	c.mu.Lock()
+	c.silent = now
+	c.mu.Unlock()
 	return statuses
+}
+
+// memberStatus asks the member of that ID at ep for its status, as a member of that
+// cluster: nil and whether something accepts connections there when it does not answer.
+// A member silent at the last look, at the same endpoint, is asked on the short clock.
+func (c *Client) memberStatus(ctx context.Context, ep, id, clusterID string) (*clientv3.StatusResponse, bool) {
+	timeout := statusTimeout
+	c.mu.Lock()
+	if c.silent[id] == ep {
+		timeout = silentTimeout
+	}
+	c.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := c.cli.Status(sctx, ep)
+	if err == nil && st.Header != nil && ID(st.Header.MemberId) == id && ID(st.Header.ClusterId) == clusterID {
+		return st, false
+	}
+	return nil, listening(ctx, ep)
 }
 
 // clusterVersion is the cluster version the first answering member tells, or "".

@@ -139,10 +139,11 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 	}
 }
 
-// preflight is the member's preflight check: its data, and the trust bundles the Pod was
-// made for (m.Trust), which it waits for.
+// preflight is the member's preflight check: its data, the trust bundles the Pod was made
+// for (m.Trust), which it waits for, and then its own name in the cluster's DNS.
 func preflight(c *v1alpha1.EtcdCluster, m MemberSpec) agent.Preflight {
-	p := agent.Preflight{DataDir: vocab.DataDir, ExpectData: m.ExpectData, Trust: m.Trust}
+	p := agent.Preflight{DataDir: vocab.DataDir, ExpectData: m.ExpectData, Trust: m.Trust,
+		Resolve: vocab.MemberHost(c.Name, c.Namespace, m.Name)}
 	if m.Trust != "" {
 		for _, t := range TrustedBy(m.SecretsOf(c), Serving(c, m.Listen)) {
 			p.TrustFiles = append(p.TrustFiles, t.File)

@@ -47,7 +47,8 @@ func TestMemberPodIsSafeAndRestricted(t *testing.T) {
 	require.Equal(t, "learner", p.Labels[v1alpha1.LabelRole])
 	require.Equal(t, c.Spec.ConfigHash(), p.Annotations[vocab.AnnotationConfigHash])
 	require.Equal(t, c.Spec.ConfigFields(), p.Annotations[vocab.AnnotationConfigFields])
-	require.Equal(t, []string{"/manager", "preflight", "--data-dir=" + vocab.DataDir, "--expect-data=false"}, p.Spec.InitContainers[0].Command)
+	require.Equal(t, []string{"/manager", "preflight", "--data-dir=" + vocab.DataDir, "--expect-data=false",
+		"--resolve=demo-3.demo.ns.svc"}, p.Spec.InitContainers[0].Command, "etcd starts once its own name resolves")
 }
 
 func TestSeedBootstrapsAlone(t *testing.T) {

@@ -1,0 +1,122 @@
+package etcd
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// A member that waits to publish itself accepts connections on its client port and answers
+// nothing. The first look waits its status timeout and sees it silent; the next looks see it
+// silent on the short clock, until it answers or moves to another endpoint.
+func TestSilentMemberIsAskedOnTheShortClockAfterwards(t *testing.T) {
+	hung, err := net.Listen("tcp", "127.0.0.1:0") // accepts (the kernel does), never answers
+	require.NoError(t, err)
+	defer hung.Close()
+	ep := "http://" + hung.Addr().String()
+	c, err := dial(map[string]string{"demo-0": ep}, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	view := func() *planner.EtcdView {
+		return &planner.EtcdView{ClusterID: "1", Members: []planner.EtcdMember{{ID: "a", Name: "demo-0"}}}
+	}
+	look := func() (time.Duration, *planner.EtcdView) {
+		v, start := view(), time.Now()
+		c.statuses(context.Background(), v)
+		return time.Since(start), v
+	}
+
+	took, v := look()
+	require.True(t, v.Members[0].Silent)
+	require.False(t, v.Members[0].Answering)
+	require.GreaterOrEqual(t, took, statusTimeout)
+
+	for range 2 {
+		took, v = look()
+		require.True(t, v.Members[0].Silent, "still silent, on the short clock")
+		require.Less(t, took, statusTimeout/2+silentTimeout)
+	}
+
+	c.SetCluster("", map[string]string{"demo-0": "http://" + hungAgain(t)})
+	took, v = look()
+	require.True(t, v.Members[0].Silent)
+	require.GreaterOrEqual(t, took, statusTimeout, "a member at a new endpoint is asked on the full clock")
+}
+
+// hungAgain is the address of another listener that never answers, open until the test ends.
+func hungAgain(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l.Addr().String()
+}
+
+// oneMember answers as one member of cluster 1 whose status names leader: the leader's own
+// answer when leader is the member itself. A read through a quorum waits until its
+// caller gives up, as one does while the leader it must pass through is gone.
+type oneMember struct {
+	etcdserverpb.UnimplementedMaintenanceServer
+	etcdserverpb.UnimplementedClusterServer
+	leader uint64
+}
+
+func (m *oneMember) header() *etcdserverpb.ResponseHeader {
+	return &etcdserverpb.ResponseHeader{ClusterId: 1, MemberId: 2}
+}
+
+func (m *oneMember) Status(context.Context, *etcdserverpb.StatusRequest) (*etcdserverpb.StatusResponse, error) {
+	return &etcdserverpb.StatusResponse{Header: m.header(), Leader: m.leader, Version: "3.6.16"}, nil
+}
+
+func (m *oneMember) MemberList(ctx context.Context, r *etcdserverpb.MemberListRequest) (*etcdserverpb.MemberListResponse, error) {
+	if r.Linearizable {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &etcdserverpb.MemberListResponse{Header: m.header(), Members: []*etcdserverpb.Member{{ID: 2, Name: "demo-0"}}}, nil
+}
+
+// One member alone answers, naming another as its leader (one that lost its Pod a moment
+// ago): the read through a quorum, which must pass through that leader, is tried on a short
+// clock, and the view is the member's own. A member that answers as the leader itself is
+// given the full clock.
+func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
+	for _, tc := range []struct {
+		leader    uint64
+		atLeast   time.Duration
+		atMost    time.Duration
+		whoseLead string
+	}{
+		{leader: 3, atLeast: unreachedLeaderRead, atMost: requestTimeout / 3, whoseLead: "another member"},
+		{leader: 2, atLeast: requestTimeout / 3, atMost: requestTimeout, whoseLead: "itself"},
+	} {
+		t.Run(tc.whoseLead, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			srv, m := grpc.NewServer(), &oneMember{leader: tc.leader}
+			etcdserverpb.RegisterMaintenanceServer(srv, m)
+			etcdserverpb.RegisterClusterServer(srv, m)
+			go func() { _ = srv.Serve(l) }()
+			defer srv.Stop()
+			c, err := dial(map[string]string{"demo-0": "http://" + l.Addr().String()}, nil)
+			require.NoError(t, err)
+			defer c.Close()
+
+			start := time.Now()
+			list, linearizable, err := c.memberList(context.Background())
+			took := time.Since(start)
+			require.NoError(t, err)
+			require.False(t, linearizable)
+			require.Len(t, list.Members, 1)
+			require.GreaterOrEqual(t, took, tc.atLeast)
+			require.Less(t, took, tc.atMost+2*leaderCheck)
+		})
+	}
+}
