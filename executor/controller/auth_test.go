@@ -21,13 +21,7 @@ import (
 // Secret and switches auth on with the operator as the user its certificate names; status
 // says so. Asked off, it waits for approval again.
 func TestAuthIsSwitchedOnOnceApproved(t *testing.T) {
-	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
-		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
-	})
-	boot := f.cluster()
-	boot.Status.ClusterID = ""
-	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
-	require.NoError(t, err)
+	f := autoTLS(t)
 	f.setView(func(v *planner.EtcdView) { v.Auth = new(false) })
 	f.reconcile()
 	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true} })
@@ -63,13 +57,7 @@ func TestAuthIsSwitchedOnOnceApproved(t *testing.T) {
 // The users of spec.auth.users are made before auth goes on, each with its certificate in a
 // Secret of its own; status records them, and a user taken out of the list is deleted.
 func TestUsersAreMadeWithTheirCertificates(t *testing.T) {
-	f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
-		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
-	})
-	boot := f.cluster()
-	boot.Status.ClusterID = ""
-	_, err := f.r.certs().Ensure(context.Background(), boot, nil, f.now)
-	require.NoError(t, err)
+	f := autoTLS(t)
 	f.setView(func(v *planner.EtcdView) { v.Auth = new(false) })
 	f.reconcile()
 	f.update(func(c *v1alpha1.EtcdCluster) {
