@@ -30,20 +30,45 @@ func (r *Reconciler) enableAuth(ctx context.Context, c *v1alpha1.EtcdCluster, o 
 	if err != nil {
 		return err
 	}
-	return o.etcd.EnableAuth(ctx, etcd.Auth{RootPassword: password, User: user})
+	if err := o.etcd.EnableAuth(ctx, etcd.Auth{RootPassword: password, User: user}); err != nil {
+		return err
+	}
+	switched(c, true)
+	return nil
+}
+
+// disableAuth switches etcd's authentication off.
+func disableAuth(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
+	if o.etcd == nil {
+		return errors.New("no member answers")
+	}
+	if err := o.etcd.DisableAuth(ctx); err != nil {
+		return err
+	}
+	switched(c, false)
+	return nil
+}
+
+// switched records that etcd said auth is on (every voter, to the operator) or off: what a
+// look would read again, through etcd's raft log.
+func switched(c *v1alpha1.EtcdCluster, on bool) {
+	if c.Status.Auth == nil {
+		c.Status.Auth = &v1alpha1.AuthStatus{}
+	}
+	c.Status.Auth.Enabled, c.Status.Auth.ClusterID = on, c.Status.ClusterID
 }
 
 // authState is whether etcd's authentication is on: as status last recorded it for this
-// etcd cluster while the spec agrees, else read from etcd (which answers through its raft
-// log, so it is not asked at every look); nil when it cannot be read. A cluster that never
-// asked for auth has it off, unless it was restored from a snapshot, which brings etcd's
-// auth flag with it.
+// etcd cluster (a look that read it, or the step that switched it), else read from etcd,
+// which answers through its raft log, so it is not asked at every look; nil when it cannot
+// be read. A cluster that never asked for auth has it off, unless it was restored from a
+// snapshot, which brings etcd's auth flag with it.
 func authState(ctx context.Context, c *v1alpha1.EtcdCluster, cli etcd.Cluster, view *planner.EtcdView) *bool {
 	rec := c.Status.Auth
 	switch {
 	case neverAuth(c):
 		return new(false)
-	case rec != nil && rec.ClusterID == view.ClusterID && rec.Enabled == c.Spec.AuthOn():
+	case rec != nil && rec.ClusterID == view.ClusterID:
 		return new(rec.Enabled)
 	}
 	on, err := cli.AuthEnabled(ctx)

@@ -98,10 +98,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 	case plan.UpdateUsers:
 		return r.updateUsers(ctx, c, o)
 	case plan.DisableAuth:
-		if o.etcd == nil {
-			return errors.New("no member answers")
-		}
-		return o.etcd.DisableAuth(ctx)
+		return disableAuth(ctx, c, o)
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
 }
