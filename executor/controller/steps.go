@@ -92,6 +92,9 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 	case plan.AwaitCertificate:
 		return r.awaitCertificate(ctx, c, o, s)
 	case plan.RotateCA:
+		if o.CA != nil && o.CA.Source != "" {
+			return r.certs().ChangeSource(ctx, c, o.CA.Source, s.Why)
+		}
 		return r.certs().Rotate(ctx, o.inUse, s.Why, r.now())
 	}
 	return fmt.Errorf("unknown action %q", s.Action)
