@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,10 @@ func TestSourceChangeDrivesTheTrustSecretThroughTheRotationsStages(t *testing.T)
 	require.Equal(t, vocab.TrustSecret("demo"), secretOf(&p, "trust"))
 	require.Contains(t, p.Spec.Containers[0].Command, "--trusted-ca-file=/etc/etcd/tls/trust/ca.crt")
 	require.Contains(t, p.Spec.Containers[0].Command, "--peer-trusted-ca-file=/etc/etcd/tls/trust/ca.crt")
+	bundles, source, _ := strings.Cut(c.Status.TLS.Trust, "@")
+	require.Equal(t, "Provided/Provided", source, "a Pod made now records its certificates' source")
+	require.Equal(t, c.Status.TLS.Trust, p.Annotations[vocab.AnnotationTrust])
+	require.Contains(t, p.Spec.InitContainers[0].Command, "--trust="+bundles, "its preflight waits for the bundles alone")
 	require.Len(t, certsOf(t, f.secret(vocab.TrustSecret("demo")).Data[vocab.CACertKey]), 2)
 
 	// Pass 3: the cluster's CA leaves the trust bundle; members restart to read it.

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/pki"
+	"github.com/etcdplan/etcdplan/test/framework"
+)
+
+// A running cluster's TLS moved from Auto to the user's Secrets, a writer running
+// throughout as an application that moves to a certificate of the user's CA in pass 2, as
+// docs/security.md asks: the user's CA trusted beside the cluster's, members restarted onto
+// the user's Secrets, the cluster's CA trusted no more. Every acknowledged write is there,
+// and the members serve the user's certificates and trust the user's CA alone.
+func TestTLSSourceChangedLive(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	phase := phases(t)
+	ownCA := secret(t, ns, vocab.CASecret("demo")).Data[vocab.TLSCertKey]
+	userCA := provideUserSecrets(t, ns)
+	w := startWriterWith(t, ns, "demo", movingTLS(t, ns, ownCA, userCA.Cert))
+	w.waitAcked()
+
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", PeerSecretName: "peer", ClientSecretName: "op"}
+	})
+	c := framework.WaitFor(t, ns, "demo", time.Minute, "the change's plan", func(c *v1alpha1.EtcdCluster) bool {
+		return c.Status.Plan != nil && c.Status.Plan.Steps[0].Action == plan.RotateCA && c.Status.TLS.CARotation != nil
+	})
+	require.Equal(t, "Auto to Provided", c.Status.TLS.CARotation.Source)
+	t.Logf("plan %s: %d steps", c.Status.Plan.ID, len(c.Status.Plan.Steps))
+	passes := map[int32]bool{}
+	framework.WaitFor(t, ns, "demo", 4*time.Minute, "the change done", func(c *v1alpha1.EtcdCluster) bool {
+		if r := c.Status.TLS.CARotation; r != nil && !passes[r.Pass] {
+			passes[r.Pass] = true
+			phase(fmt.Sprintf("until pass %d began", r.Pass))
+		}
+		return framework.Ready(c) && c.Status.Plan == nil && c.Status.TLS.CARotation == nil && c.Status.ReadyReplicas == 3
+	})
+	phase("until the change was done")
+	w.stopAndVerify()
+	t.Logf("the writer during the change of source: %d writes failed, the slowest took %v", w.failed, w.maxLat)
+	require.Equal(t, map[int32]bool{1: true, 2: true, 3: true}, passes)
+
+	for _, p := range framework.MemberPods(t, ns, "demo") {
+		for _, v := range p.Spec.Volumes {
+			if v.Name == "server-tls" {
+				require.Equal(t, "srv", v.Secret.SecretName, "%s serves the user's certificate", p.Name)
+			}
+		}
+	}
+	trusted, err := pki.Certificates(secret(t, ns, vocab.TrustSecret("demo")).Data[vocab.CACertKey])
+	require.NoError(t, err)
+	require.Len(t, trusted, 1, "the user's CA alone is trusted")
+	pool, err := pki.Pool(userCA.Cert)
+	require.NoError(t, err)
+	cfg := &tls.Config{RootCAs: pool, ServerName: "demo-client." + ns + ".svc", MinVersion: tls.VersionTLS12}
+	for _, ep := range framework.EndpointsAs(t, ns, "demo", true) {
+		conn, err := tls.Dial("tcp", ep[len("https://"):], cfg)
+		require.NoError(t, err, "%s serves a certificate of the user's CA", ep)
+		require.NoError(t, conn.Close())
+	}
+	requireNoSecretLeak(t, ns)
+}
+
+// provideUserSecrets writes the Secrets of mode Provided from a CA of the user's: the
+// members' server certificate "srv", their peer certificate "peer" (every member's name),
+// the operator's "op" and an application's "app", each with the CA in ca.crt.
+func provideUserSecrets(t *testing.T, ns string) pki.KeyPair {
+	t.Helper()
+	now := time.Now()
+	ca, err := pki.NewCA("user CA", now, 24*time.Hour)
+	require.NoError(t, err)
+	svc := "demo-client"
+	var peers []string
+	for i := range 6 {
+		host := vocab.MemberHost("demo", ns, vocab.MemberName("demo", i))
+		peers = append(peers, host, host+".cluster.local")
+	}
+	for name, r := range map[string]pki.Request{
+		"srv": {CommonName: "demo server", DNSNames: []string{"*.demo." + ns + ".svc", svc, svc + "." + ns, svc + "." + ns + ".svc",
+			svc + "." + ns + ".svc.cluster.local", "localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, Server: true, Client: true},
+		"peer": {CommonName: "demo peer", DNSNames: peers, Server: true, Client: true},
+		"op":   {CommonName: "etcdplan-operator", Client: true},
+		"app":  {CommonName: "app", Client: true},
+	} {
+		r.NotBefore, r.Validity = now, 12*time.Hour
+		leaf, err := pki.Issue(ca, r)
+		require.NoError(t, err)
+		require.NoError(t, framework.Env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Type: corev1.SecretTypeTLS, Data: map[string][]byte{vocab.TLSCertKey: leaf.Cert, vocab.TLSKeyKey: leaf.Key, vocab.CACertKey: ca.Cert}}))
+	}
+	return ca
+}
+
+// movingTLS is the TLS of an application that trusts both CAs throughout and moves from the
+// cluster's client certificate to the user's ("app") once pass 2 of the change began (it
+// looks at most a second before each handshake).
+func movingTLS(t *testing.T, ns string, ownCA, userCA []byte) *tls.Config {
+	own, app := secret(t, ns, vocab.ClientSecret("demo")), secret(t, ns, "app")
+	pool, err := pki.Pool(pki.Bundle(ownCA, userCA))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var looked time.Time
+	moved := false
+	current := func() *corev1.Secret {
+		mu.Lock()
+		defer mu.Unlock()
+		if !moved && time.Since(looked) > time.Second {
+			c := &v1alpha1.EtcdCluster{}
+			if err := framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, c); err == nil && c.Status.TLS != nil {
+				r := c.Status.TLS.CARotation
+				moved = r != nil && r.Source != "" && r.Pass >= 2 || r == nil && c.Status.TLS.InUse.ClientMode() == v1alpha1.TLSProvided
+				looked = time.Now()
+			}
+		}
+		if moved {
+			return app
+		}
+		return own
+	}
+	name := "demo-client." + ns + ".svc"
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // checked in VerifyConnection, against both CAs
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			s := current()
+			cert, err := tls.X509KeyPair(s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey])
+			return &cert, err
+		},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("no certificate")
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: name, Roots: pool})
+			return err
+		},
+	}
+}
