@@ -519,7 +519,11 @@ func (k Keeper) Renew(ctx context.Context, c *v1alpha1.EtcdCluster, secret strin
 		return err
 	}
 	s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey] = pair.Cert, pair.Key
-	s.Data[vocab.CACertKey] = caBundle(caSecret)
+	bundle := caBundle(caSecret)
+	if resources.SourceChanging(c) {
+		bundle = pki.Bundle(bundle, s.Data[vocab.CACertKey]) // and the new source's CAs (trustAlso)
+	}
+	s.Data[vocab.CACertKey] = bundle
 	if mounted {
 		if s.Annotations == nil {
 			s.Annotations = map[string]string{}

@@ -187,3 +187,23 @@ func TestUnplannedSourceChangeStalls(t *testing.T) {
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "spec.tls changes source (client Auto to Provided)")
 	require.Nil(t, c.Status.Plan)
 }
+
+// A certificate of the cluster's CA renewed while the source changes keeps the new source's
+// CAs in its ca.crt: applications reading their Secret again still trust members serving
+// the user's certificates in pass 2.
+func TestRenewalDuringASourceChangeKeepsTheUnion(t *testing.T) {
+	f := autoTLS(t)
+	f.reconcile()
+	user := f.provideSecrets()
+	f.update(toProvided)
+	c, _ := f.reconcile()
+	require.Equal(t, "Trusting", c.Status.TLS.CARotation.Stage)
+	inUse, err := f.r.certs().InUse(context.Background(), f.cluster(), nil)
+	require.NoError(t, err)
+	require.Equal(t, v1alpha1.TLSAuto, inUse.Spec.TLS.ClientMode(), "members serve the cluster's certificates in pass 1")
+	before := f.secret(vocab.ClientSecret("demo")).Data[vocab.TLSCertKey]
+	require.NoError(t, f.r.certs().Renew(context.Background(), inUse, vocab.ClientSecret("demo"), f.now.Add(70*24*time.Hour)))
+	renewed := f.secret(vocab.ClientSecret("demo"))
+	require.NotEqual(t, before, renewed.Data[vocab.TLSCertKey], "renewed: past two thirds of 90 days")
+	require.Contains(t, certsOf(t, renewed.Data[vocab.CACertKey]), certsOf(t, user.Cert)[0], "the user's CA is still trusted")
+}
