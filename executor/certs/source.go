@@ -48,11 +48,8 @@ func (k Keeper) InUse(ctx context.Context, c *v1alpha1.EtcdCluster, pods []corev
 		was = c.Status.TLS.InUse
 	}
 	if stage == "" {
-		if words = changeOf(was, c.Spec.TLS); words == "" {
-			return unmarked(c), nil
-		}
-		if err := supported(was, c.Spec.TLS); err != nil {
-			return nil, err
+		if words, err = ChangeOf(was, c.Spec.TLS); err != nil || words == "" {
+			return unmarked(c), err
 		}
 		stage = planner.CAAsked
 	}
@@ -95,6 +92,16 @@ func (k Keeper) sourceStage(ctx context.Context, c *v1alpha1.EtcdCluster) (plann
 	}
 	stage, words, _ := strings.Cut(s.Annotations[vocab.AnnotationSourceChange], " ")
 	return planner.CAStage(stage), words, nil
+}
+
+// ChangeOf says in words how spec.tls changes source from was (the TLS the members serve
+// by) to now; "" when it does not. A change not planned yet is a status.Stuck error.
+func ChangeOf(was, now *v1alpha1.TLSSpec) (string, error) {
+	words := changeOf(was, now)
+	if words == "" {
+		return "", nil
+	}
+	return words, supported(was, now)
 }
 
 // changeOf says in words how the source of each side that talks TLS before and after
