@@ -53,6 +53,10 @@ func (k Keeper) InUse(ctx context.Context, c *v1alpha1.EtcdCluster, pods []corev
 		}
 		stage = planner.CAAsked
 	}
+	if !toProvided(c.Spec.TLS) {
+		return nil, status.Stuck(string(v1alpha1.ReasonTLSSourceChange), "a change of source (%s) runs, in pass %d, and spec.tls no longer "+
+			"asks for it: set spec.tls back to the Secrets it moves to until it is done", words, stage.Pass())
+	}
 	out := c.DeepCopy()
 	if stage == planner.CAAsked || stage == planner.CATrusting {
 		if !was.ClientTLS() && !was.PeerTLS() {
@@ -133,6 +137,14 @@ func supported(was, now *v1alpha1.TLSSpec) error {
 		}
 	}
 	return nil
+}
+
+// toProvided: every side that talks TLS has the user's Secrets, as a change of source
+// moves it to; a change that runs goes on only then (the trust Secret would be left
+// without a CA to trust).
+func toProvided(t *v1alpha1.TLSSpec) bool {
+	return (!t.ClientTLS() || t.ClientMode() == v1alpha1.TLSProvided) && (!t.PeerTLS() || t.PeerMode() == v1alpha1.TLSProvided) &&
+		(t.ClientTLS() || t.PeerTLS())
 }
 
 // sourceRotation is the change of source a cluster from InUse shows, for the planner.

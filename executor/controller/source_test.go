@@ -207,3 +207,23 @@ func TestRenewalDuringASourceChangeKeepsTheUnion(t *testing.T) {
 	require.NotEqual(t, before, renewed.Data[vocab.TLSCertKey], "renewed: past two thirds of 90 days")
 	require.Contains(t, certsOf(t, renewed.Data[vocab.CACertKey]), certsOf(t, user.Cert)[0], "the user's CA is still trusted")
 }
+
+// A change of source that runs goes on only while spec.tls asks for it: set back to Auto
+// (admission refuses that; an API server without the CRD's rules lets it through) in pass
+// 2, it stalls rather than take the cluster's CA out of the trust bundle.
+func TestSourceChangeStallsWhenTheSpecNoLongerAsksForIt(t *testing.T) {
+	f := autoTLS(t)
+	f.reconcile()
+	f.provideSecrets()
+	f.update(toProvided)
+	c, _ := f.reconcile()
+	f.restartedAll(c.Status.TLS.Trust)
+	c, _ = f.reconcile()
+	require.Equal(t, "Issuing", c.Status.TLS.CARotation.Stage)
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	c, _ = f.reconcile()
+	require.True(t, conditions.IsStalled(c))
+	require.Equal(t, string(v1alpha1.ReasonTLSSourceChange), conditions.GetReason(c, meta.StalledCondition))
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "a change of source (Auto to Provided) runs, in pass 2")
+	require.Len(t, certsOf(t, f.secret(vocab.TrustSecret("demo")).Data[vocab.CACertKey]), 2, "both CAs are still trusted")
+}
