@@ -196,7 +196,7 @@ func TestAdmission(t *testing.T) {
 			e.Spec.TLS.Client, e.Spec.TLS.Peer = map[string]*v1alpha1.TLSSideSpec{"client": other}[side], map[string]*v1alpha1.TLSSideSpec{"peer": other}[side]
 			err := c.Update(ctx, e)
 			require.Error(t, err, "%s TLS from another source", side)
-			require.Contains(t, err.Error(), "tls."+side+".mode (or tls.mode) may go from Disabled to TLS, from TLS to Disabled, or from Auto to Provided")
+			require.Contains(t, err.Error(), "tls."+side+".mode (or tls.mode) may go from Disabled to TLS, from TLS to Disabled, or from Auto or CertManager to Provided")
 		}
 		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "c"}
 		require.NoError(t, c.Update(ctx, e), "Auto to Provided is a plan")

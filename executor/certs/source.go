@@ -29,7 +29,7 @@ import (
 //     dials with the new source's certificate;
 //   - Retiring: the new source's CAs alone.
 // The stage is kept in the trust Secret's annotation (vocab.AnnotationSourceChange), so it
-// survives the operator. Only Auto to Provided is planned so far.
+// survives the operator. Only Auto or CertManager to Provided is planned so far.
 
 // InUse is the cluster with the TLS its members serve by (resources.InUse) and, while
 // spec.tls changes source, that change in status.tls.caRotation (resources.SourceChanging):
@@ -127,13 +127,14 @@ func changeOf(was, now *v1alpha1.TLSSpec) string {
 	return ""
 }
 
-// supported: every side goes from Auto to Provided, or has no TLS before and after. The
-// trust Secret ends holding the new source's CAs alone, so no side may keep the old one.
+// supported: every side goes from the cluster's own CA (Auto or CertManager) to Provided,
+// or has no TLS before and after. The trust Secret ends holding the new source's CAs alone,
+// so no side may keep the old one.
 func supported(was, now *v1alpha1.TLSSpec) error {
 	for _, side := range [][2]v1alpha1.TLSMode{{was.ClientMode(), now.ClientMode()}, {was.PeerMode(), now.PeerMode()}} {
-		if side != [2]v1alpha1.TLSMode{v1alpha1.TLSAuto, v1alpha1.TLSProvided} && side != [2]v1alpha1.TLSMode{v1alpha1.TLSDisabled, v1alpha1.TLSDisabled} {
+		if !(side[0].OwnCA() && side[1] == v1alpha1.TLSProvided) && side != [2]v1alpha1.TLSMode{v1alpha1.TLSDisabled, v1alpha1.TLSDisabled} {
 			return status.Stuck(string(v1alpha1.ReasonTLSSourceChange), "spec.tls changes source (%s) on a running cluster: only a change "+
-				"of every TLS side from Auto to Provided is planned yet; set spec.tls back as it was", changeOf(was, now))
+				"of every TLS side from Auto or CertManager to Provided is planned yet; set spec.tls back as it was", changeOf(was, now))
 		}
 	}
 	return nil

@@ -33,6 +33,25 @@ func TestTLSSourceChangedLive(t *testing.T) {
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
 	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	changeSourceLive(t, ns, "Auto to Provided")
+}
+
+// The same from cert-manager's certificates (the cluster's CA issued from the user's CA
+// Issuer) to the user's Secrets of another CA.
+func TestTLSSourceChangedLiveFromCertManager(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	org := framework.CertManagerCAIssuer(t, ns, "org")
+	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: org.Name, Kind: org.Kind}}
+	})
+	changeSourceLive(t, ns, "CertManager to Provided")
+}
+
+// changeSourceLive moves the running cluster "demo" to the user's Secrets with a writer
+// running, and checks what TestTLSSourceChangedLive says.
+func changeSourceLive(t *testing.T, ns, words string) {
 	phase := phases(t)
 	ownCA := secret(t, ns, vocab.CASecret("demo")).Data[vocab.TLSCertKey]
 	userCA := provideUserSecrets(t, ns)
@@ -45,7 +64,7 @@ func TestTLSSourceChangedLive(t *testing.T) {
 	c := framework.WaitFor(t, ns, "demo", time.Minute, "the change's plan", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.Plan != nil && c.Status.Plan.Steps[0].Action == plan.RotateCA && c.Status.TLS.CARotation != nil
 	})
-	require.Equal(t, "Auto to Provided", c.Status.TLS.CARotation.Source)
+	require.Equal(t, words, c.Status.TLS.CARotation.Source)
 	t.Logf("plan %s: %d steps", c.Status.Plan.ID, len(c.Status.Plan.Steps))
 	passes := map[int32]bool{}
 	framework.WaitFor(t, ns, "demo", 4*time.Minute, "the change done", func(c *v1alpha1.EtcdCluster) bool {
