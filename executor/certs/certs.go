@@ -108,7 +108,7 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 		st.Rotation.Leaves = st.leaves
 	}
 	st.Status.Trust, st.Status.CARotation = st.Trust, rotationStatus(c, st.Rotation)
-	if resources.SourceChanging(c) { // it waits for no rotation of the CA, and none for it
+	if resources.SourceChange(c) != nil { // it waits for no rotation of the CA, and none for it
 		st.Rotation, st.Status.CARotation = sourceRotation(c), c.Status.TLS.CARotation
 	}
 	return st, nil
@@ -521,7 +521,7 @@ func (k Keeper) Renew(ctx context.Context, c *v1alpha1.EtcdCluster, secret strin
 	s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey] = pair.Cert, pair.Key
 	bundle := caBundle(caSecret)
 	if resources.SourceChanging(c) {
-		bundle = pki.Bundle(bundle, s.Data[vocab.CACertKey]) // and the new source's CAs (trustAlso)
+		bundle = union(bundle, s.Data[vocab.CACertKey]) // and the other source's CAs (trustAlso)
 	}
 	s.Data[vocab.CACertKey] = bundle
 	if mounted {

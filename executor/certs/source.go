@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,7 +30,9 @@ import (
 //     dials with the new source's certificate;
 //   - Retiring: the new source's CAs alone.
 // The stage is kept in the trust Secret's annotation (vocab.AnnotationSourceChange), so it
-// survives the operator. Only Auto or CertManager to Provided is planned so far.
+// survives the operator. Planned so far: Auto or CertManager to Provided, and Provided to
+// Auto (whose CA and certificates are issued at the first step, before any member needs
+// them).
 
 // InUse is the cluster with the TLS its members serve by (resources.InUse) and, while
 // spec.tls changes source, that change in status.tls.caRotation (resources.SourceChanging):
@@ -53,7 +56,7 @@ func (k Keeper) InUse(ctx context.Context, c *v1alpha1.EtcdCluster, pods []corev
 		}
 		stage = planner.CAAsked
 	}
-	if !toProvided(c.Spec.TLS) {
+	if to := target(c.Spec.TLS); to == "" || !strings.HasSuffix(words, " to "+string(to)) {
 		return nil, status.Stuck(string(v1alpha1.ReasonTLSSourceChange), "a change of source (%s) runs, in pass %d, and spec.tls no longer "+
 			"asks for it: set spec.tls back to the Secrets it moves to until it is done", words, stage.Pass())
 	}
@@ -75,7 +78,7 @@ func (k Keeper) InUse(ctx context.Context, c *v1alpha1.EtcdCluster, pods []corev
 // unmarked is the cluster without the mark of a change of source that the last look's
 // status may carry: none runs.
 func unmarked(c *v1alpha1.EtcdCluster) *v1alpha1.EtcdCluster {
-	if !resources.SourceChanging(c) {
+	if resources.SourceChange(c) == nil {
 		return c
 	}
 	out := c.DeepCopy()
@@ -128,24 +131,35 @@ func changeOf(was, now *v1alpha1.TLSSpec) string {
 }
 
 // supported: every side goes from the cluster's own CA (Auto or CertManager) to Provided,
-// or has no TLS before and after. The trust Secret ends holding the new source's CAs alone,
-// so no side may keep the old one.
+// or from Provided to Auto, or has no TLS before and after. The trust Secret ends holding
+// the new source's CAs alone, so no side may keep the old source.
 func supported(was, now *v1alpha1.TLSSpec) error {
+	ok := target(now) != ""
 	for _, side := range [][2]v1alpha1.TLSMode{{was.ClientMode(), now.ClientMode()}, {was.PeerMode(), now.PeerMode()}} {
-		if !(side[0].OwnCA() && side[1] == v1alpha1.TLSProvided) && side != [2]v1alpha1.TLSMode{v1alpha1.TLSDisabled, v1alpha1.TLSDisabled} {
-			return status.Stuck(string(v1alpha1.ReasonTLSSourceChange), "spec.tls changes source (%s) on a running cluster: only a change "+
-				"of every TLS side from Auto or CertManager to Provided is planned yet; set spec.tls back as it was", changeOf(was, now))
-		}
+		ok = ok && (side[0].OwnCA() && side[1] == v1alpha1.TLSProvided || side == [2]v1alpha1.TLSMode{v1alpha1.TLSProvided, v1alpha1.TLSAuto} ||
+			side == [2]v1alpha1.TLSMode{v1alpha1.TLSDisabled, v1alpha1.TLSDisabled})
+	}
+	if !ok {
+		return status.Stuck(string(v1alpha1.ReasonTLSSourceChange), "spec.tls changes source (%s) on a running cluster: only a change "+
+			"of every TLS side from Auto or CertManager to Provided, or from Provided to Auto, is planned yet; set spec.tls back as it was",
+			changeOf(was, now))
 	}
 	return nil
 }
 
-// toProvided: every side that talks TLS has the user's Secrets, as a change of source
-// moves it to; a change that runs goes on only then (the trust Secret would be left
-// without a CA to trust).
-func toProvided(t *v1alpha1.TLSSpec) bool {
-	return (!t.ClientTLS() || t.ClientMode() == v1alpha1.TLSProvided) && (!t.PeerTLS() || t.PeerMode() == v1alpha1.TLSProvided) &&
-		(t.ClientTLS() || t.PeerTLS())
+// target is the one source of every side that talks TLS, as a change of source moves the
+// cluster to it; "" when the sides differ or none talks TLS. A change that runs goes on
+// only towards its target (the trust Secret would be left without a CA to trust).
+func target(t *v1alpha1.TLSSpec) v1alpha1.TLSMode {
+	switch {
+	case t.ClientTLS() && t.PeerTLS() && t.ClientMode() != t.PeerMode():
+		return ""
+	case t.ClientTLS():
+		return t.ClientMode()
+	case t.PeerTLS():
+		return t.PeerMode()
+	}
+	return ""
 }
 
 // sourceRotation is the change of source a cluster from InUse shows, for the planner.
@@ -156,8 +170,14 @@ func sourceRotation(c *v1alpha1.EtcdCluster) *planner.CARotation {
 
 // ChangeSource moves a change of source on from the stage the step's reason moves it
 // from: each stage is one update of the trust Secret, and a step applied again finds its
-// stage done and does nothing more. c is the cluster as its spec says (the new source).
-func (k Keeper) ChangeSource(ctx context.Context, c *v1alpha1.EtcdCluster, words string, why plan.Why) error {
+// stage done and does nothing more. c is the cluster as its spec says (the new source);
+// members are those with a Pod or a claim, whose peer certificates Auto issues at once.
+func (k Keeper) ChangeSource(ctx context.Context, c *v1alpha1.EtcdCluster, words string, why plan.Why, members []string, now time.Time) error {
+	if why == plan.WhyCANew && target(c.Spec.TLS) == v1alpha1.TLSAuto {
+		if err := k.issueAhead(ctx, c, members, now); err != nil {
+			return err
+		}
+	}
 	trust := &corev1.Secret{}
 	if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: vocab.TrustSecret(c.Name)}, trust); err != nil {
 		return err
@@ -173,16 +193,20 @@ func (k Keeper) ChangeSource(ctx context.Context, c *v1alpha1.EtcdCluster, words
 	if stage != next[0] {
 		return nil // done
 	}
-	newer, err := k.providedBundle(ctx, c)
+	newer, err := k.newBundle(ctx, c)
 	if err != nil {
 		return err
 	}
 	switch why {
 	case plan.WhyCANew:
-		if err := k.trustAlso(ctx, c, newer); err != nil {
+		older, err := k.oldBundle(ctx, c, trust)
+		if err != nil {
 			return err
 		}
-		trust.Data[vocab.CACertKey] = pki.Bundle(trust.Data[vocab.CACertKey], newer)
+		trust.Data[vocab.CACertKey] = union(older, newer)
+		if err := k.trustAlso(ctx, c, trust.Data[vocab.CACertKey]); err != nil {
+			return err
+		}
 	case plan.WhyCARetired:
 		trust.Data[vocab.CACertKey] = newer
 	}
@@ -194,6 +218,46 @@ func (k Keeper) ChangeSource(ctx context.Context, c *v1alpha1.EtcdCluster, words
 		delete(trust.Annotations, vocab.AnnotationSourceChange)
 	}
 	return k.Client.Update(ctx, trust)
+}
+
+// issueAhead issues what Auto needs (its CA, the trust Secret, the certificates of
+// clients and of each member's peers) while members still serve the user's Secrets.
+func (k Keeper) issueAhead(ctx context.Context, c *v1alpha1.EtcdCluster, members []string, now time.Time) error {
+	c = unmarked(c)
+	if _, err := k.Ensure(ctx, c, members, now); err != nil {
+		return err
+	}
+	for _, m := range members {
+		if err := k.EnsurePeer(ctx, c, m, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newBundle is the trust of the source the change moves to: the ca.crt of the Secrets
+// spec.tls names (Provided), or the cluster's CA (Auto).
+func (k Keeper) newBundle(ctx context.Context, c *v1alpha1.EtcdCluster) ([]byte, error) {
+	if target(c.Spec.TLS) != v1alpha1.TLSAuto {
+		return k.providedBundle(ctx, c)
+	}
+	ca, err := k.read(ctx, c, vocab.CASecret(c.Name))
+	if err != nil {
+		return nil, err
+	}
+	return pki.Bundle(ca.Data[vocab.TLSCertKey]), nil
+}
+
+// oldBundle is the trust of the source the change moves from, at its first step: the
+// trust Secret's (the cluster's own CA), or, from Provided, the ca.crt of the user's
+// Secrets the members serve by (status.tls.inUse).
+func (k Keeper) oldBundle(ctx context.Context, c *v1alpha1.EtcdCluster, trust *corev1.Secret) ([]byte, error) {
+	if target(c.Spec.TLS) != v1alpha1.TLSAuto {
+		return trust.Data[vocab.CACertKey], nil
+	}
+	was := c.DeepCopy()
+	was.Spec.TLS = c.Status.TLS.InUse
+	return k.providedBundle(ctx, was)
 }
 
 // providedBundle is the new source's trust: the ca.crt of the Secrets spec.tls names.
@@ -212,9 +276,9 @@ func (k Keeper) providedBundle(ctx context.Context, c *v1alpha1.EtcdCluster) ([]
 	return pki.Bundle(cas...), nil
 }
 
-// trustAlso adds the new source's CAs to the ca.crt of the client Secrets the operator
-// issued, so applications that read theirs again trust members serving the new source's
-// certificates from pass 2 on.
+// trustAlso adds both sources' CAs to the ca.crt of the client Secrets the operator
+// issued, so applications that read theirs again trust members serving either source's
+// certificates through passes 1 and 2.
 func (k Keeper) trustAlso(ctx context.Context, c *v1alpha1.EtcdCluster, bundle []byte) error {
 	for _, name := range []string{vocab.OperatorSecret(c.Name), vocab.ClientSecret(c.Name)} {
 		s := &corev1.Secret{}
@@ -225,10 +289,22 @@ func (k Keeper) trustAlso(ctx context.Context, c *v1alpha1.EtcdCluster, bundle [
 		if err != nil {
 			return err
 		}
-		s.Data[vocab.CACertKey] = pki.Bundle(s.Data[vocab.CACertKey], bundle)
+		s.Data[vocab.CACertKey] = union(s.Data[vocab.CACertKey], bundle)
 		if err := k.Client.Update(ctx, s); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// union joins trust bundles into one that holds each certificate once.
+func union(bundles ...[]byte) []byte {
+	var pems [][]byte
+	for _, b := range bundles {
+		certs, _ := pki.Certificates(b) // a bundle that does not parse adds nothing
+		for _, c := range certs {
+			pems = append(pems, pemOf(c))
+		}
+	}
+	return pki.Bundle(pems...)
 }

@@ -227,3 +227,56 @@ func TestSourceChangeStallsWhenTheSpecNoLongerAsksForIt(t *testing.T) {
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "a change of source (Auto to Provided) runs, in pass 2")
 	require.Len(t, certsOf(t, f.secret(vocab.TrustSecret("demo")).Data[vocab.CACertKey]), 2, "both CAs are still trusted")
 }
+
+// spec.tls from Provided to Auto: the cluster's CA and every certificate of it are issued
+// at the first step, while members still serve the user's Secrets; the rest is the same
+// three passes, the cluster's CA in the user's place.
+func TestSourceChangeFromProvidedToAuto(t *testing.T) {
+	f := newFixture(t, 3, toProvided)
+	f.provideSecrets()
+	c, _ := f.reconcile()
+	require.Nil(t, c.Status.Plan)
+	require.Equal(t, v1alpha1.TLSProvided, c.Status.TLS.InUse.ClientMode())
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	var dialed *tls.Config
+	f.r.Dial = func(eps map[string]string, cfg *tls.Config) (etcd.Cluster, error) {
+		dialed = cfg
+		return f.etcd.Dial(eps, cfg)
+	}
+	f.r.clients.forget(client.ObjectKeyFromObject(c))
+
+	c, _ = f.reconcile()
+	require.Equal(t, &v1alpha1.CARotationStatus{Source: "Provided to Auto", Stage: "Trusting", Pass: 1}, c.Status.TLS.CARotation)
+	for _, name := range []string{vocab.CASecret("demo"), vocab.ServerSecret("demo"), vocab.OperatorSecret("demo"), vocab.ClientSecret("demo"),
+		vocab.PeerSecret("demo-0"), vocab.PeerSecret("demo-1"), vocab.PeerSecret("demo-2")} {
+		f.secret(name) // issued ahead
+	}
+	require.Len(t, certsOf(t, f.secret(vocab.TrustSecret("demo")).Data[vocab.CACertKey]), 2, "the user's CA and the cluster's")
+	require.Equal(t, "user CA", dialedAs(t, dialed), "the operator dials with the user's certificate in pass 1")
+	cur := c.Status.Plan.Steps[c.Status.Plan.Current]
+	require.Equal(t, plan.WhyTrustBoth, cur.Why)
+	var p corev1.Pod
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: cur.Member}, &p))
+	require.Equal(t, "srv", secretOf(&p, "server-tls"))
+	require.Equal(t, vocab.TrustSecret("demo"), secretOf(&p, "trust"))
+
+	f.restartedAll(c.Status.TLS.Trust)
+	c, _ = f.reconcile()
+	require.Equal(t, "Issuing", c.Status.TLS.CARotation.Stage)
+	require.Equal(t, "ns/demo etcd CA", dialedAs(t, dialed), "the operator's own certificate from pass 2")
+	cur = c.Status.Plan.Steps[c.Status.Plan.Current]
+	require.NoError(t, f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: cur.Member}, &p))
+	require.Equal(t, vocab.ServerSecret("demo"), secretOf(&p, "server-tls"))
+
+	f.restartedAll(c.Status.TLS.Trust)
+	c, _ = f.reconcile()
+	require.Equal(t, "Retiring", c.Status.TLS.CARotation.Stage)
+	require.Equal(t, certsOf(t, f.secret(vocab.CASecret("demo")).Data[vocab.TLSCertKey]), certsOf(t, f.secret(vocab.TrustSecret("demo")).Data[vocab.CACertKey]),
+		"the cluster's CA alone")
+
+	f.restartedAll(c.Status.TLS.Trust)
+	f.reconcile()
+	c, _ = f.reconcile()
+	require.Nil(t, c.Status.TLS.CARotation)
+	require.Nil(t, c.Status.Plan, "done")
+}

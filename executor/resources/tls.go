@@ -172,11 +172,21 @@ func listenURLs(l plan.Listen) (client, peer string) {
 	return client, listenURL(tls[0], vocab.PeerPort) + "," + listenURL(tls[1], vocab.PeerTLSPort)
 }
 
-// SourceChanging: the cluster's TLS is changing source (status.tls.caRotation.source, as
-// the look found it): members trust the trust Secret on both sides, which holds the union
-// of the old and the new source's CAs until the last pass.
+// SourceChange is the change of the cluster's TLS source under way
+// (status.tls.caRotation with a source, as the look found it); nil when none.
+func SourceChange(c *v1alpha1.EtcdCluster) *v1alpha1.CARotationStatus {
+	if c.Status.TLS == nil || c.Status.TLS.CARotation == nil || c.Status.TLS.CARotation.Source == "" {
+		return nil
+	}
+	return c.Status.TLS.CARotation
+}
+
+// SourceChanging: a change of the TLS source went past its first step: members trust the
+// trust Secret on both sides, which holds the union of the old and the new source's CAs
+// until the last pass. Before (Asked), they trust as the old source says.
 func SourceChanging(c *v1alpha1.EtcdCluster) bool {
-	return c.Status.TLS != nil && c.Status.TLS.CARotation != nil && c.Status.TLS.CARotation.Source != ""
+	r := SourceChange(c)
+	return r != nil && r.Stage != "Asked"
 }
 
 // tlsFlags are a member's TLS flags: client certificates are required on each side that
