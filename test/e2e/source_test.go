@@ -36,6 +36,34 @@ func TestTLSSourceChangedLive(t *testing.T) {
 	changeSourceLive(t, ns, "Auto to Provided")
 }
 
+// The other way: from the user's Secrets to the cluster's own CA, which the operator makes,
+// with every certificate of it, at the change's first step.
+func TestTLSSourceChangedLiveFromProvidedToAuto(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	userCA := provideUserSecrets(t, ns)
+	framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = userTLS() })
+	phase := phases(t)
+	w := startWriterWith(t, ns, "demo", movingTLS(t, ns, "app", vocab.ClientSecret("demo"), v1alpha1.TLSAuto, userCA.Cert))
+	w.waitAcked()
+
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	waitForSourceChange(t, ns, "Provided to Auto", phase)
+	w.stopAndVerify()
+	t.Logf("the writer during the change of source: %d writes failed, the slowest took %v", w.failed, w.maxLat)
+
+	ca := secret(t, ns, vocab.CASecret("demo")).Data[vocab.TLSCertKey]
+	trusted := secret(t, ns, vocab.TrustSecret("demo")).Data[vocab.CACertKey]
+	requireServedFrom(t, ns, vocab.ServerSecret("demo"), ca, trusted)
+	requireNoSecretLeak(t, ns)
+}
+
+// userTLS is spec.tls of the user's Secrets provideUserSecrets writes.
+func userTLS() *v1alpha1.TLSSpec {
+	return &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", PeerSecretName: "peer", ClientSecretName: "op"}
+}
+
 // The same from cert-manager's certificates (the cluster's CA issued from the user's CA
 // Issuer) to the user's Secrets of another CA.
 func TestTLSSourceChangedLiveFromCertManager(t *testing.T) {
@@ -55,12 +83,21 @@ func changeSourceLive(t *testing.T, ns, words string) {
 	phase := phases(t)
 	ownCA := secret(t, ns, vocab.CASecret("demo")).Data[vocab.TLSCertKey]
 	userCA := provideUserSecrets(t, ns)
-	w := startWriterWith(t, ns, "demo", movingTLS(t, ns, ownCA, userCA.Cert))
+	w := startWriterWith(t, ns, "demo", movingTLS(t, ns, vocab.ClientSecret("demo"), "app", v1alpha1.TLSProvided, ownCA, userCA.Cert))
 	w.waitAcked()
 
-	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) {
-		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "srv", PeerSecretName: "peer", ClientSecretName: "op"}
-	})
+	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = userTLS() })
+	waitForSourceChange(t, ns, words, phase)
+	w.stopAndVerify()
+	t.Logf("the writer during the change of source: %d writes failed, the slowest took %v", w.failed, w.maxLat)
+	requireServedFrom(t, ns, "srv", userCA.Cert, secret(t, ns, vocab.TrustSecret("demo")).Data[vocab.CACertKey])
+	requireNoSecretLeak(t, ns)
+}
+
+// waitForSourceChange waits for the change of source's plan and for its end, each pass
+// seen on the way.
+func waitForSourceChange(t *testing.T, ns, words string, phase func(string)) {
+	t.Helper()
 	c := framework.WaitFor(t, ns, "demo", time.Minute, "the change's plan", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.Plan != nil && c.Status.Plan.Steps[0].Action == plan.RotateCA && c.Status.TLS.CARotation != nil
 	})
@@ -75,29 +112,31 @@ func changeSourceLive(t *testing.T, ns, words string) {
 		return framework.Ready(c) && c.Status.Plan == nil && c.Status.TLS.CARotation == nil && c.Status.ReadyReplicas == 3
 	})
 	phase("until the change was done")
-	w.stopAndVerify()
-	t.Logf("the writer during the change of source: %d writes failed, the slowest took %v", w.failed, w.maxLat)
 	require.Equal(t, map[int32]bool{1: true, 2: true, 3: true}, passes)
+}
 
+// requireServedFrom checks that every member serves the certificate of the Secret server,
+// that the trust Secret holds one CA, and that every member's certificate is of ca.
+func requireServedFrom(t *testing.T, ns, server string, ca, trusted []byte) {
+	t.Helper()
 	for _, p := range framework.MemberPods(t, ns, "demo") {
 		for _, v := range p.Spec.Volumes {
 			if v.Name == "server-tls" {
-				require.Equal(t, "srv", v.Secret.SecretName, "%s serves the user's certificate", p.Name)
+				require.Equal(t, server, v.Secret.SecretName, "%s serves %s", p.Name, server)
 			}
 		}
 	}
-	trusted, err := pki.Certificates(secret(t, ns, vocab.TrustSecret("demo")).Data[vocab.CACertKey])
+	certs, err := pki.Certificates(trusted)
 	require.NoError(t, err)
-	require.Len(t, trusted, 1, "the user's CA alone is trusted")
-	pool, err := pki.Pool(userCA.Cert)
+	require.Len(t, certs, 1, "one CA alone is trusted")
+	pool, err := pki.Pool(ca)
 	require.NoError(t, err)
 	cfg := &tls.Config{RootCAs: pool, ServerName: "demo-client." + ns + ".svc", MinVersion: tls.VersionTLS12}
 	for _, ep := range framework.EndpointsAs(t, ns, "demo", true) {
 		conn, err := tls.Dial("tcp", ep[len("https://"):], cfg)
-		require.NoError(t, err, "%s serves a certificate of the user's CA", ep)
+		require.NoError(t, err, "%s serves a certificate of the CA it moved to", ep)
 		require.NoError(t, conn.Close())
 	}
-	requireNoSecretLeak(t, ns)
 }
 
 // provideUserSecrets writes the Secrets of mode Provided from a CA of the user's: the
@@ -130,44 +169,53 @@ func provideUserSecrets(t *testing.T, ns string) pki.KeyPair {
 	return ca
 }
 
-// movingTLS is the TLS of an application that trusts both CAs throughout and moves from the
-// cluster's client certificate to the user's ("app") once pass 2 of the change began (it
-// looks at most a second before each handshake).
-func movingTLS(t *testing.T, ns string, ownCA, userCA []byte) *tls.Config {
-	own, app := secret(t, ns, vocab.ClientSecret("demo")), secret(t, ns, "app")
-	pool, err := pki.Pool(pki.Bundle(ownCA, userCA))
-	require.NoError(t, err)
+// movingTLS is the TLS of an application that trusts both CAs throughout and moves from
+// the client certificate in Secret from to the one in Secret to once pass 2 of the change to
+// the source target began (it looks at most a second before each handshake).
+func movingTLS(t *testing.T, ns, from, to string, target v1alpha1.TLSMode, cas ...[]byte) *tls.Config {
+	before := secret(t, ns, from)
+	var after *corev1.Secret // the Secret to, once it exists: its ca.crt is trusted at once
+	moved := false
 	var mu sync.Mutex
 	var looked time.Time
-	moved := false
-	current := func() *corev1.Secret {
+	current := func() (*corev1.Secret, *x509.CertPool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !moved && time.Since(looked) > time.Second {
+			looked = time.Now()
+			s := &corev1.Secret{}
+			if framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: to}, s) == nil {
+				after = s
+			}
 			c := &v1alpha1.EtcdCluster{}
 			if err := framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, c); err == nil && c.Status.TLS != nil {
 				r := c.Status.TLS.CARotation
-				moved = r != nil && r.Source != "" && r.Pass >= 2 || r == nil && c.Status.TLS.InUse.ClientMode() == v1alpha1.TLSProvided
-				looked = time.Now()
+				moved = after != nil && (r != nil && r.Source != "" && r.Pass >= 2 || r == nil && c.Status.TLS.InUse.ClientMode() == target)
 			}
 		}
-		if moved {
-			return app
+		s, bundles := before, append([][]byte{}, cas...)
+		if after != nil {
+			bundles = append(bundles, after.Data[vocab.CACertKey])
 		}
-		return own
+		if moved {
+			s = after
+		}
+		pool, _ := pki.Pool(pki.Bundle(bundles...))
+		return s, pool
 	}
 	name := "demo-client." + ns + ".svc"
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		InsecureSkipVerify: true, // checked in VerifyConnection, against both CAs
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			s := current()
+			s, _ := current()
 			cert, err := tls.X509KeyPair(s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey])
 			return &cert, err
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("no certificate")
+			_, pool := current()
+			if len(cs.PeerCertificates) == 0 || pool == nil {
+				return errors.New("no certificate, or no CA to check it against")
 			}
 			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: name, Roots: pool})
 			return err
