@@ -20,10 +20,10 @@ import (
 )
 
 // A change of spec.tls's source on a running cluster is planned as a rotation of its CA
-// (planner/rotation.go), the new source's CA for the new one. Members trust the trust
-// Secret (<cluster>-trust) on both sides throughout, and it holds:
-//   - Asked: the old source's CAs; status.tls.inUse records the old source, and members
-//     serve its Secrets;
+// (planner/rotation.go), the new source's CA for the new one. From its first step on,
+// members trust the trust Secret (<cluster>-trust) on both sides, and it holds:
+//   - Asked: nothing yet of the change (from Provided there is no trust Secret yet);
+//     status.tls.inUse records the old source, and members serve and trust as it says;
 //   - Trusting: the old and the new source's CAs; members still serve the old source's
 //     Secrets, and the Auto client Secrets trust both;
 //   - Issuing: the same; members made now serve the new source's Secrets, and the operator
@@ -58,7 +58,7 @@ func (k Keeper) InUse(ctx context.Context, c *v1alpha1.EtcdCluster, pods []corev
 	}
 	if to := target(c.Spec.TLS); to == "" || !strings.HasSuffix(words, " to "+string(to)) {
 		return nil, status.Stuck(string(v1alpha1.ReasonTLSSourceChange), "a change of source (%s) runs, in pass %d, and spec.tls no longer "+
-			"asks for it: set spec.tls back to the Secrets it moves to until it is done", words, stage.Pass())
+			"asks for it: set spec.tls back to the source it moves to until it is done", words, stage.Pass())
 	}
 	out := c.DeepCopy()
 	if stage == planner.CAAsked || stage == planner.CATrusting {
