@@ -209,8 +209,8 @@ func TestRenewalDuringASourceChangeKeepsTheUnion(t *testing.T) {
 }
 
 // A change of source that runs goes on only while spec.tls asks for it: set back to Auto
-// (admission refuses that; an API server without the CRD's rules lets it through) in pass
-// 2, it stalls rather than take the cluster's CA out of the trust bundle.
+// in pass 2 (admission lets Provided to Auto through), it stalls rather than take the
+// cluster's CA out of the trust bundle; the change back starts once this one is done.
 func TestSourceChangeStallsWhenTheSpecNoLongerAsksForIt(t *testing.T) {
 	f := autoTLS(t)
 	f.reconcile()
