@@ -211,6 +211,14 @@ func rotation(r *bytesReader, c *Desired, w *world) {
 	w.ca = newCA(w, *c)
 	ca := w.ca
 	ca.asked = true
+	if r.flag(3) { // a change of spec.tls's source: pass 2 restarts members onto B's Secrets
+		ca.source = "Auto to Provided"
+		for _, m := range w.sorted() {
+			if m.pod {
+				m.serves = "A"
+			}
+		}
+	}
 	stage := r.n(5)
 	if stage >= 1 {
 		ca.next, ca.asked = "B", false
@@ -223,7 +231,20 @@ func rotation(r *bytesReader, c *Desired, w *world) {
 	}
 	if stage >= 2 {
 		ca.previous, ca.issuing, ca.next = "A", "B", ""
+		if ca.source != "" {
+			for _, l := range ca.clientLeaves() {
+				ca.leaves[l] = "B"
+			}
+			for _, m := range w.sorted() {
+				if m.pod && (stage > 2 || r.flag(2)) {
+					m.serves = "B"
+				}
+			}
+		}
 		for _, l := range slices.Sorted(maps.Keys(ca.leaves)) {
+			if ca.source != "" {
+				break
+			}
 			if stage > 2 || r.flag(2) {
 				ca.leaves[l] = "B"
 				if r.flag(2) && stage == 2 && (l == "demo-server-tls" || strings.HasSuffix(l, "-peer-tls")) {
@@ -403,7 +424,7 @@ func isConverged(w *world, d Desired) bool {
 		if m.serving() != final(d) || m.peerTLS != d.PeerTLS {
 			return false
 		}
-		if w.ca != nil && (w.ca.stage() != "" || m.trusts != strings.Join(w.ca.trust, "+")) {
+		if w.ca != nil && (w.ca.stage() != "" || m.trusts != strings.Join(w.ca.trust, "+") || m.serves != "" && m.serves != w.ca.issuing) {
 			return false
 		}
 		_, known := w.expandable[m.class]

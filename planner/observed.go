@@ -59,8 +59,8 @@ type Observed struct {
 	// Trust identifies the trust bundles a member Pod started now mounts (as Pod.Trust);
 	// "" when not known.
 	Trust string `json:"trust,omitempty"`
-	// CA is where a rotation of the cluster's own CA stands; nil when none is asked or
-	// under way.
+	// CA is where a rotation of the cluster's own CA, or a change of spec.tls's source,
+	// stands; nil when none is asked or under way.
 	CA *CARotation `json:"ca,omitempty"`
 	// AuthFromCreation: the cluster was created asking for auth (from status), so no
 	// client used it without a user.
@@ -80,6 +80,11 @@ type CARotation struct {
 	Leaves []Renewal `json:"leaves,omitempty"`
 	// PeerLeaves: the CA issues each member's peer certificate, when its Pod is first made.
 	PeerLeaves bool `json:"peerLeaves,omitempty"`
+	// Source is, for a change of spec.tls's source rather than a rotation, the change in
+	// words ("Auto to Provided"). The new CA is then the new source's, and its certificates
+	// are in the new source's Secrets, which a member mounts only in a Pod made anew: pass 2
+	// restarts each member onto them instead of issuing every certificate again.
+	Source string `json:"source,omitempty"`
 }
 
 // CAStage is how far a rotation of the cluster's own CA went.

@@ -21,6 +21,14 @@ import (
 // A Pod started meanwhile for another reason mounts the bundle as it stands. A trust bundle
 // that changed otherwise (a user's ca.crt, a CA cert-manager renewed) takes the same
 // restarts: a member restarts when its Pod shows another bundle than a new Pod would mount.
+//
+// A change of spec.tls's source (Provided, Auto, CertManager) on a running cluster is the
+// same plan (CARotation.Source), the new source's CA for the new CA. Only pass 2 differs:
+// the new source's certificates are in other Secrets, which a member mounts only in a Pod
+// made anew, so each member restarts onto them (what a Pod mounts, Pod.Trust, names its
+// certificates' source too), the leader last, instead of having its certificates issued
+// again. The operator dials with the new source's certificate from pass 2 on, when every
+// member trusts both.
 
 // rotateCA takes the next step of a rotation, or of restarting members whose trust bundle
 // changed.
@@ -37,33 +45,63 @@ func rotateCA(m *model, d Desired) (plan.Step, bool) {
 		return s, ok
 	}
 	s := plan.Step{Action: plan.RotateCA, Secret: m.ca.Secret, Precondition: plan.Precondition{Kind: plan.PreClusterHealthy}}
-	switch m.ca.Stage {
-	case CAAsked:
-		s.Why, s.Reason = plan.WhyCANew, "a rotation of the cluster's CA is asked (etcdplan.io/rotate-ca): a new CA is made and trusted beside the old one; "+
-			"members read it as they restart (pass 1 of 3)"
-	case CATrusting:
-		s.Why, s.Reason = plan.WhyCAIssues, "every member trusts the old and the new CA: the new one issues from now on, "+
-			"and every certificate is issued again from it (pass 2 of 3)"
-	case CAIssuing:
-		s.Why, s.Reason = plan.WhyCARetired, "every certificate comes from the new CA: the old one leaves the trust bundle; "+
-			"members read it as they restart (pass 3 of 3)"
-	case CARetiring:
-		s.Why, s.Reason = plan.WhyCADropped, "every member trusts the new CA alone: the old one is dropped, and the rotation is done"
-	default:
+	reasons := caWords
+	if m.ca.Source != "" {
+		reasons = sourceWords
+	}
+	s.Why = map[CAStage]plan.Why{CAAsked: plan.WhyCANew, CATrusting: plan.WhyCAIssues, CAIssuing: plan.WhyCARetired, CARetiring: plan.WhyCADropped}[m.ca.Stage]
+	if s.Why == "" {
 		return plan.Step{}, false
 	}
+	s.Reason = strings.ReplaceAll(reasons[s.Why], "%s", m.ca.Source)
 	return s, true
 }
 
-// trustWhy says why a member restarts to read its trust bundle, by the rotation's stage.
+// caWords are the reasons of a rotation's RotateCA steps, and of its restarts.
+var caWords = map[plan.Why]string{
+	plan.WhyCANew: "a rotation of the cluster's CA is asked (etcdplan.io/rotate-ca): a new CA is made and trusted beside the old one; " +
+		"members read it as they restart (pass 1 of 3)",
+	plan.WhyCAIssues: "every member trusts the old and the new CA: the new one issues from now on, " +
+		"and every certificate is issued again from it (pass 2 of 3)",
+	plan.WhyCARetired: "every certificate comes from the new CA: the old one leaves the trust bundle; " +
+		"members read it as they restart (pass 3 of 3)",
+	plan.WhyCADropped:    "every member trusts the new CA alone: the old one is dropped, and the rotation is done",
+	plan.WhyTrustBoth:    "%s restarts trusting the old and the new CA (pass 1 of 3 of the CA rotation)",
+	plan.WhyTrustNew:     "%s restarts trusting the new CA alone (pass 3 of 3 of the CA rotation)",
+	plan.WhyTrustChanged: "%s restarts to read the trust bundle it mounts, which changed since it started",
+}
+
+// sourceWords are caWords for a change of source: "%s" is the change (CARotation.Source)
+// in a RotateCA step's, the member in a restart's.
+var sourceWords = map[plan.Why]string{
+	plan.WhyCANew: "spec.tls changes source (%s): the new source's CA is trusted beside the old one's; " +
+		"members read it as they restart (pass 1 of 3)",
+	plan.WhyCAIssues: "every member trusts the old and the new source's CA: members restart serving the new source's certificates, " +
+		"and the operator dials with its own (pass 2 of 3)",
+	plan.WhyCARetired: "every member serves the new source's certificates: the old source's CA leaves the trust bundle; " +
+		"members read it as they restart (pass 3 of 3)",
+	plan.WhyCADropped:    "every member trusts the new source's CA alone: the change of source (%s) is done",
+	plan.WhyTrustBoth:    "%s restarts trusting the old and the new source's CA (pass 1 of 3 of the change of TLS source)",
+	plan.WhySourceServed: "%s restarts serving the new source's certificates (pass 2 of 3 of the change of TLS source)",
+	plan.WhyTrustNew:     "%s restarts trusting the new source's CA alone (pass 3 of 3 of the change of TLS source)",
+}
+
+// trustWhy says why a member restarts to read what it mounts, by the rotation's stage.
 func (m *model) trustWhy() (plan.Why, string) {
+	why := plan.WhyTrustChanged
 	switch {
-	case m.ca != nil && m.ca.Stage == CATrusting:
-		return plan.WhyTrustBoth, "%s restarts trusting the old and the new CA (pass 1 of 3 of the CA rotation)"
-	case m.ca != nil && m.ca.Stage == CARetiring:
-		return plan.WhyTrustNew, "%s restarts trusting the new CA alone (pass 3 of 3 of the CA rotation)"
+	case m.ca == nil:
+	case m.ca.Stage == CATrusting:
+		why = plan.WhyTrustBoth
+	case m.ca.Stage == CARetiring:
+		why = plan.WhyTrustNew
+	case m.ca.Stage == CAIssuing && m.ca.Source != "":
+		why = plan.WhySourceServed
 	}
-	return plan.WhyTrustChanged, "%s restarts to read the trust bundle it mounts, which changed since it started"
+	if words, ok := sourceWords[why]; ok && m.ca != nil && m.ca.Source != "" {
+		return why, words
+	}
+	return why, caWords[why]
 }
 
 // mistrusts: the member's Pod mounted other trust bundles than a Pod started now would.
@@ -74,7 +112,7 @@ func (m *model) mistrusts(mm *member) bool {
 	if !mm.pod || m.trust == "" || mm.trust == m.trust {
 		return false
 	}
-	return mm.trust != "" || m.ca != nil && (m.ca.Stage == CATrusting || m.ca.Stage == CARetiring)
+	return mm.trust != "" || m.ca != nil && (m.ca.Stage == CATrusting || m.ca.Stage == CARetiring || m.ca.Stage == CAIssuing && m.ca.Source != "")
 }
 
 // switching: TLS is being switched on or off; a rotation waits until it is done.
@@ -85,14 +123,16 @@ func (m *model) switching(d Desired) bool {
 // rotated foresees a RotateCA step: the stage it moves to, the trust bundles it changes,
 // and, once the new CA issues, every certificate of the old to issue again.
 func (m *model) rotated(s plan.Step) {
-	switch s.Why {
-	case plan.WhyCANew:
+	switch {
+	case s.Why == plan.WhyCANew:
 		m.ca.Stage, m.trust = CATrusting, m.trust+"+new"
-	case plan.WhyCAIssues:
+	case s.Why == plan.WhyCAIssues && m.ca.Source != "":
+		m.ca.Stage, m.trust = CAIssuing, m.trust+" served from new" // Pods made now mount the new source's Secrets
+	case s.Why == plan.WhyCAIssues:
 		m.ca.Stage, m.renewals = CAIssuing, reissue(m.renewals, m.ca.Leaves)
-	case plan.WhyCARetired:
+	case s.Why == plan.WhyCARetired:
 		m.ca.Stage, m.trust = CARetiring, "new of "+m.trust
-	case plan.WhyCADropped:
+	case s.Why == plan.WhyCADropped:
 		m.ca = nil
 	}
 }

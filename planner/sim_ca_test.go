@@ -14,7 +14,10 @@ import (
 // as it is when it starts; leaves are the issuer of each certificate, and unserved the
 // issuer members may still serve a renewed one's predecessor from.
 type wca struct {
-	asked                    bool
+	asked bool
+	// source: the rotation is a change of spec.tls's source, in words; the new source's
+	// certificates are what a member's Pod mounts (wmember.serves) from pass 2 on.
+	source                   string
 	issuing, next, previous  string
 	trust                    []string
 	leaves, unserved         map[string]string
@@ -65,6 +68,9 @@ func (ca *wca) stage() CAStage {
 func (w *world) observeCA(o *Observed) {
 	ca := w.ca
 	o.Trust = strings.Join(ca.trust, "+")
+	if ca.source != "" {
+		o.Trust += "@" + ca.issuing
+	}
 	var leaves []Renewal
 	for _, l := range ca.clientLeaves() {
 		leaves = append(leaves, Renewal{Secret: l, Mounted: l == "demo-server-tls"})
@@ -75,9 +81,12 @@ func (w *world) observeCA(o *Observed) {
 		}
 	}
 	if st := ca.stage(); st != "" {
-		o.CA = &CARotation{Stage: st, Secret: "demo-ca", Leaves: leaves, PeerLeaves: ca.peerTLS}
+		o.CA = &CARotation{Stage: st, Secret: "demo-ca", Leaves: leaves, PeerLeaves: ca.peerTLS, Source: ca.source}
 	}
 	o.Renewals = nil
+	if ca.source != "" {
+		return // the new source's certificates are not the old CA's to issue again
+	}
 	for _, l := range leaves {
 		switch {
 		case ca.unserved[l.Secret] != "":
@@ -95,6 +104,9 @@ func (w *world) observeCA(o *Observed) {
 // the CA that issues when it has none.
 func (w *world) mount(m *wmember) {
 	m.trusts = strings.Join(w.ca.trust, "+")
+	if w.ca.source != "" {
+		m.serves = w.ca.issuing // the Secrets of the source that issues now
+	}
 	if _, ok := w.ca.leaves[m.name+"-peer-tls"]; !ok {
 		w.ca.leaves[m.name+"-peer-tls"] = w.ca.issuing
 	}
@@ -109,6 +121,13 @@ func (w *world) rotate(s plan.Step) error {
 		ca.trust, ca.asked = append(slices.Clone(ca.trust), ca.next), false
 	case s.Why == plan.WhyCAIssues && ca.stage() == CATrusting:
 		ca.previous, ca.issuing, ca.next = ca.issuing, ca.next, ""
+		if ca.source != "" {
+			// The operator dials with the new source's certificate from now on; applications
+			// are to move to it before pass 3.
+			for _, l := range ca.clientLeaves() {
+				ca.leaves[l] = ca.issuing
+			}
+		}
 	case s.Why == plan.WhyCARetired && ca.stage() == CAIssuing:
 		ca.trust = []string{ca.issuing}
 	case s.Why == plan.WhyCADropped && ca.stage() == CARetiring:
@@ -146,6 +165,9 @@ func (w *world) renew(s plan.Step) error {
 func (w *world) mistrust() error {
 	ca := w.ca
 	issuers := func(secret string) []string {
+		if m := w.members[strings.TrimSuffix(secret, "-peer-tls")]; m != nil && m.serves != "" {
+			return []string{m.serves} // a change of source: what its Pod mounted
+		}
 		return slices.DeleteFunc([]string{ca.leaves[secret], ca.unserved[secret]}, func(s string) bool { return s == "" })
 	}
 	check := func(who, trusts, secret string) error {
@@ -172,8 +194,13 @@ func (w *world) mistrust() error {
 			}
 		}
 	}
-	if ca.clientTLS {
+	if ca.clientTLS && ca.source == "" {
 		errs = append(errs, check("the operator", strings.Join(ca.trust, "+"), "demo-server-tls"))
+	}
+	for _, b := range w.sorted() {
+		if ca.clientTLS && b.pod && b.serves != "" && !slices.Contains(ca.trust, b.serves) {
+			errs = append(errs, fmt.Errorf("the operator trusts %v and %s serves a certificate of CA %s", ca.trust, b.name, b.serves))
+		}
 	}
 	for _, err := range errs {
 		if err != nil {

@@ -100,8 +100,17 @@ type wmember struct {
 	// TLS (peerTLS), on the second peer port (peerAlt).
 	listen           plan.Listen
 	peerTLS, peerAlt bool
-	// trusts are the CAs its Pod mounted as trusted when it started ("A+B").
-	trusts string
+	// trusts are the CAs its Pod mounted as trusted when it started ("A+B"); serves, in a
+	// change of TLS source, the CA of the certificates its Pod mounted (server and peer).
+	trusts, serves string
+}
+
+// trust is what the member's Pod records of what it mounted (Pod.Trust).
+func (m *wmember) trust() string {
+	if m.serves == "" {
+		return m.trusts
+	}
+	return m.trusts + "@" + m.serves
 }
 
 // serve gives the member's new Pod the step's Listen, spelled out against the spec.
@@ -236,7 +245,7 @@ func (w *world) observe() Observed {
 		km := Member{Name: m.name}
 		if m.pod {
 			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash,
-				Deleting: m.deleting, Listen: m.listen, Trust: m.trusts}
+				Deleting: m.deleting, Listen: m.listen, Trust: m.trust()}
 			if m.preflightErr != "" {
 				km.Pod = &Pod{Failed: true, PreflightError: m.preflightErr, Version: m.version, ConfigHash: m.hash, Deleting: m.deleting}
 			}

@@ -156,7 +156,9 @@ const (
 	WhyTLSGone Why = "TLSGone"
 )
 
-// Rotating the cluster's own CA (or a trust bundle that changed), in three passes.
+// Rotating the cluster's own CA (or a trust bundle that changed), in three passes. A
+// change of spec.tls's source takes the same passes and codes, the new source's CA for
+// the new CA, and restarts members onto its certificates in pass 2 (WhySourceServed).
 const (
 	// WhyCANew: a rotation was asked; a new CA is made and trusted beside the old one.
 	WhyCANew Why = "CANew"
@@ -166,6 +168,9 @@ const (
 	WhyCAIssues Why = "CAIssues"
 	// WhyCARotated: pass 2, a certificate the old CA issued is issued again from the new.
 	WhyCARotated Why = "CARotated"
+	// WhySourceServed: pass 2 of a change of source, the member restarts serving the new
+	// source's certificates (its Pod mounts other Secrets).
+	WhySourceServed Why = "SourceServed"
 	// WhyCARetired: every certificate comes from the new CA; the old one leaves the trust
 	// bundle.
 	WhyCARetired Why = "CARetired"
@@ -206,6 +211,6 @@ var Whys = []Why{
 	WhyCertificateDue, WhyCertificateUnserved,
 	WhyTLSBeside, WhyPeerURLToTLS, WhyClientPlainTextOff, WhyPlainTextOff,
 	WhyTLSOff, WhyPlainBeside, WhyPeerURLToPlain, WhyTLSGone,
-	WhyCANew, WhyTrustBoth, WhyCAIssues, WhyCARotated, WhyCARetired, WhyTrustNew, WhyCADropped, WhyTrustChanged,
+	WhyCANew, WhyTrustBoth, WhyCAIssues, WhyCARotated, WhySourceServed, WhyCARetired, WhyTrustNew, WhyCADropped, WhyTrustChanged,
 	WhyAuthOn, WhyAuthAtCreation, WhyAuthOff, WhyUsersChanged,
 }

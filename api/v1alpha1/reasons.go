@@ -22,6 +22,9 @@ const (
 	// CertManagerNotInstalled: spec.tls mode CertManager, and cert-manager's kinds are not
 	// served.
 	ReasonCertManagerNotInstalled StalledReason = "CertManagerNotInstalled"
+	// TLSSourceChange: spec.tls changed a side's source on a running cluster in a way the
+	// operator does not plan yet (it plans Auto to Provided).
+	ReasonTLSSourceChange StalledReason = "TLSSourceChange"
 )
 
 // Reasons a step passed its deadline for: the general one, and what a step's effect found

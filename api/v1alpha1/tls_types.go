@@ -164,6 +164,12 @@ type CARotationStatus struct {
 	// every certificate is issued again from the new CA (no restart); 3, members restart
 	// trusting the new CA alone.
 	Pass int32 `json:"pass"`
+	// Source, when set, says the change is of spec.tls's source rather than a rotation of
+	// the cluster's CA ("Auto to Provided"): the same passes, with the new source's CA for
+	// the new CA; in pass 2 members restart onto the new source's certificates. Members
+	// trust the bundle of the trust Secret (<cluster>-trust) throughout.
+	// +optional
+	Source string `json:"source,omitempty"`
 }
 
 // CertificateStatus is one certificate in use.

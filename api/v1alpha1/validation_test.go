@@ -208,13 +208,20 @@ func TestAdmission(t *testing.T) {
 		require.NoError(t, c.Update(ctx, e), "the same modes per side")
 		for _, side := range []string{"client", "peer"} {
 			e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "c"}
-			other := &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided}
+			other := &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSCertManager}
 			e.Spec.TLS.Client, e.Spec.TLS.Peer = map[string]*v1alpha1.TLSSideSpec{"client": other}[side], map[string]*v1alpha1.TLSSideSpec{"peer": other}[side]
 			err := c.Update(ctx, e)
 			require.Error(t, err, "%s TLS from another source", side)
-			require.Contains(t, err.Error(), "tls."+side+".mode (or tls.mode) may go from Disabled to TLS or from TLS to Disabled")
+			require.Contains(t, err.Error(), "tls."+side+".mode (or tls.mode) may go from Disabled to TLS, from TLS to Disabled, from Auto or CertManager to Provided, or from Provided to Auto")
 		}
-		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}}
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "c"}
+		require.NoError(t, c.Update(ctx, e), "Auto to Provided is a plan")
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSCertManager, IssuerRef: &v1alpha1.IssuerReference{Name: "ca"}}
+		err := c.Update(ctx, e)
+		require.Error(t, err, "Provided to CertManager is not planned yet")
+		require.Contains(t, err.Error(), "no other change of source is planned yet")
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "c",
+			Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}}
 		require.NoError(t, c.Update(ctx, e), "peer TLS switched off")
 		e.Spec.TLS = nil
 		require.NoError(t, c.Update(ctx, e), "TLS switched off")

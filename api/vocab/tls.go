@@ -68,6 +68,11 @@ const (
 	AnnotationCARotation = "etcdplan.io/ca-rotation"
 )
 
+// AnnotationSourceChange on the trust Secret is where a change of spec.tls's source stands:
+// its stage (Trusting, Issuing, Retiring), a space, and the change in words ("Auto to
+// Provided"). Absent when none runs.
+const AnnotationSourceChange = "etcdplan.io/source-change"
+
 // AnnotationClientScheme on a member Pod says how its client port is reached: "https"
 // when it serves TLS, absent for plain text.
 const AnnotationClientScheme = "etcdplan.io/client-scheme"

@@ -197,7 +197,12 @@ func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if len(endpoints) == 0 {
 		return nil, nil, nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "no member of %s runs", c.Name)
 	}
-	tlsCfg, _, err := certs.Keeper{Client: r.Client, Reader: r.APIReader}.Operator(ctx, resources.InUse(c, pods))
+	keeper := certs.Keeper{Client: r.Client, Reader: r.APIReader}
+	inUse, err := keeper.InUse(ctx, c, pods)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tlsCfg, _, err := keeper.Operator(ctx, inUse)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -108,6 +108,9 @@ func (k Keeper) Ensure(ctx context.Context, c *v1alpha1.EtcdCluster, members []s
 		st.Rotation.Leaves = st.leaves
 	}
 	st.Status.Trust, st.Status.CARotation = st.Trust, rotationStatus(c, st.Rotation)
+	if resources.SourceChange(c) != nil { // it waits for no rotation of the CA, and none for it
+		st.Rotation, st.Status.CARotation = sourceRotation(c), c.Status.TLS.CARotation
+	}
 	return st, nil
 }
 
@@ -122,7 +125,7 @@ func (k Keeper) Operator(ctx context.Context, c *v1alpha1.EtcdCluster) (*tls.Con
 		return nil, "", err
 	}
 	bundle, version := s.Data[vocab.CACertKey], s.Name+"@"+s.ResourceVersion
-	if c.Spec.TLS.ClientMode().OwnCA() {
+	if c.Spec.TLS.ClientMode().OwnCA() || resources.SourceChanging(c) {
 		trust := &corev1.Secret{}
 		if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: vocab.TrustSecret(c.Name)}, trust); err != nil {
 			return nil, "", err
@@ -527,7 +530,11 @@ func (k Keeper) Renew(ctx context.Context, c *v1alpha1.EtcdCluster, secret strin
 		return err
 	}
 	s.Data[vocab.TLSCertKey], s.Data[vocab.TLSKeyKey] = pair.Cert, pair.Key
-	s.Data[vocab.CACertKey] = caBundle(caSecret)
+	bundle := caBundle(caSecret)
+	if resources.SourceChanging(c) {
+		bundle = union(bundle, s.Data[vocab.CACertKey]) // and the other source's CAs (trustAlso)
+	}
+	s.Data[vocab.CACertKey] = bundle
 	if mounted {
 		if s.Annotations == nil {
 			s.Annotations = map[string]string{}

@@ -171,6 +171,11 @@ func (k Keeper) Trust(ctx context.Context, c *v1alpha1.EtcdCluster, l plan.Liste
 	if err != nil {
 		return "", status.Stuck(string(v1alpha1.ReasonTLSSecretInvalid), "the trust bundle (%s) of a Secret spec.tls names: %v", vocab.CACertKey, err)
 	}
+	if resources.SourceChanging(c) && c.Status.TLS.CARotation.Stage == string(planner.CAIssuing) {
+		// Pass 2 of a change of source: the trust bundle is the same, the certificates a Pod
+		// made now mounts are the new source's, and every member restarts onto them.
+		h += "@" + string(c.Spec.TLS.ClientMode()) + "/" + string(c.Spec.TLS.PeerMode())
+	}
 	return h, nil
 }
 

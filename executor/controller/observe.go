@@ -17,7 +17,6 @@ import (
 	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
-	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -37,7 +36,7 @@ type observation struct {
 	// snapshotTo is where a survivor's snapshot goes (Observed.SnapshotTo); nil for none.
 	snapshotTo *v1alpha1.BackupDestination
 	// tls is what the look found of the cluster's TLS, and inUse the cluster with the TLS
-	// its members serve by (resources.InUse).
+	// its members serve by (certs.Keeper.InUse).
 	tls   certs.State
 	inUse *v1alpha1.EtcdCluster
 }
@@ -102,7 +101,10 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 			members = append(members, pvc.Name)
 		}
 	}
-	inUse := resources.InUse(c, objs.Pods)
+	inUse, err := r.certs().InUse(ctx, c, objs.Pods)
+	if err != nil {
+		return nil, err
+	}
 	tls, err := r.certs().Ensure(ctx, inUse, members, r.now())
 	if err != nil {
 		return nil, err

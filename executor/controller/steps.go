@@ -92,6 +92,9 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 	case plan.AwaitCertificate:
 		return r.awaitCertificate(ctx, c, o, s)
 	case plan.RotateCA:
+		if o.CA != nil && o.CA.Source != "" {
+			return r.certs().ChangeSource(ctx, c, o.CA.Source, s.Why, memberNames(o), r.now())
+		}
 		return r.certs().Rotate(ctx, o.inUse, s.Why, r.now())
 	case plan.EnableAuth:
 		return r.enableAuth(ctx, c, o)
@@ -478,4 +481,13 @@ func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 	}
 	delete(o.pods, p.Name)
 	return nil
+}
+
+// memberNames are the members with a Pod or a claim.
+func memberNames(o *observation) []string {
+	var out []string
+	for _, m := range o.Members {
+		out = append(out, m.Name)
+	}
+	return out
 }

@@ -274,6 +274,9 @@ func caRotation(c *v1alpha1.EtcdCluster) *planner.CARotation {
 	if c.Status.TLS == nil || c.Status.TLS.CARotation == nil {
 		return nil
 	}
+	if src := c.Status.TLS.CARotation.Source; src != "" { // a change of spec.tls's source
+		return &planner.CARotation{Stage: planner.CAStage(c.Status.TLS.CARotation.Stage), Secret: vocab.TrustSecret(c.Name), Source: src}
+	}
 	r := RotationAsked(c)
 	r.Stage = planner.CAStage(c.Status.TLS.CARotation.Stage)
 	return r

@@ -142,7 +142,10 @@ func MemberPod(c *v1alpha1.EtcdCluster, img Images, m MemberSpec) *corev1.Pod {
 // preflight is the member's preflight check: its data, the trust bundles the Pod was made
 // for (m.Trust), which it waits for, and then its own name in the cluster's DNS.
 func preflight(c *v1alpha1.EtcdCluster, m MemberSpec) agent.Preflight {
-	p := agent.Preflight{DataDir: vocab.DataDir, ExpectData: m.ExpectData, Trust: m.Trust,
+	// A change of TLS source's pass 2 adds the certificates' source to what the Pod records
+	// ("<hashes>@Provided/Provided"); the files hash to the part before it.
+	bundles, _, _ := strings.Cut(m.Trust, "@")
+	p := agent.Preflight{DataDir: vocab.DataDir, ExpectData: m.ExpectData, Trust: bundles,
 		Resolve: vocab.MemberHost(c.Name, c.Namespace, m.Name)}
 	if m.Trust != "" {
 		for _, t := range TrustedBy(m.SecretsOf(c), Serving(c, m.Listen)) {

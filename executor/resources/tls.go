@@ -172,27 +172,44 @@ func listenURLs(l plan.Listen) (client, peer string) {
 	return client, listenURL(tls[0], vocab.PeerPort) + "," + listenURL(tls[1], vocab.PeerTLSPort)
 }
 
+// SourceChange is the change of the cluster's TLS source under way
+// (status.tls.caRotation with a source, as the look found it); nil when none.
+func SourceChange(c *v1alpha1.EtcdCluster) *v1alpha1.CARotationStatus {
+	if c.Status.TLS == nil || c.Status.TLS.CARotation == nil || c.Status.TLS.CARotation.Source == "" {
+		return nil
+	}
+	return c.Status.TLS.CARotation
+}
+
+// SourceChanging: a change of the TLS source went past its first step: members trust the
+// trust Secret on both sides, which holds the union of the old and the new source's CAs
+// until the last pass. Before (Asked), they trust as the old source says.
+func SourceChanging(c *v1alpha1.EtcdCluster) bool {
+	r := SourceChange(c)
+	return r != nil && r.Stage != "Asked"
+}
+
 // tlsFlags are a member's TLS flags: client certificates are required on each side that
 // talks TLS (etcd's --trusted-ca-file alone would already ask for them; the flags say so).
 func tlsFlags(c *v1alpha1.EtcdCluster, l plan.Listen, flags map[string]string) {
 	if t := c.Spec.TLS; servesTLS(l.Client) {
 		flags["cert-file"] = vocab.ServerTLSMount + "/" + vocab.TLSCertKey
 		flags["key-file"] = vocab.ServerTLSMount + "/" + vocab.TLSKeyKey
-		flags["trusted-ca-file"] = trustFile(t.ClientMode(), vocab.ServerTLSMount)
+		flags["trusted-ca-file"] = trustFile(c, t.ClientMode(), vocab.ServerTLSMount)
 		flags["client-cert-auth"] = "true"
 	}
 	if t := c.Spec.TLS; servesTLS(l.Peer) {
 		flags["peer-cert-file"] = vocab.PeerTLSMount + "/" + vocab.TLSCertKey
 		flags["peer-key-file"] = vocab.PeerTLSMount + "/" + vocab.TLSKeyKey
-		flags["peer-trusted-ca-file"] = trustFile(t.PeerMode(), vocab.PeerTLSMount)
+		flags["peer-trusted-ca-file"] = trustFile(c, t.PeerMode(), vocab.PeerTLSMount)
 		flags["peer-client-cert-auth"] = "true"
 	}
 }
 
-// trustFile is the trust bundle of a side: the user's Secret's ca.crt (Provided), else the
-// cluster's trust Secret.
-func trustFile(mode v1alpha1.TLSMode, mount string) string {
-	if mode == v1alpha1.TLSProvided {
+// trustFile is the trust bundle of a side: the user's Secret's ca.crt (Provided), else (or
+// while the source changes) the cluster's trust Secret.
+func trustFile(c *v1alpha1.EtcdCluster, mode v1alpha1.TLSMode, mount string) string {
+	if mode == v1alpha1.TLSProvided && !SourceChanging(c) {
 		return mount + "/" + vocab.CACertKey
 	}
 	return vocab.TrustTLSMount + "/" + vocab.CACertKey
@@ -208,17 +225,18 @@ type Trusted struct{ Secret, File string }
 func TrustedBy(c *v1alpha1.EtcdCluster, l plan.Listen) []Trusted {
 	var out []Trusted
 	if t := c.Spec.TLS; servesTLS(l.Client) {
-		out = append(out, Trusted{cmp.Or(providedSecret(t.ClientMode(), ServerSecret(c)), vocab.TrustSecret(c.Name)), trustFile(t.ClientMode(), vocab.ServerTLSMount)})
+		out = append(out, Trusted{cmp.Or(providedSecret(c, t.ClientMode(), ServerSecret(c)), vocab.TrustSecret(c.Name)), trustFile(c, t.ClientMode(), vocab.ServerTLSMount)})
 	}
 	if t := c.Spec.TLS; servesTLS(l.Peer) {
-		out = append(out, Trusted{cmp.Or(providedSecret(t.PeerMode(), PeerSecret(c, "")), vocab.TrustSecret(c.Name)), trustFile(t.PeerMode(), vocab.PeerTLSMount)})
+		out = append(out, Trusted{cmp.Or(providedSecret(c, t.PeerMode(), PeerSecret(c, "")), vocab.TrustSecret(c.Name)), trustFile(c, t.PeerMode(), vocab.PeerTLSMount)})
 	}
 	return out
 }
 
-// providedSecret is the user's Secret of a side in mode Provided, "" in any other mode.
-func providedSecret(mode v1alpha1.TLSMode, secret string) string {
-	if mode == v1alpha1.TLSProvided {
+// providedSecret is the user's Secret of a side in mode Provided, "" in any other mode or
+// while the source changes.
+func providedSecret(c *v1alpha1.EtcdCluster, mode v1alpha1.TLSMode, secret string) string {
+	if mode == v1alpha1.TLSProvided && !SourceChanging(c) {
 		return secret
 	}
 	return ""
@@ -245,7 +263,7 @@ func tlsVolumes(c *v1alpha1.EtcdCluster, member string, l plan.Listen) ([]corev1
 	if servesTLS(l.Peer) {
 		add("peer-tls", PeerSecret(c, member), vocab.PeerTLSMount)
 	}
-	if c.Spec.TLS.OwnCA() && (servesTLS(l.Client) || servesTLS(l.Peer)) {
+	if (c.Spec.TLS.OwnCA() || SourceChanging(c)) && (servesTLS(l.Client) || servesTLS(l.Peer)) {
 		add("trust", vocab.TrustSecret(c.Name), vocab.TrustTLSMount)
 	}
 	return vols, mounts

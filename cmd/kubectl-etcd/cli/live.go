@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -33,6 +35,9 @@ func (s liveSource) Observed(ctx context.Context, c *v1alpha1.EtcdCluster) (plan
 	if o.CA == nil && asksRotation(live, c) {
 		o.CA = observe.RotationAsked(live)
 	}
+	if words := changesSource(live, c); o.CA == nil && words != "" {
+		o.CA = &planner.CARotation{Stage: planner.CAAsked, Secret: vocab.TrustSecret(c.Name), Source: words}
+	}
 	return o, nextGeneration(live, c), nil
 }
 
@@ -42,6 +47,20 @@ func asksRotation(live, c *v1alpha1.EtcdCluster) bool {
 	want := c.Annotations[v1alpha1.AnnotationRotateCA]
 	return want != "" && want != live.Annotations[v1alpha1.AnnotationRotateCA] && live.Status.ClusterID != "" &&
 		(c.Spec.TLS.ClientMode() == v1alpha1.TLSAuto || c.Spec.TLS.PeerMode() == v1alpha1.TLSAuto)
+}
+
+// changesSource says in words how the manifest changes the source of the live cluster's TLS,
+// when the operator plans that change; "" otherwise (the operator stalls on a change it does
+// not plan, and admission refuses most).
+func changesSource(live, c *v1alpha1.EtcdCluster) string {
+	if live.Status.ClusterID == "" || live.Status.TLS == nil {
+		return ""
+	}
+	words, err := certs.ChangeOf(live.Status.TLS.InUse, c.Spec.TLS)
+	if err != nil {
+		return ""
+	}
+	return words
 }
 
 // cluster reads the live EtcdCluster the manifest c describes; one that does not exist yet

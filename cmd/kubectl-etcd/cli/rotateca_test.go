@@ -25,3 +25,18 @@ func TestManifestAsksForARotation(t *testing.T) {
 	c.Spec.TLS, live.Status.ClusterID = live.Spec.TLS, ""
 	require.False(t, asksRotation(live, c), "a cluster not formed yet gets its CA made for it")
 }
+
+// A manifest that moves the live cluster's TLS from Auto to Provided shows the change of
+// source's plan; one the operator does not plan shows none.
+func TestManifestChangesTheSource(t *testing.T) {
+	live := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns"}}
+	live.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+	live.Status.ClusterID = "c1"
+	live.Status.TLS = &v1alpha1.TLSStatus{InUse: live.Spec.TLS}
+	c := live.DeepCopy()
+	require.Empty(t, changesSource(live, c), "as it is")
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "o"}
+	require.Equal(t, "Auto to Provided", changesSource(live, c))
+	c.Spec.TLS.Peer = &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSAuto}
+	require.Empty(t, changesSource(live, c), "the client side alone is not planned")
+}
