@@ -189,6 +189,19 @@ func TestAdmission(t *testing.T) {
 		})
 	}
 
+	t.Run("the client source stays while auth is on", func(t *testing.T) {
+		e := valid("auth-source")
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+		e.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true}
+		require.NoError(t, c.Create(ctx, e))
+		e.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSProvided, ServerSecretName: "s", PeerSecretName: "p", ClientSecretName: "c"}
+		err := c.Update(ctx, e)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "cannot change to or from Provided while auth.enabled")
+		e.Spec.Auth.Enabled = false
+		require.NoError(t, c.Update(ctx, e), "with auth switched off in the same change: it goes off first")
+	})
+
 	t.Run("storage grows and moves", func(t *testing.T) {
 		e := valid("grows")
 		require.NoError(t, c.Create(ctx, e))
