@@ -115,15 +115,13 @@ func TestPreflightWaitsForItsOwnName(t *testing.T) {
 		if asked++; asked < 4 {
 			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 		}
-		return []string{"10.0.0.1"}, nil
+		return []string{"10.88.1.2"}, nil
 	}
-	start := time.Now()
 	awaitResolve("demo-0.demo.ns.svc", time.Minute, lookup)
-	require.Equal(t, 4, asked)
-	require.Less(t, time.Since(start), 500*time.Millisecond, "on a short clock, not etcd's second")
+	require.Equal(t, 4, asked, "asked again until it resolves, then no more")
 
 	never := func(context.Context, string) ([]string, error) { return nil, errors.New("no such host") }
-	start = time.Now()
+	start := time.Now()
 	awaitResolve("demo-0.demo.ns.svc", 100*time.Millisecond, never)
 	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
 

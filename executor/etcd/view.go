@@ -182,17 +182,22 @@ func (c *Client) statuses(ctx context.Context, v *planner.EtcdView) []*clientv3.
 	return statuses
 }
 
+// statusClock bounds the status answer of the member of that ID at ep: the short clock
+// when it was silent there at the last look.
+func (c *Client) statusClock(id, ep string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.silent[id] == ep {
+		return silentTimeout
+	}
+	return statusTimeout
+}
+
 // memberStatus asks the member of that ID at ep for its status, as a member of that
 // cluster: nil and whether something accepts connections there when it does not answer.
 // A member silent at the last look, at the same endpoint, is asked on the short clock.
 func (c *Client) memberStatus(ctx context.Context, ep, id, clusterID string) (*clientv3.StatusResponse, bool) {
-	timeout := statusTimeout
-	c.mu.Lock()
-	if c.silent[id] == ep {
-		timeout = silentTimeout
-	}
-	c.mu.Unlock()
-	sctx, cancel := context.WithTimeout(ctx, timeout)
+	sctx, cancel := context.WithTimeout(ctx, c.statusClock(id, ep))
 	defer cancel()
 	st, err := c.cli.Status(sctx, ep)
 	if err == nil && st.Header != nil && ID(st.Header.MemberId) == id && ID(st.Header.ClusterId) == clusterID {
