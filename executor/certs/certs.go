@@ -341,6 +341,19 @@ func clientLeaves(c *v1alpha1.EtcdCluster) []leaf {
 	return out
 }
 
+// clientSecrets are the Secrets of the client certificates the operator issues (the
+// operator's, the applications', the users'): those no member mounts, whose ca.crt a change
+// of CA must reach before any member serves a certificate of the new one.
+func clientSecrets(c *v1alpha1.EtcdCluster) []string {
+	var out []string
+	for _, l := range clientLeaves(c) {
+		if l.secret != vocab.ServerSecret(c.Name) {
+			out = append(out, l.secret)
+		}
+	}
+	return out
+}
+
 // serverAndClients are the members' server certificate, the operator's and the one for
 // applications.
 func serverAndClients(c *v1alpha1.EtcdCluster) []leaf {

@@ -186,18 +186,14 @@ func caBundle(ca *corev1.Secret) []byte {
 	return pki.Bundle(ca.Data[vocab.TLSCertKey], ca.Data[vocab.NextCertKey], ca.Data[vocab.PreviousCertKey])
 }
 
-// spreadTrust gives the client certificates' Secrets (the operator's, the applications',
-// the users')
-// the CA Secret's bundle (caBundle) before any member serves a certificate of the new CA.
+// spreadTrust gives the client certificates' Secrets (clientSecrets) the CA Secret's
+// bundle (caBundle) before any member serves a certificate of the new CA.
 func (k Keeper) spreadTrust(ctx context.Context, c *v1alpha1.EtcdCluster, ca *corev1.Secret) error {
 	if c.Spec.TLS.ClientMode() != v1alpha1.TLSAuto {
 		return nil
 	}
-	for _, l := range clientLeaves(c) {
-		if l.secret == vocab.ServerSecret(c.Name) {
-			continue // mounted by the members: it follows the passes
-		}
-		s, err := k.read(ctx, c, l.secret)
+	for _, name := range clientSecrets(c) {
+		s, err := k.read(ctx, c, name)
 		if err != nil {
 			return err
 		}

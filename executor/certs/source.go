@@ -277,10 +277,10 @@ func (k Keeper) providedBundle(ctx context.Context, c *v1alpha1.EtcdCluster) ([]
 }
 
 // trustAlso adds both sources' CAs to the ca.crt of the client Secrets the operator
-// issued, so applications that read theirs again trust members serving either source's
-// certificates through passes 1 and 2.
+// issued (clientSecrets, the users' among them), so applications that read theirs again
+// trust members serving either source's certificates through passes 1 and 2.
 func (k Keeper) trustAlso(ctx context.Context, c *v1alpha1.EtcdCluster, bundle []byte) error {
-	for _, name := range []string{vocab.OperatorSecret(c.Name), vocab.ClientSecret(c.Name)} {
+	for _, name := range clientSecrets(c) {
 		s := &corev1.Secret{}
 		err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s)
 		if apierrors.IsNotFound(err) {

@@ -237,7 +237,10 @@ func TestSourceChangeFromProvidedToAuto(t *testing.T) {
 	c, _ := f.reconcile()
 	require.Nil(t, c.Status.Plan)
 	require.Equal(t, v1alpha1.TLSProvided, c.Status.TLS.InUse.ClientMode())
-	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
+	f.update(func(c *v1alpha1.EtcdCluster) {
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
+		c.Spec.Auth = &v1alpha1.AuthSpec{Users: []v1alpha1.AuthUser{{Name: "app"}}} // its certificate comes with Auto
+	})
 	var dialed *tls.Config
 	f.r.Dial = func(eps map[string]string, cfg *tls.Config) (etcd.Cluster, error) {
 		dialed = cfg
@@ -252,6 +255,9 @@ func TestSourceChangeFromProvidedToAuto(t *testing.T) {
 		f.secret(name) // issued ahead
 	}
 	require.Len(t, certsOf(t, f.secret(vocab.TrustSecret("demo")).Data[vocab.CACertKey]), 2, "the user's CA and the cluster's")
+	for _, name := range []string{vocab.ClientSecret("demo"), vocab.UserSecret("demo", "app")} {
+		require.Len(t, certsOf(t, f.secret(name).Data[vocab.CACertKey]), 2, "%s trusts the members' certificates of either source", name)
+	}
 	require.Equal(t, "user CA", dialedAs(t, dialed), "the operator dials with the user's certificate in pass 1")
 	cur := c.Status.Plan.Steps[c.Status.Plan.Current]
 	require.Equal(t, plan.WhyTrustBoth, cur.Why)
