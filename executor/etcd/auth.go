@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -137,13 +138,21 @@ func (c *Client) breakGlassDisable(ctx context.Context, password string) error {
 func asRoot(ctx context.Context, ep string, tlsCfg *tls.Config, password string, f func(context.Context, *clientv3.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, TLS: tlsCfg, DialTimeout: requestTimeout, Context: ctx,
-		Username: root, Password: password, DialOptions: ServerName(tlsCfg), Logger: zap.NewNop()})
+	cli, err := dialOne(ep, tlsCfg, password)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
 	return f(ctx, cli)
+}
+
+// dialOne connects to the one endpoint, as root by password when one is given.
+func dialOne(ep string, tlsCfg *tls.Config, rootPassword string) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: []string{ep}, TLS: tlsCfg, DialTimeout: 2 * time.Second, DialOptions: ServerName(tlsCfg), Logger: zap.NewNop()}
+	if rootPassword != "" {
+		cfg.Username, cfg.Password = root, rootPassword
+	}
+	return clientv3.New(cfg)
 }
 
 // DisableAuth switches auth off, through one voter, as the operator (a root user).

@@ -10,7 +10,6 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // Compact compacts the history up to the current revision and waits until the member it
@@ -101,11 +100,7 @@ func (c *Client) Contents(ctx context.Context, name string, id uint64, rev int64
 // etcd's users and auth flag with it, and the scratch etcd serves plain text, where no
 // certificate names a user. etcd with auth off takes the password and ignores it.
 func ContentsAt(ctx context.Context, url string, rev int64, rootPassword string) (Contents, error) {
-	cfg := clientv3.Config{Endpoints: []string{url}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
-	if rootPassword != "" {
-		cfg.Username, cfg.Password = root, rootPassword
-	}
-	cli, err := clientv3.New(cfg)
+	cli, err := dialOne(url, nil, rootPassword)
 	if err != nil {
 		return Contents{}, err
 	}
