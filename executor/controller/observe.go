@@ -39,6 +39,9 @@ type observation struct {
 	// its members serve by (certs.Keeper.InUse).
 	tls   certs.State
 	inUse *v1alpha1.EtcdCluster
+	// members are the members with a Pod or a claim: their peer certificates are the
+	// cluster's.
+	members []string
 }
 
 // clients keeps one etcd connection per cluster, re-pointed as member Pods move, and
@@ -92,7 +95,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	if err != nil {
 		return nil, err
 	}
-	var members []string // with a Pod or a claim: their peer certificates are the cluster's
+	var members []string // with a Pod or a claim (observation.members)
 	for _, p := range objs.Pods {
 		members = append(members, p.Name)
 	}
@@ -119,6 +122,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		snapshotTo: objs.SnapshotDestination(c.Status.ClusterID, c.Status.PreviousClusterID),
 		tls:        tls,
 		inUse:      inUse,
+		members:    members,
 	}
 	o.Renewals, o.Trust, o.CA = tls.Renewals, tls.Trust, tls.Rotation
 	for i := range objs.Pods {

@@ -93,7 +93,7 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.awaitCertificate(ctx, c, o, s)
 	case plan.RotateCA:
 		if o.CA != nil && o.CA.Source != "" {
-			return r.certs().ChangeSource(ctx, c, o.CA.Source, s.Why, memberNames(o), r.now())
+			return r.certs().ChangeSource(ctx, c, o.CA.Source, s.Why, o.members, r.now())
 		}
 		return r.certs().Rotate(ctx, o.inUse, s.Why, r.now())
 	case plan.EnableAuth:
@@ -481,13 +481,4 @@ func (r *Reconciler) removePod(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 	}
 	delete(o.pods, p.Name)
 	return nil
-}
-
-// memberNames are the members with a Pod or a claim.
-func memberNames(o *observation) []string {
-	var out []string
-	for _, m := range o.Members {
-		out = append(out, m.Name)
-	}
-	return out
 }
