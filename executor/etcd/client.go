@@ -199,25 +199,25 @@ func ParseID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
 // of this cluster (the leader when it answers), so the change cannot land on another
 // cluster at a reused Pod IP, nor on a learner, which refuses membership changes.
 func (c *Client) pinned(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
-	defer cancel()
-	ep, _, err := c.voter(ctx)
-	if err != nil {
-		return err
-	}
-	return c.through(ctx, ep, f)
+	return c.viaVoter(ctx, false, f)
 }
 
 // atLeader runs a call through the leader alone, once it answered as the leader of this
 // cluster.
 func (c *Client) atLeader(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
+	return c.viaVoter(ctx, true, f)
+}
+
+// viaVoter runs f through the endpoint voter finds, which must be the leader's when
+// leader is set.
+func (c *Client) viaVoter(ctx context.Context, leader bool, f func(context.Context, *clientv3.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
 	defer cancel()
 	ep, st, err := c.voter(ctx)
 	if err != nil {
 		return err
 	}
-	if st.Leader != st.Header.MemberId {
+	if leader && st.Leader != st.Header.MemberId {
 		return fmt.Errorf("%w: the leader does not answer", ErrNotYet)
 	}
 	return c.through(ctx, ep, f)
