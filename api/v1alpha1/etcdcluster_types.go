@@ -13,6 +13,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && self.replicas == 0 && has(self.storage) && has(self.storage.medium) && self.storage.medium == 'Memory')",message="replicas 0 parks a cluster on its volumes, which storage.medium Memory cannot keep: use a disk-backed medium or keep at least one replica"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.tls) ? (has(oldSelf.tls.client) ? oldSelf.tls.client.mode : oldSelf.tls.mode) : 'Disabled') == (has(self.tls) ? (has(self.tls.client) ? self.tls.client.mode : self.tls.mode) : 'Disabled') || (has(oldSelf.tls) ? (has(oldSelf.tls.client) ? oldSelf.tls.client.mode : oldSelf.tls.mode) : 'Disabled') == 'Disabled' || (has(self.tls) ? (has(self.tls.client) ? self.tls.client.mode : self.tls.mode) : 'Disabled') == 'Disabled' || (((has(oldSelf.tls) ? (has(oldSelf.tls.client) ? oldSelf.tls.client.mode : oldSelf.tls.mode) : 'Disabled') == 'Auto' || (has(oldSelf.tls) ? (has(oldSelf.tls.client) ? oldSelf.tls.client.mode : oldSelf.tls.mode) : 'Disabled') == 'CertManager') && (has(self.tls) ? (has(self.tls.client) ? self.tls.client.mode : self.tls.mode) : 'Disabled') == 'Provided') || ((has(oldSelf.tls) ? (has(oldSelf.tls.client) ? oldSelf.tls.client.mode : oldSelf.tls.mode) : 'Disabled') == 'Provided' && (has(self.tls) ? (has(self.tls.client) ? self.tls.client.mode : self.tls.mode) : 'Disabled') == 'Auto')",message="tls.client.mode (or tls.mode) may go from Disabled to TLS, from TLS to Disabled, from Auto or CertManager to Provided, or from Provided to Auto on a running cluster, member by member; no other change of source is planned yet: create a new cluster and restore a backup into it for that"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.tls) ? (has(oldSelf.tls.peer) ? oldSelf.tls.peer.mode : oldSelf.tls.mode) : 'Disabled') == (has(self.tls) ? (has(self.tls.peer) ? self.tls.peer.mode : self.tls.mode) : 'Disabled') || (has(oldSelf.tls) ? (has(oldSelf.tls.peer) ? oldSelf.tls.peer.mode : oldSelf.tls.mode) : 'Disabled') == 'Disabled' || (has(self.tls) ? (has(self.tls.peer) ? self.tls.peer.mode : self.tls.mode) : 'Disabled') == 'Disabled' || (((has(oldSelf.tls) ? (has(oldSelf.tls.peer) ? oldSelf.tls.peer.mode : oldSelf.tls.mode) : 'Disabled') == 'Auto' || (has(oldSelf.tls) ? (has(oldSelf.tls.peer) ? oldSelf.tls.peer.mode : oldSelf.tls.mode) : 'Disabled') == 'CertManager') && (has(self.tls) ? (has(self.tls.peer) ? self.tls.peer.mode : self.tls.mode) : 'Disabled') == 'Provided') || ((has(oldSelf.tls) ? (has(oldSelf.tls.peer) ? oldSelf.tls.peer.mode : oldSelf.tls.mode) : 'Disabled') == 'Provided' && (has(self.tls) ? (has(self.tls.peer) ? self.tls.peer.mode : self.tls.mode) : 'Disabled') == 'Auto')",message="tls.peer.mode (or tls.mode) may go from Disabled to TLS, from TLS to Disabled, from Auto or CertManager to Provided, or from Provided to Auto on a running cluster, member by member; no other change of source is planned yet: create a new cluster and restore a backup into it for that"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.join) || (has(oldSelf.bootstrap) && has(oldSelf.bootstrap.join))",message="bootstrap.join is set only when the cluster is created: a running cluster adopts no other; it may be removed, which rolls an adoption back until the first source member left"
 type EtcdClusterSpec struct {
 	// Replicas is the number of voting members. 0 parks the cluster: its Pods go, its
 	// volumes and membership stay, and scaling up again brings the same cluster back.
@@ -199,10 +200,36 @@ type EtcdOptions struct {
 }
 
 // BootstrapSpec seeds a new cluster.
+// +kubebuilder:validation:XValidation:rule="!(has(self.restore) && has(self.join))",message="bootstrap takes one of restore and join: a cluster starts from a snapshot or adopts a running cluster, not both"
 type BootstrapSpec struct {
 	// Restore seeds the cluster from a snapshot.
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
+	// Join adopts a running etcd cluster with no downtime: the cluster keeps its ID and
+	// data, the operator's members join it one at a time, and its own members leave. Set
+	// only at creation. Removing it before the first of the running cluster's members left
+	// rolls the adoption back: the operator's members leave again.
+	// +optional
+	Join *JoinSpec `json:"join,omitempty"`
+}
+
+// JoinSpec names the running etcd cluster to adopt (the source). Its members and their
+// peer URLs are read from its member list.
+type JoinSpec struct {
+	// Endpoints are client URLs of the source's members, such as http://10.0.0.5:2379.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:items:Pattern=`^https?://[^/]+$`
+	Endpoints []string `json:"endpoints"`
+	// TLSSecretName names a Secret in the cluster's namespace for the source's client
+	// port: ca.crt, the CA that signed its server certificates, and, when the source asks
+	// clients for certificates, tls.crt and tls.key, a client certificate it trusts.
+	// +optional
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
+	// CredentialsSecretName names a Secret with the keys username and password of a source
+	// user with the root role, when the source has authentication on.
+	// +optional
+	CredentialsSecretName string `json:"credentialsSecretName,omitempty"`
 }
 
 // RestoreSpec names the snapshot a new cluster starts from: the seed member is restored
@@ -374,6 +401,9 @@ type EtcdClusterStatus struct {
 	// is on.
 	// +optional
 	Auth *AuthStatus `json:"auth,omitempty"`
+	// Join is how the adoption of a running cluster (spec.bootstrap.join) stands.
+	// +optional
+	Join *JoinStatus `json:"join,omitempty"`
 	// RestoredFrom is the snapshot the cluster's seed member was restored from
 	// (spec.bootstrap.restore), as a URI.
 	// +optional
@@ -422,6 +452,42 @@ type EtcdClusterStatus struct {
 	// LastHandledReconcileAt is the last reconcile.fluxcd.io/requestedAt value handled.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// JoinPhase is how far an adoption went.
+type JoinPhase string
+
+const (
+	// JoinAdopting: the operator's members join the source, and its members leave.
+	JoinAdopting JoinPhase = "Adopting"
+	// JoinAdopted: every source member left; the cluster is the operator's alone.
+	JoinAdopted JoinPhase = "Adopted"
+	// JoinRolledBack: spec.bootstrap.join was removed before a source member left, and the
+	// operator's members left the source again.
+	JoinRolledBack JoinPhase = "RolledBack"
+)
+
+// JoinStatus is an adoption of a running cluster.
+type JoinStatus struct {
+	Phase JoinPhase `json:"phase"`
+	// Source are the source's members as its member list first showed them.
+	// +optional
+	Source []SourceMember `json:"source,omitempty"`
+	// SourceLeft: a source member left the membership; the adoption cannot be rolled back
+	// from then on.
+	// +optional
+	SourceLeft bool `json:"sourceLeft,omitempty"`
+}
+
+// SourceMember is a member of an adopted cluster that the operator does not run.
+type SourceMember struct {
+	ID string `json:"id"`
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	ClientURLs []string `json:"clientURLs,omitempty"`
+	// +optional
+	PeerURLs []string `json:"peerURLs,omitempty"`
 }
 
 // RecoveryStatus is a recovery from quorum loss: a survivor restarted alone
