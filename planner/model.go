@@ -19,6 +19,7 @@ type member struct {
 	ordinal int
 	id      string // etcd member ID: from etcd, else from the volume or status
 	pvcID   string // the member ID recorded on the volume claim once the member joined
+	source  bool   // a member of an adopted cluster's source: no Pod, no claim, never acted on but to leave
 
 	inEtcd    bool // in etcd's membership
 	learner   bool
@@ -108,6 +109,8 @@ type model struct {
 	// blocked says why the membership cannot be trusted to act on (a foreign or duplicate
 	// member); nothing is planned then.
 	blocked *plan.Blocker
+	// join is the adoption of a running cluster, as status records it (nil: none).
+	join *Join
 }
 
 // newModel joins what each source knows of the cluster, in phases: etcd's view names its
@@ -125,7 +128,7 @@ func newModel(d Desired, o Observed) *model {
 		on := *o.Etcd.Auth
 		m.auth = &on
 	}
-	m.authFromCreation, m.users = o.AuthFromCreation, o.Users
+	m.authFromCreation, m.users, m.join = o.AuthFromCreation, o.Users, o.Join
 	for _, id := range o.DefragDue {
 		m.defragDue[id] = true
 	}
@@ -157,6 +160,9 @@ func (m *model) fromEtcd(d Desired, o Observed) {
 	joined := joinedIDs(o)
 	for _, em := range o.Etcd.Members {
 		name, problem := m.identify(d, em, joined)
+		if o.Join.sourceID(em.ID) {
+			name, problem = m.identifySource(d, em)
+		}
 		if problem != nil {
 			m.block(problem)
 			continue
@@ -283,6 +289,9 @@ func (m *model) finish(d Desired, o Observed) {
 		return a.name < b.name
 	})
 	m.bumpOrdinal()
+	for _, mm := range m.members {
+		mm.source = o.Join.sourceID(mm.id)
+	}
 	for _, r := range o.Recorded {
 		if n := vocab.Ordinal(d.Name, r.Name); n >= m.nextOrdinal {
 			m.nextOrdinal = n + 1
@@ -418,7 +427,7 @@ func (m *model) learners() []*member {
 // (a node cut off keeps it so while etcd runs and votes) is down, not lost.
 func (m *model) lost(mm *member, d Desired) bool {
 	switch {
-	case mm.up:
+	case mm.up || mm.source:
 		return false
 	case mm.dataLost:
 		return true

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/etcdplan/etcdplan/api/plan"
@@ -68,6 +69,26 @@ type Observed struct {
 	// Users identifies the users of spec.auth.users made in this etcd cluster (from
 	// status; "" for none).
 	Users string `json:"users,omitempty"`
+	// Join is the adoption of a running cluster (spec.bootstrap.join), as status records
+	// it; nil when none was asked.
+	Join *Join `json:"join,omitempty"`
+}
+
+// Join is an adoption of a running cluster: the source's members, which the operator does
+// not run, join by nothing and leave one at a time while its own members join.
+type Join struct {
+	// Source are the source's members by ID, as its member list first showed them.
+	Source []RecordedMember `json:"source,omitempty"`
+	// SourceLeft: a source member left; the adoption cannot be rolled back any more.
+	SourceLeft bool `json:"sourceLeft,omitempty"`
+	// Problems are what the executor's preflight found that the source cannot be adopted
+	// for (its peers unreachable, TLS the operator cannot speak with it, ...).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// sourceID reports whether id is one of the source's members.
+func (j *Join) sourceID(id string) bool {
+	return j != nil && slices.ContainsFunc(j.Source, func(r RecordedMember) bool { return r.ID == id })
 }
 
 // CARotation is a rotation of the cluster's own CA, by the stage its CA Secret records.
@@ -427,6 +448,7 @@ func (o Observed) Fingerprint() string {
 		Renewals    []Renewal   `json:",omitempty"`
 		Trust       string      `json:",omitempty"`
 		CA          *CARotation `json:",omitempty"`
+		Join        *Join       `json:",omitempty"`
 		Recorded    []RecordedMember
 		Members     []member
 		Reachable   bool
@@ -435,7 +457,7 @@ func (o Observed) Fingerprint() string {
 		Etcd        []etcdMember
 		Alarms      []Alarm
 	}{ClusterID: o.ClusterID, NextOrdinal: o.NextOrdinal, Stalled: o.StalledLearners, DefragDue: o.DefragDue, Renewals: o.Renewals,
-		Trust: o.Trust, CA: o.CA, Recorded: o.Recorded}
+		Trust: o.Trust, CA: o.CA, Join: o.Join, Recorded: o.Recorded}
 	for _, m := range o.Members {
 		shape.Members = append(shape.Members, member{m.Name, m.Pod, m.PVC})
 	}

@@ -56,6 +56,8 @@ type Desired struct {
 	Auth bool `json:"auth,omitempty"`
 	// Users identifies the users spec.auth.users asks for ("" for none).
 	Users string `json:"users,omitempty"`
+	// Join: the spec asks to adopt a running cluster (spec.bootstrap.join).
+	Join bool `json:"join,omitempty"`
 }
 
 // Plan returns the ordered steps that take the observed cluster to the desired state.
@@ -68,7 +70,7 @@ func Plan(d Desired, observed Observed) plan.Plan {
 		Warnings:      warnings(d, observed),
 	}
 	stale := observed.Stale() != ""
-	if b := refuse(m, d); b != nil {
+	if b := refuse(m, d, observed); b != nil {
 		p.Blocked = b
 	} else {
 		for len(p.Steps) < maxSteps && !m.halt {
@@ -130,9 +132,12 @@ func PlanID(p plan.Plan) string {
 }
 
 // refuse returns why no plan can be made, or nil.
-func refuse(m *model, d Desired) *plan.Blocker {
+func refuse(m *model, d Desired, o Observed) *plan.Blocker {
 	if m.blocked != nil {
 		return m.blocked
+	}
+	if b := refuseJoin(m, d, o); b != nil {
+		return b
 	}
 	if b := refuseVersion(m, d); b != nil {
 		return b
@@ -299,6 +304,7 @@ func warnings(d Desired, o Observed) []string {
 	if d.Restore != "" && o.ClusterID != "" && o.RestoredFrom == "" {
 		out = append(out, "spec.bootstrap.restore is ignored: the cluster formed without it, and a restore seeds only a new cluster")
 	}
+	out = append(out, joinWarnings(d, o)...)
 	if o.Etcd != nil && !o.Etcd.Linearizable {
 		out = append(out, "etcd's member list was not read through a quorum: no membership change is planned or found done until it is")
 	}
@@ -328,11 +334,15 @@ func retainedClaims(o Observed) string {
 // scale up, switch TLS, rotate the CA, upgrade, configuration, then
 // space: a NOSPACE alarm, then fragmented members.
 func next(m *model, d Desired) (plan.Step, bool) {
-	for _, rule := range []func(*model, Desired) (plan.Step, bool){
+	rules := []func(*model, Desired) (plan.Step, bool){
 		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
 		expandVolumes, stopMembers, switchAuth,
 		scaleDown, scaleUp, switchTLS, rotateCA, upgrade, reconfigure, recoverSpace, defragFragmented,
-	} {
+	}
+	if m.adopting() { // the adoption's plan alone, until its source is gone
+		rules = []func(*model, Desired) (plan.Step, bool){startVoters, adopt, deleteLeftovers}
+	}
+	for _, rule := range rules {
 		if s, ok := rule(m, d); ok {
 			return m.withListen(s, d), true
 		}

@@ -65,7 +65,7 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
-		if !mm.voter() || !mm.started || m.lost(mm, d) || (mm.forcing && m.quorumLost(d)) {
+		if !mm.voter() || !mm.started || mm.source || m.lost(mm, d) || (mm.forcing && m.quorumLost(d)) {
 			continue
 		}
 		if !needsPod(mm) || d.Memory && mm.podDeleting {

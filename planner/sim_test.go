@@ -63,6 +63,9 @@ type world struct {
 	auth, authFromCreation bool
 	// users identifies the users of spec.auth.users made in etcd.
 	users string
+	// join is the adoption of a running cluster whose members are the source members
+	// (nil: none).
+	join *Join
 }
 
 type wmember struct {
@@ -103,6 +106,8 @@ type wmember struct {
 	// trusts are the CAs its Pod mounted as trusted when it started ("A+B"); serves, in a
 	// change of TLS source, the CA of the certificates its Pod mounted (server and peer).
 	trusts, serves string
+	// source: a member of an adopted cluster that runs outside Kubernetes (no Pod, no claim).
+	source bool
 }
 
 // trust is what the member's Pod records of what it mounted (Pod.Trust).
@@ -126,6 +131,9 @@ func (m *wmember) serving() plan.Listen {
 
 // peerURL is the member's peer URL in etcd's membership.
 func (m *wmember) peerURL(cluster, host string) string {
+	if m.source {
+		return fmt.Sprintf("http://%s.elsewhere:2380", host)
+	}
 	scheme, port := "http", 2380
 	if m.peerTLS {
 		scheme = "https"
@@ -200,14 +208,14 @@ func (w *world) voters() (all, up int) {
 	return all, up
 }
 
-func (m *wmember) live() bool { return m.pod && m.started && m.up && !m.dataLost }
+func (m *wmember) live() bool { return (m.pod || m.source) && m.started && m.up && !m.dataLost }
 
 // canRun: its Pod can run etcd on its data, once started.
 func (m *wmember) canRun() bool { return m.pod && !m.dataLost && m.preflightErr == "" }
 
 // lostData: the member's data is gone, with its volume or (in memory) its Pod.
 func (w *world) lostData(m *wmember) bool {
-	return m.dataLost || (m.started && !m.pod && (w.memory || !m.pvc))
+	return m.dataLost || (m.started && !m.pod && !m.source && (w.memory || !m.pvc))
 }
 
 func (w *world) hasQuorum() bool {
@@ -227,6 +235,7 @@ func (w *world) observe() Observed {
 		o.Backup = w.backup
 	}
 	o.SnapshotTo, o.Snapshots = w.snapshotTo, w.snapshots
+	w.observeJoin(&o)
 	anyUp := false
 	for _, m := range w.members {
 		anyUp = anyUp || (m.inEtcd && m.live() && !m.silent)
@@ -237,13 +246,13 @@ func (w *world) observe() Observed {
 			ClusterVersion: w.clusterVersion, HistoryCompacted: w.compacted, Auth: new(w.auth)}
 	}
 	for _, m := range w.sorted() {
-		if m.inEtcd {
+		if m.inEtcd && !m.source {
 			o.Recorded = append(o.Recorded, RecordedMember{Name: m.name, ID: m.id, Learner: m.learner})
 		}
 	}
 	for _, m := range w.sorted() {
 		km := Member{Name: m.name}
-		if m.pod {
+		if m.pod && !m.source {
 			km.Pod = &Pod{Running: !m.starting, Ready: m.live(), Seed: m.seed, DataLost: m.dataLost, Version: m.version, ConfigHash: m.hash,
 				Deleting: m.deleting, Listen: m.listen, Trust: m.trust()}
 			if m.preflightErr != "" {

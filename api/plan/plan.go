@@ -155,6 +155,11 @@ const (
 	BlockDuplicateMember BlockReason = "DuplicateMember"
 	// BlockForeignMember: etcd lists a member this cluster does not manage.
 	BlockForeignMember BlockReason = "ForeignMember"
+	// BlockAdoptionPreflight: the running cluster spec.bootstrap.join names cannot be
+	// adopted as it is (the message says what to fix).
+	BlockAdoptionPreflight BlockReason = "AdoptionPreflight"
+	// BlockAdoptionRolledBack: the adoption was rolled back; the source runs as it was.
+	BlockAdoptionRolledBack BlockReason = "AdoptionRolledBack"
 	// BlockInvalidSpec: the spec cannot be planned (a version that does not parse).
 	BlockInvalidSpec BlockReason = "InvalidSpec"
 	// BlockCorrupt: etcd raised a CORRUPT alarm; nothing changes until a person clears it.

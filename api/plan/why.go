@@ -198,6 +198,24 @@ const (
 	WhyUsersChanged Why = "UsersChanged"
 )
 
+// Adopting a running cluster (spec.bootstrap.join).
+const (
+	// WhyAdoptJoin: a member of the operator joins the adopted cluster (added as a
+	// learner, started, promoted), one at a time.
+	WhyAdoptJoin Why = "AdoptJoin"
+	// WhyAdoptLeader: leadership moves from a source member to one of the operator's
+	// before a source member leaves.
+	WhyAdoptLeader Why = "AdoptLeader"
+	// WhySourceLeaves: a source member leaves, followers first.
+	WhySourceLeaves Why = "SourceLeaves"
+	// WhySourceLast: the last source member leaves; the plan waits for approval first,
+	// since clients of the source's endpoints must have moved to the cluster's own.
+	WhySourceLast Why = "SourceLast"
+	// WhyAdoptRollback: spec.bootstrap.join was removed before a source member left; the
+	// operator's members leave the source again (leadership moves back to it first).
+	WhyAdoptRollback Why = "AdoptRollback"
+)
+
 // Whys lists every reason code a step can carry.
 var Whys = []Why{
 	WhyBootstrap, WhyBootstrapRestore,
@@ -213,4 +231,5 @@ var Whys = []Why{
 	WhyTLSOff, WhyPlainBeside, WhyPeerURLToPlain, WhyTLSGone,
 	WhyCANew, WhyTrustBoth, WhyCAIssues, WhyCARotated, WhySourceServed, WhyCARetired, WhyTrustNew, WhyCADropped, WhyTrustChanged,
 	WhyAuthOn, WhyAuthAtCreation, WhyAuthOff, WhyUsersChanged,
+	WhyAdoptJoin, WhyAdoptLeader, WhySourceLeaves, WhySourceLast, WhyAdoptRollback,
 }

@@ -1,0 +1,224 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/vocab"
+)
+
+// Adopting a running cluster (spec.bootstrap.join). The source's members are etcd members
+// the operator does not run: no Pod, no claim. While any is in the membership the plan is
+// the adoption's alone: the operator's members join one at a time (a learner, started,
+// promoted), and after each a source member leaves, followers first, once leadership
+// moved to one of the operator's. The cluster never has more than one voter beyond
+// spec.replicas (or the source's size) so the source alone keeps its quorum until one of
+// its members left. Removing spec.bootstrap.join before then rolls it back.
+
+// sourceName names a source member: its own name, or its ID until it started.
+func sourceName(em EtcdMember) string {
+	if em.Name != "" {
+		return em.Name
+	}
+	return "source-" + em.ID
+}
+
+// identifySource names a source member, blocking when its name is one the cluster's own
+// members take, or another member's.
+func (m *model) identifySource(d Desired, em EtcdMember) (string, *plan.Blocker) {
+	name := sourceName(em)
+	if vocab.Ordinal(d.Name, name) >= 0 || m.get(name) != nil {
+		return "", &plan.Blocker{Reason: plan.BlockAdoptionPreflight, Message: fmt.Sprintf(
+			"source member %s (ID %s) has a name of this cluster's members (%s-<ordinal>) or another member's: adopt it into an EtcdCluster of another name",
+			name, em.ID, d.Name)}
+	}
+	return name, nil
+}
+
+// adopting: a source member is in the membership.
+func (m *model) adopting() bool {
+	return slices.ContainsFunc(m.members, func(mm *member) bool { return mm.source && mm.inEtcd })
+}
+
+// rollingBack: spec.bootstrap.join was removed while no source member had left.
+func (m *model) rollingBack(d Desired) bool {
+	return !d.Join && m.join != nil && !m.join.SourceLeft
+}
+
+// ours returns the cluster's own members in etcd, voters and learners apart.
+func (m *model) ours() (voters, learners []*member) {
+	for _, mm := range m.members {
+		switch {
+		case mm.source || !mm.inEtcd:
+		case mm.learner:
+			learners = append(learners, mm)
+		default:
+			voters = append(voters, mm)
+		}
+	}
+	return voters, learners
+}
+
+// sourceVoters are the source's voters in etcd, the leader last.
+func (m *model) sourceVoters() []*member {
+	var out []*member
+	for _, mm := range leaderLast(m) {
+		if mm.source && mm.voter() {
+			out = append(out, mm)
+		}
+	}
+	return out
+}
+
+// adopt is the adoption's one rule: roll back, or finish a join, or add a member, or move
+// leadership, or take a source member out.
+func adopt(m *model, d Desired) (plan.Step, bool) {
+	if !m.linearizable {
+		return plan.Step{}, false
+	}
+	if m.rollingBack(d) {
+		return rollBack(m)
+	}
+	voters, learners := m.ours()
+	if len(learners) > 0 {
+		mm := learners[0]
+		if needsPod(mm) {
+			s := step(plan.StartMember, mm, plan.PreNone, plan.WhyAdoptJoin, "member %s starts and joins the adopted cluster as a learner", mm.name)
+			s.Version = d.Version
+			return s, true
+		}
+		return step(plan.PromoteLearner, mm, plan.PreLearnerCaughtUp, plan.WhyAdoptJoin, "learner %s becomes a voter of the adopted cluster", mm.name), true
+	}
+	sources := m.sourceVoters()
+	if len(voters) < d.Replicas && len(voters)+len(sources) <= max(d.Replicas, len(sources)) {
+		mm := &member{name: vocab.MemberName(m.cluster, m.nextOrdinal), ordinal: m.nextOrdinal}
+		return step(plan.AddLearner, mm, plan.PreQuorumHealthy, plan.WhyAdoptJoin,
+			"member %s joins the adopted cluster as a learner (%d of spec.replicas %d joined, %d source voters)", mm.name, len(voters), d.Replicas, len(sources)), true
+	}
+	if len(sources) == 0 || len(voters) == 0 {
+		return plan.Step{}, false
+	}
+	victim := sources[0] // the leader last
+	if l := m.get(m.leader); l != nil && l.source {
+		return moveLeader(m.get(m.leader), voters, plan.WhyAdoptLeader, "leadership moves to %s before source members leave")
+	}
+	if len(sources) == 1 {
+		return step(plan.RemoveMember, victim, plan.PreQuorumWithout, plan.WhySourceLast,
+			"the last source member %s leaves: clients of the source's endpoints must have moved to the cluster's own Service first", victim.name), true
+	}
+	return step(plan.RemoveMember, victim, plan.PreQuorumWithout, plan.WhySourceLeaves,
+		"source member %s leaves (%d of the cluster's members joined)", victim.name, len(voters)), true
+}
+
+// rollBack takes the cluster's own members out of the source again: learners first (no
+// quorum check needed), then voters, after leadership moved back to a source voter.
+func rollBack(m *model) (plan.Step, bool) {
+	voters, learners := m.ours()
+	reason := "spec.bootstrap.join was removed before a source member left: %s leaves the source again"
+	if len(learners) > 0 {
+		return step(plan.RemoveMember, learners[0], plan.PreNone, plan.WhyAdoptRollback, reason, learners[0].name), true
+	}
+	if len(voters) == 0 {
+		return plan.Step{}, false
+	}
+	if l := m.get(m.leader); l != nil && !l.source {
+		return moveLeader(l, m.sourceVoters(), plan.WhyAdoptRollback, "leadership moves back to the source's %s before the cluster's own members leave")
+	}
+	return step(plan.RemoveMember, voters[len(voters)-1], plan.PreQuorumWithout, plan.WhyAdoptRollback, reason, voters[len(voters)-1].name), true
+}
+
+// moveLeader hands leadership from the leader to the first of targets; reason takes the
+// target's name.
+func moveLeader(leader *member, targets []*member, why plan.Why, reason string) (plan.Step, bool) {
+	if leader == nil || len(targets) == 0 {
+		return plan.Step{}, false
+	}
+	to := targets[0]
+	s := step(plan.TransferLeadership, leader, plan.PreMemberHealthy, why, reason, to.name)
+	s.Target, s.TargetID, s.Precondition.Member = to.name, to.id, to.name
+	return s, true
+}
+
+// refuseJoin blocks an adoption that cannot start: the source does not answer, or is not
+// as an adoption needs it (the preflight, read from its view and the executor's checks),
+// and a rollback that is done.
+func refuseJoin(m *model, d Desired, o Observed) *plan.Blocker {
+	joined := slices.ContainsFunc(m.members, func(mm *member) bool { return !mm.source && (mm.inEtcd || mm.pod || mm.pvc) })
+	switch {
+	case m.rollingBack(d) && !joined:
+		return &plan.Blocker{Reason: plan.BlockAdoptionRolledBack, Message: "the adoption was rolled back (spec.bootstrap.join removed before a source member left): " +
+			"the source runs as it did, without the cluster's members; delete this EtcdCluster"}
+	case !d.Join || joined || m.join != nil && m.join.SourceLeft:
+		return nil
+	}
+	problems := slices.Clone(o.Join.problems())
+	if o.Etcd == nil {
+		problems = append(problems, "no member of the source answers at spec.bootstrap.join.endpoints")
+	} else {
+		problems = append(problems, sourceProblems(d, o.Etcd)...)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return &plan.Blocker{Reason: plan.BlockAdoptionPreflight, Message: "spec.bootstrap.join: the source cannot be adopted as it is: " + strings.Join(problems, "; ")}
+}
+
+func (j *Join) problems() []string {
+	if j == nil {
+		return nil
+	}
+	return j.Problems
+}
+
+// sourceProblems is the preflight of the source's own view: every member started, a
+// voter, healthy, on spec.version's minor (3.5 from 3.5.26: earlier ones can let the v2
+// and v3 membership drift apart on exactly the adds and removes an adoption makes), with
+// plain-text peers, no alarm and no authentication.
+func sourceProblems(d Desired, v *EtcdView) []string {
+	var out []string
+	want, _ := ParseVersion(d.Version)
+	for _, em := range v.Members {
+		name := sourceName(em)
+		have, err := ParseVersion(em.Version)
+		switch {
+		case em.Learner || !em.Started():
+			out = append(out, fmt.Sprintf("member %s is a learner or never started: finish that membership change in the source first", name))
+		case !em.Answering || em.Leader == "":
+			out = append(out, fmt.Sprintf("member %s does not answer or knows no leader: every source member must be healthy", name))
+		case err != nil || have.Major != want.Major || have.Minor != want.Minor:
+			out = append(out, fmt.Sprintf("member %s runs etcd %s: set spec.version to a release of the same minor (%s)", name, em.Version, d.Version))
+		case have.Minor == 5 && have.Patch < 26:
+			out = append(out, fmt.Sprintf("member %s runs etcd %s: upgrade the source to 3.5.26 or later first (earlier 3.5 releases can let etcd's two records of membership drift apart on adds and removes)", name, em.Version))
+		}
+		if slices.ContainsFunc(em.PeerURLs, func(u string) bool { return strings.HasPrefix(u, "https://") }) {
+			out = append(out, fmt.Sprintf("member %s talks to its peers over TLS: adopting such a source is not supported yet", name))
+		}
+	}
+	if d.PeerTLS {
+		out = append(out, "spec.tls asks for peer TLS, and the source's peers talk plain text: adopt with peer TLS off (tls.peer.mode Disabled), then switch it on")
+	}
+	for _, a := range v.Alarms {
+		out = append(out, fmt.Sprintf("alarm %s is raised on member %s: disarm it first", a.Type, a.MemberID))
+	}
+	if v.Auth != nil && *v.Auth {
+		out = append(out, "the source has authentication on: adopting such a source is not supported yet; switch it off (etcdctl auth disable), adopt, then set spec.auth.enabled")
+	}
+	return out
+}
+
+// joinWarnings say what an adoption under way does not do for the user.
+func joinWarnings(d Desired, o Observed) []string {
+	if o.Join == nil || len(o.Join.Source) == 0 {
+		return nil
+	}
+	var out []string
+	if !d.Join && o.Join.SourceLeft {
+		out = append(out, "spec.bootstrap.join was removed after a source member left: the adoption can no longer be rolled back, and goes on")
+	}
+	if !o.Join.SourceLeft {
+		out = append(out, "no snapshot of the source is taken before its members leave: take one first (etcdctl snapshot save)")
+	}
+	return out
+}

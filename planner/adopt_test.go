@@ -1,0 +1,187 @@
+package planner
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+)
+
+// adoptedWorld is a running cluster of n members outside Kubernetes, led by src-0, that
+// the cluster c adopts.
+func adoptedWorld(c Desired, n int) *world {
+	w := &world{cluster: name, clusterID: "c1", members: map[string]*wmember{}, join: &Join{}}
+	for i := range n {
+		w.nextID++
+		m := &wmember{name: fmt.Sprintf("src-%d", i), id: strconv.Itoa(w.nextID), inEtcd: true, started: true, up: true, version: c.Version, source: true}
+		w.members[m.name] = m
+		w.join.Source = append(w.join.Source, RecordedMember{Name: m.name, ID: m.id})
+	}
+	w.leader = "src-0"
+	return w
+}
+
+// observeJoin records the adoption as the executor does: a source member missing from a
+// linearizable member list has left.
+func (w *world) observeJoin(o *Observed) {
+	if w.join == nil {
+		return
+	}
+	for _, r := range w.join.Source {
+		m := w.members[r.Name]
+		w.join.SourceLeft = w.join.SourceLeft || m == nil || !m.inEtcd
+	}
+	j := *w.join
+	o.Join = &j
+}
+
+func adoption(replicas int) Desired {
+	c := cluster(replicas, "3.6.16")
+	c.Join = true
+	return c
+}
+
+// One member joins, then one source member leaves, followers first after leadership moved
+// to a member of the cluster: never more than one voter beyond the larger of the two sizes,
+// and the last source member leaves with a reason of its own (it waits for approval).
+func TestAdoptionJoinsOneAndTakesOneOut(t *testing.T) {
+	c := adoption(3)
+	w := adoptedWorld(c, 3)
+	p := Plan(c, w.observe())
+	require.Nil(t, p.Blocked)
+	require.Equal(t, []string{
+		"AddLearner demo-0", "StartMember demo-0", "PromoteLearner demo-0", "TransferLeadership src-0>demo-0", "RemoveMember src-0",
+		"AddLearner demo-1", "StartMember demo-1", "PromoteLearner demo-1", "RemoveMember src-1",
+		"AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2", "RemoveMember src-2",
+	}, summary(p))
+	require.Equal(t, plan.WhySourceLast, p.Steps[len(p.Steps)-1].Why)
+	require.Equal(t, plan.WhySourceLeaves, p.Steps[4].Why)
+	require.Contains(t, p.Warnings[0], "no snapshot of the source")
+	converge(t, c, w)
+	for _, m := range w.members {
+		require.Equal(t, !m.source, m.inEtcd, m.name)
+	}
+	require.Empty(t, summary(Plan(c, w.observe())), "the adopted cluster is the operator's")
+}
+
+func TestAdoptionOfOtherSizes(t *testing.T) {
+	for _, tc := range []struct {
+		sources, replicas int
+		want              []string
+	}{
+		{1, 3, []string{"AddLearner demo-0", "StartMember demo-0", "PromoteLearner demo-0", "AddLearner demo-1", "StartMember demo-1",
+			"PromoteLearner demo-1", "AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2", "TransferLeadership src-0>demo-0", "RemoveMember src-0"}},
+		{5, 3, []string{"AddLearner demo-0", "StartMember demo-0", "PromoteLearner demo-0", "TransferLeadership src-0>demo-0",
+			"RemoveMember src-0", "RemoveMember src-1", "RemoveMember src-2", "AddLearner demo-1", "StartMember demo-1", "PromoteLearner demo-1",
+			"RemoveMember src-3", "AddLearner demo-2", "StartMember demo-2", "PromoteLearner demo-2", "RemoveMember src-4"}},
+	} {
+		t.Run(fmt.Sprintf("%d sources to %d", tc.sources, tc.replicas), func(t *testing.T) {
+			c := adoption(tc.replicas)
+			w := adoptedWorld(c, tc.sources)
+			require.Equal(t, tc.want, summary(Plan(c, w.observe())))
+			converge(t, c, w)
+		})
+	}
+}
+
+// The preflight reads the source's own view and what the executor found; any problem
+// blocks before anything changes, and a source that does not answer never makes the
+// cluster bootstrap on its own.
+func TestAdoptionPreflight(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*world, *Desired)
+		want   string
+	}{
+		{"a member down", func(w *world, _ *Desired) { w.members["src-1"].up = false }, "src-1 does not answer"},
+		{"a learner", func(w *world, _ *Desired) { w.members["src-2"].learner = true }, "src-2 is a learner"},
+		{"another minor", func(w *world, d *Desired) { d.Version = "3.5.35" }, "same minor"},
+		{"an old 3.5", func(w *world, d *Desired) {
+			d.Version = "3.5.20"
+			for _, m := range w.members {
+				m.version = "3.5.20"
+			}
+		}, "3.5.26 or later"},
+		{"an alarm", func(w *world, _ *Desired) { w.alarms = []Alarm{{MemberID: "1", Type: AlarmNoSpace}} }, "disarm it first"},
+		{"auth", func(w *world, _ *Desired) { w.auth = true }, "authentication on"},
+		{"peer TLS asked", func(w *world, d *Desired) { d.PeerTLS = true }, "adopt with peer TLS off"},
+		{"the executor's check", func(w *world, _ *Desired) { w.join.Problems = []string{"demo-0's peer URL is not reachable"} }, "not reachable"},
+		{"a name of the cluster's", func(w *world, _ *Desired) {
+			m := w.members["src-2"]
+			delete(w.members, "src-2")
+			m.name, w.join.Source[2].Name = "demo-7", "demo-7"
+			w.members[m.name] = m
+		}, "name of this cluster's members"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := adoption(3)
+			w := adoptedWorld(c, 3)
+			tc.change(w, &c)
+			p := Plan(c, w.observe())
+			require.NotNil(t, p.Blocked, "%v", summary(p))
+			require.Equal(t, plan.BlockAdoptionPreflight, p.Blocked.Reason)
+			require.Contains(t, p.Blocked.Message, tc.want)
+		})
+	}
+	t.Run("no source answers", func(t *testing.T) {
+		c := adoption(3)
+		p := Plan(c, Observed{FormatVersion: ObservedFormatVersion, Join: &Join{Problems: []string{"dial tcp: connection refused"}}})
+		require.NotNil(t, p.Blocked)
+		require.Contains(t, p.Blocked.Message, "no member of the source answers")
+		require.Contains(t, p.Blocked.Message, "connection refused")
+	})
+}
+
+// Removing spec.bootstrap.join before a source member left takes the cluster's members out
+// again, leadership back to the source first, and deletes their Pods and claims; then the
+// plan says the rollback is done. After a source member left, it goes on.
+func TestAdoptionRollsBack(t *testing.T) {
+	c := adoption(3)
+	w := adoptedWorld(c, 3)
+	applySteps(t, w, c, Plan(c, w.observe()).Steps[:4]) // demo-0 joined and leads
+	require.Equal(t, "demo-0", w.leader)
+	back := c
+	back.Join = false
+	p := Plan(back, w.observe())
+	require.Equal(t, []string{"TransferLeadership demo-0>src-0", "RemoveMember demo-0", "DeleteMember demo-0"}, summary(p))
+	for _, s := range p.Steps {
+		require.Equal(t, plan.WhyAdoptRollback, s.Why, "%v", s) // but the deletion of what is left
+		if s.Action == plan.RemoveMember {
+			break
+		}
+	}
+	applySteps(t, w, back, p.Steps)
+	p = Plan(back, w.observe())
+	require.NotNil(t, p.Blocked)
+	require.Equal(t, plan.BlockAdoptionRolledBack, p.Blocked.Reason)
+	for _, name := range []string{"src-0", "src-1", "src-2"} {
+		require.True(t, w.members[name].inEtcd, name)
+	}
+
+	t.Run("not once a source member left", func(t *testing.T) {
+		w := adoptedWorld(c, 3)
+		applySteps(t, w, c, Plan(c, w.observe()).Steps[:5])
+		o := w.observe()
+		require.True(t, o.Join.SourceLeft)
+		p = Plan(back, o)
+		require.Equal(t, "AddLearner demo-1", summary(p)[0])
+		require.Contains(t, p.Warnings, "spec.bootstrap.join was removed after a source member left: the adoption can no longer be rolled back, and goes on")
+	})
+}
+
+// applySteps applies steps to the world one after the other, each once it can start.
+func applySteps(t *testing.T, w *world, c Desired, steps []plan.Step) {
+	t.Helper()
+	for _, s := range steps {
+		stuck, err := w.apply(s, c)
+		require.NoError(t, err)
+		if stuck && w.settle() {
+			stuck, err = w.apply(s, c)
+			require.NoError(t, err)
+		}
+		require.False(t, stuck, "%v", s)
+	}
+}
