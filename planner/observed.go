@@ -330,7 +330,9 @@ type EtcdMember struct {
 	// Name is empty until an added member starts for the first time.
 	Name     string   `json:"name,omitempty"`
 	PeerURLs []string `json:"peerURLs,omitempty"`
-	Learner  bool     `json:"learner,omitempty"`
+	// ClientURLs are the client URLs the member advertises.
+	ClientURLs []string `json:"clientURLs,omitempty"`
+	Learner    bool     `json:"learner,omitempty"`
 	// Answering: the member answered a status request. Alarms do not change it.
 	Answering bool `json:"answering,omitempty"`
 	// Silent: the member did not answer in time, but its process accepts connections. It

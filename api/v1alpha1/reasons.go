@@ -74,6 +74,8 @@ const (
 	ReasonRecovered       = "Recovered"
 	// etcd's leader refused a member add for long, every voter answering: leadership moved.
 	ReasonLeaderUnconnected = "LeaderUnconnected"
+	// ReasonAdopted: every source member of an adoption left.
+	ReasonAdopted = "Adopted"
 )
 
 // Reasons of an EtcdBackup's Ready and Reconciling conditions (docs/backup-restore.md).

@@ -375,15 +375,10 @@ func (r *Reconciler) gate(c *v1alpha1.EtcdCluster, o *observation, now time.Time
 		msg := recoveryMessage(c, o, rec)
 		r.stalled(c, conditions.IsStalled(c), v1alpha1.StalledReason(plan.BlockQuorumLost), msg)
 		return reconcile.Result{RequeueAfter: pollIdle}, true
-	case !approved && authHeld(rec):
+	case !approved && heldMessage(c, rec) != "":
 		rec.Phase = v1alpha1.PlanAwaitingApproval
 		rec.Summary = summary(rec)
-		markProgressing(c, v1alpha1.ReasonAwaitingApproval, authMessage(c, rec))
-		return reconcile.Result{}, true
-	case !approved && plainTextHeld(rec):
-		rec.Phase = v1alpha1.PlanAwaitingApproval
-		rec.Summary = summary(rec)
-		markProgressing(c, v1alpha1.ReasonAwaitingApproval, plainTextMessage(c, rec))
+		markProgressing(c, v1alpha1.ReasonAwaitingApproval, heldMessage(c, rec))
 		return reconcile.Result{}, true
 	case !approved && c.Spec.UpdateStrategy.Approval == v1alpha1.ApprovalManual:
 		rec.Phase = v1alpha1.PlanAwaitingApproval
@@ -393,6 +388,20 @@ func (r *Reconciler) gate(c *v1alpha1.EtcdCluster, o *observation, now time.Time
 		return reconcile.Result{}, true
 	}
 	return reconcile.Result{}, false
+}
+
+// heldMessage says why the plan's current step waits for approval whatever
+// spec.updateStrategy says, and how to give it; "" when it does not wait.
+func heldMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
+	switch {
+	case authHeld(rec):
+		return authMessage(c, rec)
+	case plainTextHeld(rec):
+		return plainTextMessage(c, rec)
+	case sourceLastHeld(rec):
+		return sourceLastMessage(c, rec)
+	}
+	return ""
 }
 
 // staleMembership: steps show in etcd's membership or leader, and this look at the cluster

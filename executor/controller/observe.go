@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -131,17 +132,28 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	for i := range objs.PVCs {
 		o.pvcs[objs.PVCs[i].Name] = &objs.PVCs[i]
 	}
-	endpoints := observe.Endpoints(objs.Pods)
+	endpoints, dialTLS := observe.Endpoints(objs.Pods), tls
+	if adopting(c) {
+		maps.Copy(endpoints, sourceEndpoints(c))
+		if dialTLS.Operator, dialTLS.Version, err = r.joinTLS(ctx, c, tls.Operator); err != nil {
+			o.Join = joinFailed(o.Join, err)
+			return o, nil
+		}
+		dialTLS.Version += tls.Version
+	}
 	if len(endpoints) == 0 {
 		return o, nil
 	}
-	cli, err := r.clients.get(client.ObjectKeyFromObject(c), c.Status.ClusterID, endpoints, tls, r.Dial)
+	cli, err := r.clients.get(client.ObjectKeyFromObject(c), c.Status.ClusterID, endpoints, dialTLS, r.Dial)
 	if err != nil {
 		return o, nil
 	}
 	o.etcd = cli
 	view, err := cli.View(ctx)
 	if err != nil || len(view.Members) == 0 {
+		if adopting(c) && c.Status.Join == nil {
+			o.Join = joinFailed(o.Join, err)
+		}
 		return o, nil // nobody answered, or another cluster did
 	}
 	if c.Status.ClusterID == "" {
@@ -150,6 +162,9 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 			return o, nil
 		}
 		cli.SetCluster(view.ClusterID, endpoints)
+	}
+	if view, err = r.observeSource(ctx, c, o, view, dialTLS.Operator); err != nil {
+		return o, nil
 	}
 	if view.Linearizable {
 		view.Auth = authState(ctx, c, cli, view)
@@ -172,6 +187,9 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 func firstAnswer(c *v1alpha1.EtcdCluster, seeds []string, view *planner.EtcdView) bool {
 	if c.Status.PreviousClusterID != "" && view.ClusterID == c.Status.PreviousClusterID {
 		return false
+	}
+	if adopting(c) {
+		return c.Status.Join == nil // the source, at the endpoints the spec names
 	}
 	if len(seeds) > 0 {
 		m := view.Members[0]

@@ -72,7 +72,7 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	}
 	v := &planner.EtcdView{ClusterID: ID(list.Header.ClusterId), Linearizable: linearizable}
 	for _, m := range list.Members {
-		v.Members = append(v.Members, planner.EtcdMember{ID: ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner})
+		v.Members = append(v.Members, planner.EtcdMember{ID: ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
 	}
 	statuses := c.statuses(ctx, v)
 	v.ClusterVersion = c.clusterVersion(ctx, v)

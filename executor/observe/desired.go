@@ -29,6 +29,7 @@ func Desired(c *v1alpha1.EtcdCluster) planner.Desired {
 		PeerTLS:       c.Spec.TLS.PeerTLS(),
 		Auth:          c.Spec.AuthOn(),
 		Users:         c.Spec.UsersHash(),
+		Join:          c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Join != nil,
 	}
 }
 

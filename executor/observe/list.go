@@ -243,7 +243,21 @@ func (o Objects) Observed(c *v1alpha1.EtcdCluster) planner.Observed {
 		AuthFromCreation: c.Status.Auth != nil && c.Status.Auth.FromCreation ||
 			c.Spec.AuthOn() && c.Status.ClusterID == "" && c.Status.PreviousClusterID == "",
 		Users: usersMade(c),
+		Join:  Join(c),
 	}
+}
+
+// Join is the adoption status records; nil when none was asked.
+func Join(c *v1alpha1.EtcdCluster) *planner.Join {
+	j := c.Status.Join
+	if j == nil {
+		return nil
+	}
+	out := &planner.Join{SourceLeft: j.SourceLeft}
+	for _, m := range j.Source {
+		out.Source = append(out.Source, planner.RecordedMember{Name: m.Name, ID: m.ID})
+	}
+	return out
 }
 
 // usersMade identifies the users of spec.auth.users made in the cluster's etcd, as status

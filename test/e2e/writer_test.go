@@ -38,7 +38,14 @@ func startWriter(t *testing.T, ns, cluster string) *writer {
 func startWriterWith(t *testing.T, ns, cluster string, cfg *tls.Config) *writer {
 	t.Helper()
 	id := framework.Get(t, ns, cluster).Status.ClusterID
-	cli, err := clientv3.New(framework.EtcdConfig(framework.EndpointsAs(t, ns, cluster, cfg != nil), cfg))
+	return startWriterOn(t, ns, cluster, id, func() []string { return framework.EndpointsAs(t, ns, cluster, cfg != nil) }, cfg)
+}
+
+// startWriterOn starts a writer of the cluster of that etcd ID, at the endpoints eps gives
+// now and then; stopAndVerify reads its writes back from the EtcdCluster named cluster.
+func startWriterOn(t *testing.T, ns, cluster, id string, endpoints func() []string, cfg *tls.Config) *writer {
+	t.Helper()
+	cli, err := clientv3.New(framework.EtcdConfig(endpoints(), cfg))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{t: t, ns: ns, cl: cluster, cancel: cancel, done: make(chan struct{}), revs: map[string]int64{}, errs: map[string]int{}}
@@ -47,7 +54,7 @@ func startWriterWith(t *testing.T, ns, cluster string, cfg *tls.Config) *writer 
 		defer cli.Close()
 		for i := 0; ctx.Err() == nil; i++ {
 			if i%20 == 0 {
-				if eps := framework.EndpointsAs(t, ns, cluster, cfg != nil); len(eps) > 0 {
+				if eps := endpoints(); len(eps) > 0 {
 					cli.SetEndpoints(eps...)
 				}
 			}
