@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/internal/kubetest"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// sourceMember is a member of a running cluster outside Kubernetes.
+func sourceMember(id, name string) planner.EtcdMember {
+	return planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{"http://" + name + ".elsewhere:2380"}, ClientURLs: []string{"http://" + name + ".elsewhere:2379"},
+		Answering: true, Leader: "a1", Version: "3.6.16", RaftIndex: 100}
+}
+
+// adoptFixture is cluster demo of 3 adopting a running cluster of three members, a1..a3.
+func adoptFixture(t *testing.T) *fixture {
+	f := newFixture(t, 0, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Replicas, c.Status.ClusterID, c.Status.NextOrdinal = 3, "", 0
+		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://127.0.0.1:1"}}}
+	})
+	f.etcd.SetView(&planner.EtcdView{ClusterID: "c9", Linearizable: true, LeaderID: "a1",
+		Members: []planner.EtcdMember{sourceMember("a1", "old-0"), sourceMember("a2", "old-1"), sourceMember("a3", "old-2")}})
+	return f
+}
+
+// The source's first answer gives the cluster its ID and records the source's members; the
+// plan joins the cluster's first member as a learner. The last source member leaves only
+// once approved, and when it did the adoption is done, with an Event saying what is left to
+// do by hand.
+func TestAdoptionRecordsTheSourceAndHoldsItsLastMember(t *testing.T) {
+	f := adoptFixture(t)
+	c, _ := f.reconcile()
+	require.Equal(t, "c9", c.Status.ClusterID)
+	require.Equal(t, v1alpha1.JoinAdopting, c.Status.Join.Phase)
+	require.Len(t, c.Status.Join.Source, 3)
+	require.Equal(t, "http://old-0.elsewhere:2379", c.Status.Join.Source[0].ClientURLs[0], "no endpoint of the spec answered as it")
+	require.NotNil(t, c.Status.Plan)
+	require.Equal(t, plan.AddLearner, c.Status.Plan.Steps[0].Action)
+	require.Equal(t, plan.WhyAdoptJoin, c.Status.Plan.Steps[0].Why)
+
+	// The cluster's three members joined and lead; old-0 is the last source member.
+	f.setView(func(v *planner.EtcdView) {
+		v.Members, v.LeaderID = v.Members[:1], "1"
+		v.Members[0].Leader = "1"
+		for i, name := range []string{"demo-0", "demo-1", "demo-2"} {
+			id := string(rune('1' + i))
+			v.Members = append(v.Members, planner.EtcdMember{ID: id, Name: name, PeerURLs: []string{"http://" + name + ".demo.ns.svc:2380"},
+				Answering: true, Leader: "1", Version: "3.6.16", RaftIndex: 100})
+		}
+	})
+	for i, name := range []string{"demo-0", "demo-1", "demo-2"} {
+		require.NoError(t, client.IgnoreAlreadyExists(f.kube.Create(context.Background(), kubetest.MemberPod(c, name))))
+		require.NoError(t, client.IgnoreAlreadyExists(f.kube.Create(context.Background(), kubetest.MemberPVC(c, name, string(rune('1'+i))))))
+	}
+	c, _ = f.reconcile()
+	require.True(t, c.Status.Join.SourceLeft)
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase, "%+v", c.Status.Plan)
+	require.Equal(t, plan.WhySourceLast, c.Status.Plan.Steps[c.Status.Plan.Current].Why)
+	require.Contains(t, conditions.GetMessage(c, meta.ReadyCondition), "removes the last source member old-0")
+	require.NotContains(t, f.etcd.Calls(), "Remove a1")
+
+	f.approve(c.Status.Plan.ID)
+	f.reconcile()
+	require.Contains(t, f.etcd.Calls(), "Remove a1")
+	c, _ = f.reconcile()
+	require.Equal(t, v1alpha1.JoinAdopted, c.Status.Join.Phase)
+	require.True(t, slices.ContainsFunc(f.drain(), func(e string) bool { return strings.Contains(e, "every source member left") }))
+}
