@@ -24,4 +24,7 @@ const (
 	// (mode Auto): any value the cluster's CA was not made or rotated for (a date, say).
 	// Committed to Git, it asks once; a new value asks again.
 	AnnotationRotateCA = "etcdplan.io/rotate-ca"
+	// FinalizerAdoption holds an EtcdCluster's deletion while its adoption of a running
+	// cluster can be rolled back: its members leave the source first.
+	FinalizerAdoption = "etcdplan.io/adoption"
 )

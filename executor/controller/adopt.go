@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -169,8 +170,12 @@ func (r *Reconciler) trackSource(c *v1alpha1.EtcdCluster, view *planner.EtcdView
 // members joined: the source's client URLs are of the scheme the cluster's own members
 // serve (one connection reaches both).
 func joinProblems(c *v1alpha1.EtcdCluster) []string {
+	j := joinSpec(c)
+	if j == nil {
+		return nil
+	}
 	var out []string
-	for _, u := range joinSpec(c).Endpoints {
+	for _, u := range j.Endpoints {
 		if https := strings.HasPrefix(u, "https://"); https != c.Spec.TLS.ClientTLS() {
 			out = append(out, fmt.Sprintf("endpoint %s and the cluster's own client TLS (tls.client.mode) differ: the operator reaches both with one connection; "+
 				"set spec.tls so members serve clients as the source does, then change it after the adoption", u))
@@ -234,4 +239,41 @@ func joinFailed(j *planner.Join, err error) *planner.Join {
 		j.Problems = append(j.Problems, err.Error())
 	}
 	return j
+}
+
+// holdForAdoption keeps the finalizer that holds the EtcdCluster's deletion while its
+// adoption can still be rolled back (no source member left), and drops it once it cannot,
+// or the rollback is done. gone: the finalizer was the last thing keeping a deleted
+// EtcdCluster, which goes now.
+func (r *Reconciler) holdForAdoption(ctx context.Context, c *v1alpha1.EtcdCluster) (gone bool, err error) {
+	want := rollbackPossible(c)
+	if want == controllerutil.ContainsFinalizer(c, v1alpha1.FinalizerAdoption) {
+		return false, nil
+	}
+	base := c.DeepCopy()
+	if want {
+		controllerutil.AddFinalizer(c, v1alpha1.FinalizerAdoption)
+	} else {
+		controllerutil.RemoveFinalizer(c, v1alpha1.FinalizerAdoption)
+	}
+	patch := client.MergeFromWithOptions(&v1alpha1.EtcdCluster{ObjectMeta: base.ObjectMeta}, client.MergeFromWithOptimisticLock{})
+	obj := &v1alpha1.EtcdCluster{ObjectMeta: *c.ObjectMeta.DeepCopy()}
+	if err := r.Patch(ctx, obj, patch); err != nil {
+		return false, err
+	}
+	c.ResourceVersion = obj.ResourceVersion
+	return c.DeletionTimestamp != nil && !want, nil
+}
+
+// rollbackPossible: an adoption is asked for or under way, no source member left, and no
+// rollback finished.
+func rollbackPossible(c *v1alpha1.EtcdCluster) bool {
+	j := c.Status.Join
+	switch {
+	case j != nil && (j.Phase != v1alpha1.JoinAdopting || j.SourceLeft):
+		return false
+	case c.Status.Plan != nil && c.Status.Plan.Blocked != nil && c.Status.Plan.Blocked.Reason == plan.BlockAdoptionRolledBack:
+		return false
+	}
+	return j != nil || joinSpec(c) != nil
 }

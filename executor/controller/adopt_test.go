@@ -9,7 +9,9 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
@@ -45,6 +47,7 @@ func TestAdoptionRecordsTheSourceAndHoldsItsLastMember(t *testing.T) {
 	require.Equal(t, v1alpha1.JoinAdopting, c.Status.Join.Phase)
 	require.Len(t, c.Status.Join.Source, 3)
 	require.Equal(t, "http://old-0.elsewhere:2379", c.Status.Join.Source[0].ClientURLs[0], "no endpoint of the spec answered as it")
+	require.Contains(t, c.Finalizers, v1alpha1.FinalizerAdoption, "its deletion waits for a rollback")
 	require.NotNil(t, c.Status.Plan)
 	require.Equal(t, plan.AddLearner, c.Status.Plan.Steps[0].Action)
 	require.Equal(t, plan.WhyAdoptJoin, c.Status.Plan.Steps[0].Why)
@@ -75,5 +78,28 @@ func TestAdoptionRecordsTheSourceAndHoldsItsLastMember(t *testing.T) {
 	require.Contains(t, f.etcd.Calls(), "Remove a1")
 	c, _ = f.reconcile()
 	require.Equal(t, v1alpha1.JoinAdopted, c.Status.Join.Phase)
+	c, _ = f.reconcile()
+	require.NotContains(t, c.Finalizers, v1alpha1.FinalizerAdoption, "no rollback once a source member left")
 	require.True(t, slices.ContainsFunc(f.drain(), func(e string) bool { return strings.Contains(e, "every source member left") }))
+}
+
+// An EtcdCluster deleted while its adoption can be rolled back takes its members out of the
+// source first; once they are out, it goes.
+func TestDeletedAdoptionRollsBackFirst(t *testing.T) {
+	f := adoptFixture(t)
+	f.reconcile()
+	f.reconcile() // demo-0 was added as a learner
+	require.Contains(t, f.etcd.Calls(), "AddLearner http://demo-0.demo.ns.svc:2380")
+	require.NoError(t, f.kube.Delete(context.Background(), f.cluster()))
+	c, _ := f.reconcile()
+	require.NotNil(t, c.DeletionTimestamp)
+	require.Contains(t, f.etcd.Calls(), "Remove 101", "the learner left the source: %v", f.etcd.Calls())
+	for range 5 {
+		if err := f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo"}, c); err != nil {
+			require.True(t, apierrors.IsNotFound(err))
+			return
+		}
+		f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "demo"}}) //nolint:errcheck
+	}
+	t.Fatalf("the EtcdCluster is still there: %+v", c.Status.Plan)
 }

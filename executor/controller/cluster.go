@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -115,6 +116,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	if c == nil {
 		return reconcile.Result{}, err
 	}
+	if gone, err := r.holdForAdoption(ctx, c); gone || err != nil {
+		return reconcile.Result{}, err
+	}
 	writer := status.NewWriter(r.Client, c)
 	defer func() {
 		if err := writer.Write(ctx, c); err != nil {
@@ -161,9 +165,12 @@ func (r *Reconciler) read(ctx context.Context, key client.ObjectKey) (*v1alpha1.
 		}
 		return nil, client.IgnoreNotFound(err)
 	}
-	if c.DeletionTimestamp != nil {
+	if c.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(c, v1alpha1.FinalizerAdoption) {
 		r.clients.forget(key)
 		return nil, nil
+	}
+	if c.DeletionTimestamp != nil && c.Spec.Bootstrap != nil {
+		c.Spec.Bootstrap.Join = nil // deleting it rolls its adoption back, as removing spec.bootstrap.join does
 	}
 	return c, nil
 }

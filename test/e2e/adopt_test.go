@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -86,6 +87,27 @@ func TestAdoptionRolledBack(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, framework.SameCluster(resp.Header, id))
 	require.GreaterOrEqual(t, int(resp.Count), w.ackedCount(), "every acknowledged write is in the source")
+}
+
+// Deleting the EtcdCluster once its first member joined, before a source member left,
+// takes that member out of the source before the EtcdCluster goes.
+func TestAdoptionRolledBackOnDeletion(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	src := startSource(t, ns, "src", 1)
+	id := src.clusterID(t)
+	require.NoError(t, framework.Env.Client.Create(context.Background(), adopter(ns, src.endpoints(t))))
+	c := framework.WaitFor(t, ns, "demo", 4*time.Minute, "demo-0 a voter", func(c *v1alpha1.EtcdCluster) bool {
+		return slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Name == "demo-0" && m.Role == v1alpha1.RoleVoter })
+	})
+	require.NoError(t, framework.Env.Client.Delete(context.Background(), c))
+	require.Eventually(t, func() bool {
+		err := framework.Env.Client.Get(context.Background(), client.ObjectKeyFromObject(c), &v1alpha1.EtcdCluster{})
+		return apierrors.IsNotFound(err)
+	}, 3*time.Minute, time.Second, "the EtcdCluster gone")
+	require.Equal(t, []string{"src-0"}, memberNames(t, src.endpoints(t)))
+	require.Equal(t, id, src.clusterID(t))
 }
 
 // adopter is an EtcdCluster of three that adopts the cluster at eps.
