@@ -15,6 +15,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/adoption"
 	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
@@ -132,10 +133,11 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	for i := range objs.PVCs {
 		o.pvcs[objs.PVCs[i].Name] = &objs.PVCs[i]
 	}
-	endpoints, dialTLS := observe.Endpoints(objs.Pods), tls
-	if adopting(c) {
-		maps.Copy(endpoints, sourceEndpoints(c))
-		if dialTLS.Operator, dialTLS.Version, err = r.joinTLS(ctx, c, tls.Operator); err != nil {
+	own := observe.Endpoints(objs.Pods)
+	endpoints, dialTLS := maps.Clone(own), tls
+	if adoption.Running(c) {
+		maps.Copy(endpoints, adoption.Endpoints(c))
+		if dialTLS.Operator, dialTLS.Version, err = adoption.TLS(ctx, r.APIReader, c, tls.Operator); err != nil {
 			o.Join = joinFailed(o.Join, err)
 			return o, nil
 		}
@@ -151,7 +153,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 	o.etcd = cli
 	view, err := cli.View(ctx)
 	if err != nil || len(view.Members) == 0 {
-		if adopting(c) && c.Status.Join == nil {
+		if adoption.Running(c) && c.Status.Join == nil {
 			o.Join = joinFailed(o.Join, err)
 		}
 		return o, nil // nobody answered, or another cluster did
@@ -163,7 +165,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		}
 		cli.SetCluster(view.ClusterID, endpoints)
 	}
-	if view, err = r.observeSource(ctx, c, o, view, dialTLS.Operator); err != nil {
+	if view, err = r.observeSource(ctx, c, o, view, own, dialTLS.Operator); err != nil {
 		return o, nil
 	}
 	if view.Linearizable {
@@ -188,7 +190,7 @@ func firstAnswer(c *v1alpha1.EtcdCluster, seeds []string, view *planner.EtcdView
 	if c.Status.PreviousClusterID != "" && view.ClusterID == c.Status.PreviousClusterID {
 		return false
 	}
-	if adopting(c) {
+	if adoption.Running(c) {
 		return c.Status.Join == nil // the source, at the endpoints the spec names
 	}
 	if len(seeds) > 0 {

@@ -1,0 +1,188 @@
+// Package adoption is the executor's side of an adoption (spec.bootstrap.join): the
+// source's members are reached at their client URLs beside the cluster's own, recorded in
+// status when first read, and found gone once they left. The operator and kubectl etcd plan
+// both read a source through it.
+package adoption
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+// Spec is spec.bootstrap.join; nil when none.
+func Spec(c *v1alpha1.EtcdCluster) *v1alpha1.JoinSpec {
+	if c.Spec.Bootstrap == nil {
+		return nil
+	}
+	return c.Spec.Bootstrap.Join
+}
+
+// Running: an adoption is asked for or under way, and has not ended: the source's members
+// are reached beside the cluster's own.
+func Running(c *v1alpha1.EtcdCluster) bool {
+	j := c.Status.Join
+	if j == nil {
+		return Spec(c) != nil && c.Status.ClusterID == ""
+	}
+	return j.Phase == v1alpha1.JoinAdopting
+}
+
+// Endpoints are the source members' client URLs by name: for each member status recorded,
+// the first of its client URLs (the one of spec's endpoints it answered at, when one did);
+// before any is recorded, spec's endpoints as join-<i>.
+func Endpoints(c *v1alpha1.EtcdCluster) map[string]string {
+	out := map[string]string{}
+	if c.Status.Join == nil || len(c.Status.Join.Source) == 0 {
+		if j := Spec(c); j != nil {
+			for i, u := range j.Endpoints {
+				out[fmt.Sprintf("join-%d", i)] = u
+			}
+		}
+		return out
+	}
+	for _, m := range c.Status.Join.Source {
+		if len(m.ClientURLs) > 0 {
+			out[m.Name] = m.ClientURLs[0]
+		}
+	}
+	return out
+}
+
+// TLS is the configuration to dial the cluster's members and the source's with: own (the
+// operator's, nil for plain text), with the source's CA added to the roots and its client
+// certificate to the ones offered (Go offers the one whose issuer the member asks for).
+// version changes with the Secret.
+func TLS(ctx context.Context, kube client.Reader, c *v1alpha1.EtcdCluster, own *tls.Config) (cfg *tls.Config, version string, err error) {
+	j := Spec(c)
+	if j == nil || j.TLSSecretName == "" {
+		return own, "", nil
+	}
+	sec := &corev1.Secret{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: j.TLSSecretName}, sec); err != nil {
+		return nil, "", fmt.Errorf("spec.bootstrap.join.tlsSecretName %s: %w", j.TLSSecretName, err)
+	}
+	cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	if own != nil {
+		cfg = own.Clone()
+	}
+	roots := x509.NewCertPool()
+	if cfg.RootCAs != nil {
+		roots = cfg.RootCAs.Clone()
+	}
+	if !roots.AppendCertsFromPEM(sec.Data["ca.crt"]) {
+		return nil, "", fmt.Errorf("spec.bootstrap.join.tlsSecretName %s: key ca.crt holds no PEM certificate", j.TLSSecretName)
+	}
+	cfg.RootCAs = roots
+	if len(sec.Data["tls.crt"]) > 0 {
+		cert, err := tls.X509KeyPair(sec.Data["tls.crt"], sec.Data["tls.key"])
+		if err != nil {
+			return nil, "", fmt.Errorf("spec.bootstrap.join.tlsSecretName %s: tls.crt and tls.key: %w", j.TLSSecretName, err)
+		}
+		cfg.Certificates = append(slices.Clone(cfg.Certificates), cert)
+	}
+	return cfg, sec.ResourceVersion, nil
+}
+
+// FirstLook records the source's members from its first answer (view, read through spec's
+// endpoints: none of the cluster's own members joined yet) in c's status, and reads the
+// view again with each member reached under its name, beside the members at own.
+func FirstLook(ctx context.Context, cli etcd.Cluster, c *v1alpha1.EtcdCluster, own map[string]string, view *planner.EtcdView, cfg *tls.Config) (*planner.EtcdView, error) {
+	record(c, view, membersAt(ctx, Spec(c).Endpoints, cfg))
+	endpoints := maps.Clone(own)
+	maps.Copy(endpoints, Endpoints(c))
+	cli.SetCluster(view.ClusterID, endpoints)
+	view, err := cli.View(ctx)
+	if err == nil && len(view.Members) == 0 {
+		err = errors.New("the source lists no member")
+	}
+	return view, err
+}
+
+// record puts the source's members in status, each member's client URLs starting with the
+// one of spec's endpoints it answered at (at, by member ID): the operator reaches it there,
+// whatever names it advertises.
+func record(c *v1alpha1.EtcdCluster, view *planner.EtcdView, at map[string]string) {
+	j := &v1alpha1.JoinStatus{Phase: v1alpha1.JoinAdopting}
+	for _, m := range view.Members {
+		urls := m.ClientURLs
+		if u, ok := at[m.ID]; ok {
+			urls = append([]string{u}, slices.DeleteFunc(slices.Clone(urls), func(x string) bool { return x == u })...)
+		}
+		j.Source = append(j.Source, v1alpha1.SourceMember{ID: m.ID, Name: m.Name, ClientURLs: urls, PeerURLs: m.PeerURLs})
+	}
+	c.Status.Join = j
+}
+
+// membersAt asks each of the endpoints which member answers there: member ID -> endpoint.
+func membersAt(ctx context.Context, eps []string, cfg *tls.Config) map[string]string {
+	out := map[string]string{}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: cfg, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return out
+	}
+	defer func() { _ = cli.Close() }()
+	for _, ep := range eps {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := cli.Status(sctx, ep)
+		cancel()
+		if err == nil {
+			out[etcd.ID(st.Header.MemberId)] = ep
+		}
+	}
+	return out
+}
+
+// Track records, from a member list read through a quorum, that a source member left (no
+// rollback from then on), and that every one did: the adoption is done. It returns the
+// members that left when the adoption is done now, else nil.
+func Track(c *v1alpha1.EtcdCluster, view *planner.EtcdView) (done []string) {
+	j := c.Status.Join
+	if j == nil || j.Phase != v1alpha1.JoinAdopting || !view.Linearizable {
+		return nil
+	}
+	var left []string
+	for _, m := range j.Source {
+		if !slices.ContainsFunc(view.Members, func(em planner.EtcdMember) bool { return em.ID == m.ID }) {
+			left = append(left, m.Name)
+		}
+	}
+	j.SourceLeft = j.SourceLeft || len(left) > 0
+	if len(left) < len(j.Source) {
+		return nil
+	}
+	j.Phase = v1alpha1.JoinAdopted
+	return left
+}
+
+// Problems is the preflight of spec against the source, before any of the cluster's
+// members joined: the source's client URLs are of the scheme the cluster's own members
+// serve (one connection reaches both).
+func Problems(c *v1alpha1.EtcdCluster) []string {
+	j := Spec(c)
+	if j == nil {
+		return nil
+	}
+	for _, u := range j.Endpoints {
+		if https := strings.HasPrefix(u, "https://"); https != c.Spec.TLS.ClientTLS() {
+			return []string{fmt.Sprintf("endpoint %s and the cluster's own client TLS (tls.client.mode) differ: the operator reaches both with one connection; "+
+				"set spec.tls so members serve clients as the source does, then change it after the adoption", u)}
+		}
+	}
+	return nil
+}
