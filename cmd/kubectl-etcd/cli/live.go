@@ -11,7 +11,9 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/adoption"
 	"github.com/etcdplan/etcdplan/executor/certs"
+	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -32,6 +34,9 @@ func (s liveSource) Observed(ctx context.Context, c *v1alpha1.EtcdCluster) (plan
 	}
 	o := objs.Observed(live)
 	o.Etcd = observe.FromStatus(live)
+	if adoption.Spec(c) != nil && live.Status.Join == nil {
+		s.source(ctx, live, c, &o)
+	}
 	if o.CA == nil && asksRotation(live, c) {
 		o.CA = observe.RotationAsked(live)
 	}
@@ -39,6 +44,38 @@ func (s liveSource) Observed(ctx context.Context, c *v1alpha1.EtcdCluster) (plan
 		o.CA = &planner.CARotation{Stage: planner.CAAsked, Secret: vocab.TrustSecret(c.Name), Source: words}
 	}
 	return o, nextGeneration(live, c), nil
+}
+
+// source reads the running cluster the manifest adopts (spec.bootstrap.join), with the
+// credentials it names, as the operator's first look at it does: the plan is then the whole
+// adoption. What keeps it from being read is a problem of the preflight.
+func (s liveSource) source(ctx context.Context, live, c *v1alpha1.EtcdCluster, o *planner.Observed) {
+	target := live.DeepCopy()
+	target.Spec = c.Spec
+	view, err := s.readSource(ctx, target)
+	if err != nil {
+		o.Join = &planner.Join{Problems: []string{err.Error()}}
+		return
+	}
+	o.Etcd, o.Join = view, observe.Join(target)
+	o.Join.Problems = adoption.Problems(target)
+}
+
+func (s liveSource) readSource(ctx context.Context, c *v1alpha1.EtcdCluster) (*planner.EtcdView, error) {
+	cfg, _, err := adoption.TLS(ctx, s.kube, c, nil)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := etcd.Dial(adoption.Endpoints(c), cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	view, err := cli.View(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("no member of the source answers at spec.bootstrap.join.endpoints: %w", err)
+	}
+	return adoption.FirstLook(ctx, cli, c, nil, view, cfg)
 }
 
 // asksRotation: the manifest asks for a rotation of the cluster's CA that the live cluster
