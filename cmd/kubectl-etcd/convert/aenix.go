@@ -19,17 +19,13 @@ const (
 
 func aenixCluster(t *theirs, opts Options) (*cluster, error) {
 	s := t.spec
-	replicas, ok := s.num("replicas")
-	if !ok {
-		replicas = 3 // their default
-	}
 	pod := s.obj("podTemplate")
 	etcd, others := etcdContainer(pod.obj("spec"))
 	image, version := splitImage(etcd.str("image"))
 	if version == "" && opts.EtcdVersion == "" {
 		version = aenixDefaultVersion
 	}
-	c, err := newCluster(t, opts, replicas, version)
+	c, err := newCluster(t, opts, "replicas", 3, version)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +34,7 @@ func aenixCluster(t *theirs, opts Options) (*cluster, error) {
 	if n := s.obj("headlessServiceTemplate").obj("metadata").str("name"); n != "" {
 		headless = n
 	}
-	members := ordinals(t.name, replicas)
+	members := ordinals(t.name, c.replicas())
 	c.hosts = append([]string{t.name, headless}, members...)
 	security := s.obj("security")
 	tls := aenixTLS(security.obj("tls"))

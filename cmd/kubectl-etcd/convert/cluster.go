@@ -14,6 +14,9 @@ import (
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
+// replicas is the number of members of the converted cluster.
+func (c *cluster) replicas() int64 { return int64(c.out.Spec.Replicas) }
+
 // nameFormat is the CRD's rule for an EtcdCluster's name, with its bound.
 var nameFormat = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -22,8 +25,17 @@ const maxName = 50
 // versionFormat reads an etcd release; a leading v is allowed, as some operators allow it.
 var versionFormat = regexp.MustCompile(`^v?3\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
 
-// newCluster starts our EtcdCluster for t: its name, namespace, replicas and version.
-func newCluster(t *theirs, opts Options, replicas int64, version string) (*cluster, error) {
+// newCluster starts our EtcdCluster for t: its name, namespace, replicas and version. The
+// spec's field sizeKey counts the members; fallback is their operator's default when it is
+// not set (0: it is required).
+func newCluster(t *theirs, opts Options, sizeKey string, fallback int64, version string) (*cluster, error) {
+	replicas, ok := t.spec.num(sizeKey)
+	switch {
+	case !ok && fallback == 0:
+		return nil, fmt.Errorf("%s is required: it says how many members the running cluster has", t.spec.at(sizeKey))
+	case !ok:
+		replicas = fallback
+	}
 	name := opts.Name
 	if name == "" {
 		name = t.name + DefaultSuffix
@@ -32,7 +44,7 @@ func newCluster(t *theirs, opts Options, replicas int64, version string) (*clust
 		return nil, fmt.Errorf("the EtcdCluster's name %q must be a DNS label of at most %d characters that starts with a letter: choose one with --name", name, maxName)
 	}
 	if replicas < 1 {
-		return nil, fmt.Errorf("%s is %d: a running cluster to adopt has at least one member", t.spec.at("replicas"), replicas)
+		return nil, fmt.Errorf("%s is %d: a running cluster to adopt has at least one member", t.spec.at(sizeKey), replicas)
 	}
 	v, err := etcdVersion(version, opts)
 	if err != nil {
@@ -69,15 +81,6 @@ func etcdVersion(v string, opts Options) (string, error) {
 		return "", fmt.Errorf("etcd %s: etcdplan adopts clusters on etcd 3.5 or newer; upgrade the cluster with its own operator first, one minor release at a time", v)
 	}
 	return strings.TrimPrefix(v, "v"), nil
-}
-
-// required takes an integer field that must be there.
-func required(f fields, key string) (int64, error) {
-	n, ok := f.num(key)
-	if !ok {
-		return 0, fmt.Errorf("%s is required: it says how many members the running cluster has", f.at(key))
-	}
-	return n, nil
 }
 
 // sourceTLS is what the source secures, and where its certificates are.

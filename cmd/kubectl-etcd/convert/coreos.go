@@ -17,15 +17,11 @@ const (
 
 func coreosCluster(t *theirs, opts Options) (*cluster, error) {
 	s := t.spec
-	size, err := required(s, "size")
-	if err != nil {
-		return nil, err
-	}
 	version := s.str("version")
 	if version == "" {
 		version = coreosDefaultVersion
 	}
-	c, err := newCluster(t, opts, size, version)
+	c, err := newCluster(t, opts, "size", 0, version)
 	if err != nil {
 		return nil, err
 	}

@@ -17,11 +17,7 @@ const (
 
 func cozystackCluster(t *theirs, opts Options) (*cluster, error) {
 	s := t.spec
-	replicas, ok := s.num("replicas")
-	if !ok {
-		replicas = 3 // their default
-	}
-	c, err := newCluster(t, opts, replicas, s.str("version"))
+	c, err := newCluster(t, opts, "replicas", 3, s.str("version"))
 	if err != nil {
 		return nil, err
 	}

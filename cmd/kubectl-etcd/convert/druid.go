@@ -23,11 +23,7 @@ const (
 
 func druidEtcd(t *theirs, opts Options) (*cluster, error) {
 	s := t.spec
-	replicas, err := required(s, "replicas")
-	if err != nil {
-		return nil, err
-	}
-	c, err := newCluster(t, opts, replicas, "")
+	c, err := newCluster(t, opts, "replicas", 0, "")
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +33,7 @@ func druidEtcd(t *theirs, opts Options) (*cluster, error) {
 		port = 2379
 	}
 	client := t.name + "-client"
-	c.hosts = append([]string{client}, ordinals(t.name, replicas)...)
+	c.hosts = append([]string{client}, ordinals(t.name, c.replicas())...)
 	c.join([]string{hostPort(c.svc(client), port)}, druidTLS(e), "")
 	druidDrops(s, e)
 	scheduling := s.obj("schedulingConstraints")

@@ -16,16 +16,12 @@ const (
 
 func improbableCluster(t *theirs, opts Options) (*cluster, error) {
 	s := t.spec
-	replicas, err := required(s, "replicas")
+	c, err := newCluster(t, opts, "replicas", 0, s.str("version"))
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCluster(t, opts, replicas, s.str("version"))
-	if err != nil {
-		return nil, err
-	}
-	c.hosts = append([]string{t.name}, ordinals(t.name, replicas)...)
-	c.join(memberEndpoints(c, ordinals(t.name, replicas), t.name, 2379), sourceTLS{}, "")
+	c.hosts = append([]string{t.name}, ordinals(t.name, c.replicas())...)
+	c.join(memberEndpoints(c, ordinals(t.name, c.replicas()), t.name, 2379), sourceTLS{}, "")
 	pod := s.obj("podTemplate")
 	err = errors.Join(c.podMetadata(pod.obj("metadata")), c.scheduling(pod, improbableLabel))
 	if s.has("storage") {
