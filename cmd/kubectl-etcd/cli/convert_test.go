@@ -12,6 +12,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/schedule"
 )
 
 // convertArgs are the flags each operator's example needs besides -f.
@@ -42,6 +43,7 @@ func TestConvertGolden(t *testing.T) {
 // Every object convert prints is one the API server admits: unknown fields are errors, as
 // are values the CRD refuses.
 func TestConvertOutputIsValid(t *testing.T) {
+	endpoint := schemaAt(t, specSchema(t), "bootstrap", "join", "endpoints")["items"].(map[string]any)["pattern"].(string)
 	for _, in := range convertInputs(t) {
 		out := strings.TrimSuffix(in, ".yaml") + ".golden"
 		f, err := os.Open(out)
@@ -58,11 +60,17 @@ func TestConvertOutputIsValid(t *testing.T) {
 				c, err := decodeIfCluster(d)
 				require.NoError(t, err)
 				require.NotNil(t, c.Spec.Bootstrap.Join, "%s: no spec.bootstrap.join", d.source)
+				for _, e := range c.Spec.Bootstrap.Join.Endpoints {
+					require.Regexp(t, endpoint, e, "%s: the CRD refuses the endpoint", d.source)
+				}
 				clusters++
 			case "EtcdBackup":
 				strict(t, d, &v1alpha1.EtcdBackup{})
 			case "EtcdBackupSchedule":
-				strict(t, d, &v1alpha1.EtcdBackupSchedule{})
+				s := &v1alpha1.EtcdBackupSchedule{}
+				strict(t, d, s)
+				_, err := schedule.Parse(s.Spec.Schedule)
+				require.NoError(t, err, "%s: the operator cannot read the schedule", d.source)
 			default:
 				t.Errorf("%s: unexpected kind %s", d.source, meta.Kind)
 			}
@@ -118,4 +126,16 @@ func TestConvertErrors(t *testing.T) {
 			require.Contains(t, r.stderr, tt.stderr)
 		})
 	}
+}
+
+// schemaAt is the schema of the property at the path.
+func schemaAt(t *testing.T, schema map[string]any, path ...string) map[string]any {
+	t.Helper()
+	for _, p := range path {
+		props, ok := schema["properties"].(map[string]any)
+		require.True(t, ok, "no properties above %s", p)
+		schema, ok = props[p].(map[string]any)
+		require.True(t, ok, "no property %s in the CRD", p)
+	}
+	return schema
 }

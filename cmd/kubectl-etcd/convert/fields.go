@@ -75,14 +75,11 @@ func (f fields) flag(key string) bool {
 	return b
 }
 
-// obj takes an object field; an absent one reads as empty. Its leftovers are noted when
-// the outer object's are.
+// obj reads an object field; an absent one reads as empty. Its fields are taken one by one,
+// and what is left of it is noted with the rest. A value that is not an object is left to
+// be noted.
 func (f fields) obj(key string) fields {
 	m, _ := f.m[key].(map[string]any)
-	if m == nil {
-		f.take(key)
-		return newFields(nil, f.at(key), f.notes)
-	}
 	return newFields(m, f.at(key), f.notes)
 }
 
@@ -104,12 +101,9 @@ func (f fields) into(key string, out any) error {
 
 // drop takes a field that has no equivalent and notes why, when it is set.
 func (f fields) drop(key, why string) {
-	if !f.has(key) {
-		f.take(key)
-		return
+	if f.take(key) != nil {
+		f.note(key, why)
 	}
-	f.take(key)
-	f.note(key, why)
 }
 
 // note says what became of a field of theirs.
