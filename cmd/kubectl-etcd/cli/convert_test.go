@@ -109,6 +109,7 @@ func TestConvertErrors(t *testing.T) {
 			"", "warning: <stdin> (document 2): EtcdBackup b: spec.clusterRef.name x is not a cluster of the input: convert it with its cluster; skipped"},
 		{"--name", coreos + "spec: {size: 3, version: 3.5.17}\n", []string{"--name", "main"}, ExitOK, "  name: main\n", ""},
 		{"bad --name", coreos + "spec: {size: 3, version: 3.5.17}\n", []string{"--name", "Main"}, ExitError, "", `the EtcdCluster's name "Main" must be a DNS label`},
+		{"their name", coreos + "spec: {size: 3, version: 3.5.17}\n", []string{"--name", "a"}, ExitError, "", `the EtcdCluster's name "a" is theirs`},
 		{"unknown field noted", coreos + "spec: {size: 3, version: 3.5.17, frobnicate: 1}\n", nil, ExitOK,
 			"# - spec.frobnicate: not a field this converter knows; carry it over by hand if it matters", ""},
 		{"no -f", "", nil, ExitError, "", "-f is required"},

@@ -40,6 +40,9 @@ func newCluster(t *theirs, opts Options, sizeKey string, fallback int64, version
 	if name == "" {
 		name = t.name + DefaultSuffix
 	}
+	if name == t.name {
+		return nil, fmt.Errorf("the EtcdCluster's name %q is theirs: its Services and members would take the names of the running cluster's; choose another with --name", name)
+	}
 	if len(name) > maxName || !nameFormat.MatchString(name) {
 		return nil, fmt.Errorf("the EtcdCluster's name %q must be a DNS label of at most %d characters that starts with a letter: choose one with --name", name, maxName)
 	}

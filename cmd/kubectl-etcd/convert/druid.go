@@ -35,6 +35,7 @@ func druidEtcd(t *theirs, opts Options) (*cluster, error) {
 	client := t.name + "-client"
 	c.hosts = append([]string{client}, ordinals(t.name, c.replicas())...)
 	c.join([]string{hostPort(c.svc(client), port)}, druidTLS(e), "")
+	druidSelected(s)
 	druidDrops(s, e)
 	scheduling := s.obj("schedulingConstraints")
 	c.out.Spec.Storage.StorageClassName = s.str("storageClass")
@@ -191,4 +192,16 @@ func druidStore(t *theirs, f fields) (v1alpha1.BackupDestination, bool) {
 	}
 	t.notes = append(t.notes, fmt.Sprintf("spec.backup.store: the provider %s has no equivalent store here (s3, gcs or a volume claim): give the EtcdBackupSchedule one by hand", quote(provider)))
 	return v1alpha1.BackupDestination{}, false
+}
+
+// druidSelected notes the Pod labels their selector selects by: on our members, their
+// Services would select them too.
+func druidSelected(s fields) {
+	selected := s.obj("selector").obj("matchLabels")
+	labels := s.obj("labels")
+	for _, k := range slices.Sorted(maps.Keys(selected.m)) {
+		if labels.has(k) {
+			labels.drop(k, "their spec.selector selects their Pods by it: on ours, their Services would select them too")
+		}
+	}
 }
