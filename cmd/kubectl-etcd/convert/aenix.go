@@ -39,7 +39,7 @@ func aenixCluster(t *theirs, opts Options) (*cluster, error) {
 	security := s.obj("security")
 	tls := aenixTLS(security.obj("tls"))
 	c.join(memberEndpoints(c, members, headless, 2379), tls, "")
-	c.auth(security.flag("enableAuth"), "their operator is etcd's root user by its client certificate's common name (root): the Secret above carries it")
+	c.auth(security.flag("enableAuth"), "their operator is etcd's root user by its client certificate's common name, root")
 	c.etcdFlags(s.obj("options"))
 	s.drop("bootstrap", restored)
 	s.drop("podDisruptionBudgetTemplate", "the operator makes a PodDisruptionBudget of its own, which lets one voter go at a time")
@@ -126,7 +126,9 @@ func aenixTLS(f fields) sourceTLS {
 	if client != "" {
 		tls.cert = "tls.crt and tls.key of Secret " + client
 	}
-	f.drop("clientTrustedCASecret", "the CA members trust for clients is ca.crt of spec.tls.clientSecretName's Secret here")
+	if ca := f.str("clientTrustedCASecret"); ca != "" {
+		f.note("clientTrustedCASecret", "members here trust the client CAs in ca.crt of spec.tls.serverSecretName's Secret: add ca.crt of Secret "+ca+" to it")
+	}
 	return tls
 }
 

@@ -29,25 +29,13 @@ var versionFormat = regexp.MustCompile(`^v?3\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`
 // spec's field sizeKey counts the members; fallback is their operator's default when it is
 // not set (0: it is required).
 func newCluster(t *theirs, opts Options, sizeKey string, fallback int64, version string) (*cluster, error) {
-	replicas, ok := t.spec.num(sizeKey)
-	switch {
-	case !ok && fallback == 0:
-		return nil, fmt.Errorf("%s is required: it says how many members the running cluster has", t.spec.at(sizeKey))
-	case !ok:
-		replicas = fallback
+	replicas, err := memberCount(t.spec, sizeKey, fallback)
+	if err != nil {
+		return nil, err
 	}
-	name := opts.Name
-	if name == "" {
-		name = t.name + DefaultSuffix
-	}
-	if name == t.name {
-		return nil, fmt.Errorf("the EtcdCluster's name %q is theirs: its Services and members would take the names of the running cluster's; choose another with --name", name)
-	}
-	if len(name) > maxName || !nameFormat.MatchString(name) {
-		return nil, fmt.Errorf("the EtcdCluster's name %q must be a DNS label of at most %d characters that starts with a letter: choose one with --name", name, maxName)
-	}
-	if replicas < 1 {
-		return nil, fmt.Errorf("%s is %d: a running cluster to adopt has at least one member", t.spec.at(sizeKey), replicas)
+	name, err := clusterName(t, opts)
+	if err != nil {
+		return nil, err
 	}
 	v, err := etcdVersion(version, opts)
 	if err != nil {
@@ -64,6 +52,40 @@ func newCluster(t *theirs, opts Options, sizeKey string, fallback int64, version
 		Spec:       v1alpha1.EtcdClusterSpec{Replicas: int32(replicas), Version: v},
 	}
 	return &cluster{from: t, out: out, ns: ns}, nil
+}
+
+// maxReplicas is the CRD's bound on spec.replicas.
+const maxReplicas = 9
+
+func memberCount(f fields, key string, fallback int64) (int64, error) {
+	n, ok := f.num(key)
+	switch {
+	case !ok && fallback == 0:
+		return 0, fmt.Errorf("%s is required: it says how many members the running cluster has", f.at(key))
+	case !ok:
+		return fallback, nil
+	case n < 1:
+		return 0, fmt.Errorf("%s is %d: a running cluster to adopt has at least one member", f.at(key), n)
+	case n > maxReplicas:
+		return 0, fmt.Errorf("%s is %d: etcdplan runs at most %d voters; scale the cluster down with its own operator first", f.at(key), n, maxReplicas)
+	}
+	return n, nil
+}
+
+// clusterName is --name, or theirs with DefaultSuffix: a name the CRD admits, other than
+// theirs.
+func clusterName(t *theirs, opts Options) (string, error) {
+	name := opts.Name
+	if name == "" {
+		name = t.name + DefaultSuffix
+	}
+	switch {
+	case name == t.name:
+		return "", fmt.Errorf("the EtcdCluster's name %q is theirs: its Services and members would take the names of the running cluster's; choose another with --name", name)
+	case len(name) > maxName || !nameFormat.MatchString(name) || strings.HasSuffix(name, "-client"):
+		return "", fmt.Errorf("the EtcdCluster's name %q must be a DNS label of at most %d characters that starts with a letter and does not end in -client: choose one with --name", name, maxName)
+	}
+	return name, nil
 }
 
 // etcdVersion checks the release the source runs: etcdplan adopts etcd 3.5 and newer, and
@@ -130,20 +152,22 @@ func (c *cluster) secure(tls sourceTLS) {
 	}
 	name, t := c.out.Name, c.from
 	s := &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled}
-	members := fmt.Sprintf("*.%s.%s.svc", name, c.ns)
 	if tls.client {
 		s.Client = &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided}
 		s.ServerSecretName, s.ClientSecretName = name+"-server-tls", name+"-client-tls"
 		t.todo = append(t.todo,
-			fmt.Sprintf("Secret %s: tls.crt and tls.key our members serve clients with (server and client usage), naming %s and %s-client.%s.svc, "+
-				"issued by the CA the source's clients trust (%s), and ca.crt that CA", s.ServerSecretName, members, name, c.ns, tls.ca),
-			fmt.Sprintf("Secret %s: a client certificate the members trust, for the operator (tls.crt, tls.key, ca.crt)", s.ClientSecretName))
+			fmt.Sprintf("Secret %s: tls.crt and tls.key our members serve clients with (server and client usage), naming %s-client.%s.svc, "+
+				"the names your clients use, and localhost, issued by the CA the source's clients trust (%s); ca.crt that CA and the CA of "+
+				"the client certificates the members are to accept", s.ServerSecretName, name, c.ns, tls.ca),
+			fmt.Sprintf("Secret %s: the operator's client certificate (tls.crt, tls.key, ca.crt), issued by a CA in the ca.crt above", s.ClientSecretName))
 	}
 	if tls.peer {
+		members := fmt.Sprintf("*.%s.%s.svc", name, c.ns)
 		s.Peer = &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided}
 		s.PeerSecretName = name + "-peer-tls"
-		t.todo = append(t.todo, fmt.Sprintf("Secret %s: tls.crt and tls.key our members talk to peers with (server and client usage), naming %s, "+
-			"issued by the CA the source's members trust for peers (%s), and ca.crt that CA: the source's members check it", s.PeerSecretName, members, tls.peerCA))
+		t.todo = append(t.todo, fmt.Sprintf("Secret %s: tls.crt and tls.key our members talk to peers with (server and client usage), naming %s "+
+			"and %s.<cluster domain>, issued by the CA the source's members trust for peers (%s), and ca.crt that CA: the source's "+
+			"members check our certificate against the address we dial from, and ours check theirs", s.PeerSecretName, members, members, tls.peerCA))
 	}
 	if tls.client && tls.peer {
 		s.Mode, s.Client, s.Peer = v1alpha1.TLSProvided, nil, nil

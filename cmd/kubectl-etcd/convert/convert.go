@@ -121,21 +121,9 @@ var (
 // then the objects that belong to them, each in input order.
 func Convert(docs []Doc, opts Options) (*Result, error) {
 	res := &Result{}
-	var clusterDocs, otherDocs []*theirs
-	for _, d := range docs {
-		t, err := read(d)
-		if err != nil {
-			return nil, err
-		}
-		key := t.group() + "/" + t.kind
-		switch {
-		case clusterKinds[key] != nil:
-			clusterDocs = append(clusterDocs, t)
-		case objectKinds[key] != nil:
-			otherDocs = append(otherDocs, t)
-		default:
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s (%s): not a kind convert reads; skipped", t, t.apiVersion))
-		}
+	clusterDocs, otherDocs, err := sortKinds(docs, res)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Name != "" && len(clusterDocs) != 1 {
 		return nil, fmt.Errorf("--name names one cluster, and the input has %d", len(clusterDocs))
@@ -144,23 +132,9 @@ func Convert(docs []Doc, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var others []Object
-	for _, t := range otherDocs {
-		objs, err := objectKinds[t.group()+"/"+t.kind](t, cs)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t, err)
-		}
-		if t.of == nil {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s; skipped", t, strings.Join(t.notes, "; ")))
-			continue
-		}
-		t.spec.rest()
-		for _, o := range objs {
-			others = append(others, Object{Comments: t.comments(), Value: o})
-		}
-		if len(objs) == 0 {
-			t.of.from.attach(t)
-		}
+	others, err := convertOthers(otherDocs, cs, res)
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range cs {
 		res.Objects = append(res.Objects, Object{Comments: c.from.comments(), Value: c.out})
@@ -175,6 +149,51 @@ func Convert(docs []Doc, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("no object of a kind convert reads in the input (%s)", known())
 	}
 	return res, nil
+}
+
+// sortKinds reads the documents into their clusters and their other objects; the kinds it
+// does not read are warned about.
+func sortKinds(docs []Doc, res *Result) (clusterDocs, otherDocs []*theirs, err error) {
+	for _, d := range docs {
+		t, err := read(d)
+		if err != nil {
+			return nil, nil, err
+		}
+		key := t.group() + "/" + t.kind
+		switch {
+		case clusterKinds[key] != nil:
+			clusterDocs = append(clusterDocs, t)
+		case objectKinds[key] != nil:
+			otherDocs = append(otherDocs, t)
+		default:
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s (%s): not a kind convert reads; skipped", t, t.apiVersion))
+		}
+	}
+	return clusterDocs, otherDocs, nil
+}
+
+// convertOthers converts the objects that belong to clusters. One whose cluster is not in
+// the input is warned about; the notes of one that gives nothing go to its cluster.
+func convertOthers(ts []*theirs, cs clusters, res *Result) ([]Object, error) {
+	var out []Object
+	for _, t := range ts {
+		objs, err := objectKinds[t.group()+"/"+t.kind](t, cs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t, err)
+		}
+		if t.of == nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s; skipped", t, strings.Join(t.notes, "; ")))
+			continue
+		}
+		t.spec.rest()
+		for _, o := range objs {
+			out = append(out, Object{Comments: t.comments(), Value: o})
+		}
+		if len(objs) == 0 {
+			t.of.from.attach(t)
+		}
+	}
+	return out, nil
 }
 
 func convertClusters(ts []*theirs, opts Options) (clusters, error) {
