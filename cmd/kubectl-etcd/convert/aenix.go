@@ -21,7 +21,8 @@ func aenixCluster(t *theirs, opts Options) (*cluster, error) {
 	s := t.spec
 	pod := s.obj("podTemplate")
 	etcd, others := etcdContainer(pod.obj("spec"))
-	image, version := splitImage(etcd.str("image"))
+	image := etcd.str("image")
+	repository, version := splitImage(image)
 	if version == "" && opts.EtcdVersion == "" {
 		version = aenixDefaultVersion
 	}
@@ -29,7 +30,7 @@ func aenixCluster(t *theirs, opts Options) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.out.Spec.Image = image
+	c.imageRepository(image, repository)
 	headless := t.name + "-headless"
 	if n := s.obj("headlessServiceTemplate").obj("metadata").str("name"); n != "" {
 		headless = n
@@ -71,13 +72,26 @@ func etcdContainer(spec fields) (etcd fields, others []string) {
 	return etcd, others
 }
 
-// splitImage cuts an etcd image into its repository and the release its tag names.
+// splitImage cuts an etcd image into its repository and the release its tag names. A tag
+// such as 3.5.21-0 (the Kubernetes project's images) names 3.5.21.
 func splitImage(image string) (repository, version string) {
 	i := strings.LastIndex(image, ":")
 	if i < 0 || strings.Contains(image[i:], "/") {
 		return image, ""
 	}
-	return image[:i], strings.TrimPrefix(image[i+1:], "v")
+	tag := strings.TrimPrefix(image[i+1:], "v")
+	tag, _, _ = strings.Cut(tag, "-")
+	return image[:i], tag
+}
+
+// imageRepository carries their image's repository over when its tags are v<version>, as
+// the operator's are.
+func (c *cluster) imageRepository(image, repository string) {
+	if strings.HasSuffix(image, ":v"+c.out.Spec.Version) {
+		c.out.Spec.Image = repository
+	} else if image != "" {
+		c.from.notes = append(c.from.notes, fmt.Sprintf("the image %s: spec.image names a repository whose tags are v<version>, as etcd's own are", image))
+	}
 }
 
 func aenixPodSpec(c *cluster, spec, etcd fields) error {

@@ -218,7 +218,7 @@ func (c *cluster) scheduling(f fields, theirLabel string) error {
 	s := &c.out.Spec
 	for _, key := range []string{"affinity", "topologySpreadConstraints"} {
 		if f.has(key) {
-			c.from.todo = append(c.from.todo, fmt.Sprintf("spec.%s is theirs as written: where it selects their Pods (%s), select ours: %s=%s",
+			c.from.todo = append(c.from.todo, fmt.Sprintf("spec.%s is theirs as written: where it selects their Pods (by labels such as %s), select ours: %s=%s",
 				key, theirLabel, v1alpha1.LabelCluster, c.out.Name))
 		}
 	}
