@@ -150,7 +150,7 @@ func aenixBackup(t *theirs, cs clusters) ([]any, error) {
 	if !aenixBackupOf(t, cs) {
 		return nil, nil
 	}
-	return []any{newBackup(t, location(t, t.spec.obj("destination")))}, nil
+	return newBackup(t, location(t, t.spec.obj("destination")))
 }
 
 func aenixSchedule(t *theirs, cs clusters) ([]any, error) {
@@ -161,7 +161,7 @@ func aenixSchedule(t *theirs, cs clusters) ([]any, error) {
 	for _, limit := range []string{"successfulJobsHistoryLimit", "failedJobsHistoryLimit"} {
 		s.drop(limit, "counts their CronJob's finished Jobs, not backups: spec.retention (keepLast, maxAge) prunes backups here")
 	}
-	return []any{newSchedule(t, s.str("schedule"), location(t, s.obj("destination")), 0)}, nil
+	return newSchedule(t, s.str("schedule"), location(t, s.obj("destination")), 0)
 }
 
 // aenixBackupOf ties a backup or schedule to its cluster (spec.clusterRef).

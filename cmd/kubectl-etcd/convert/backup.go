@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -18,17 +19,20 @@ func backupMeta(t *theirs, kind string) (metav1.TypeMeta, metav1.ObjectMeta) {
 }
 
 // newBackup is one snapshot of t's cluster to dest.
-func newBackup(t *theirs, dest v1alpha1.BackupDestination) *v1alpha1.EtcdBackup {
+func newBackup(t *theirs, dest v1alpha1.BackupDestination) ([]any, error) {
 	tm, om := backupMeta(t, "EtcdBackup")
-	return &v1alpha1.EtcdBackup{TypeMeta: tm, ObjectMeta: om, Spec: v1alpha1.EtcdBackupSpec{
+	return []any{&v1alpha1.EtcdBackup{TypeMeta: tm, ObjectMeta: om, Spec: v1alpha1.EtcdBackupSpec{
 		ClusterRef:  v1alpha1.ClusterReference{Name: t.of.out.Name},
 		Destination: dest,
-	}}
+	}}}, checkDestination(dest)
 }
 
 // newSchedule takes snapshots of t's cluster to dest on the schedule, keeping keepLast of
 // them (0: no count).
-func newSchedule(t *theirs, schedule string, dest v1alpha1.BackupDestination, keepLast int64) *v1alpha1.EtcdBackupSchedule {
+func newSchedule(t *theirs, schedule string, dest v1alpha1.BackupDestination, keepLast int64) ([]any, error) {
+	if schedule == "" {
+		return nil, errors.New("the backup schedule is required")
+	}
 	tm, om := backupMeta(t, "EtcdBackupSchedule")
 	s := &v1alpha1.EtcdBackupSchedule{TypeMeta: tm, ObjectMeta: om, Spec: v1alpha1.EtcdBackupScheduleSpec{
 		ClusterRef:  v1alpha1.ClusterReference{Name: t.of.out.Name},
@@ -39,7 +43,21 @@ func newSchedule(t *theirs, schedule string, dest v1alpha1.BackupDestination, ke
 		n := int32(keepLast)
 		s.Spec.Retention.KeepLast = &n
 	}
-	return s
+	return []any{s}, checkDestination(dest)
+}
+
+// checkDestination refuses a destination the CRD refuses: a store with no bucket or claim.
+func checkDestination(d v1alpha1.BackupDestination) error {
+	const minBucket = 3
+	switch {
+	case d.S3 != nil && len(d.S3.Bucket) < minBucket, d.GCS != nil && len(d.GCS.Bucket) < minBucket:
+		return errors.New("the backup store's bucket is required (at least 3 characters)")
+	case d.PVC != nil && d.PVC.ClaimName == "":
+		return errors.New("the backup volume claim's name is required")
+	case d.S3 == nil && d.GCS == nil && d.PVC == nil:
+		return errors.New("the backup store is required")
+	}
+	return nil
 }
 
 // restored is the note on a restore of theirs.
@@ -121,6 +139,9 @@ func location(t *theirs, f fields) v1alpha1.BackupDestination {
 	if f.has("pvc") {
 		p := f.obj("pvc")
 		return v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: p.str("claimName"), SubPath: p.str("subPath")}}
+	}
+	if !f.has("s3") {
+		return v1alpha1.BackupDestination{}
 	}
 	s := f.obj("s3")
 	d := v1alpha1.BackupDestination{S3: &v1alpha1.S3Destination{

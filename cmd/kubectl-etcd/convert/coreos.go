@@ -87,12 +87,12 @@ func coreosBackup(t *theirs, cs clusters) ([]any, error) {
 	interval, _ := policy.num("backupIntervalInSecond")
 	keep, _ := policy.num("maxBackups")
 	if interval > 0 {
-		return []any{newSchedule(t, fmt.Sprintf("@every %ds", interval), dest, keep)}, nil
+		return newSchedule(t, fmt.Sprintf("@every %ds", interval), dest, keep)
 	}
 	if keep > 0 {
 		policy.note("maxBackups", "counts the backups of a periodic backup; this one is taken once")
 	}
-	return []any{newBackup(t, dest)}, nil
+	return newBackup(t, dest)
 }
 
 // coreosStore reads the store of a backup or a restore: s3, gcs, or abs and oss, which have
@@ -115,7 +115,10 @@ func coreosStore(t *theirs, s fields) (v1alpha1.BackupDestination, error) {
 		credentials(t, d, "credentials.json or access-token")
 		return d, nil
 	}
-	return v1alpha1.BackupDestination{}, errors.New("the store is s3 or gcs here: Azure (abs) and Alibaba Cloud (oss) have no equivalent")
+	if s.has("abs") || s.has("oss") {
+		return v1alpha1.BackupDestination{}, errors.New("the store is s3 or gcs here: Azure (abs) and Alibaba Cloud (oss) have no equivalent")
+	}
+	return v1alpha1.BackupDestination{}, errors.New("spec.s3 or spec.gcs is required: it says where the backups go")
 }
 
 // coreosRestore: the cluster was restored from a backup when it was made; the adopted

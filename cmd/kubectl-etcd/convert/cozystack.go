@@ -79,5 +79,5 @@ func cozystackSnapshot(t *theirs, cs clusters) ([]any, error) {
 	if t.of == nil {
 		return nil, nil
 	}
-	return []any{newBackup(t, location(t, t.spec.obj("destination")))}, nil
+	return newBackup(t, location(t, t.spec.obj("destination")))
 }

@@ -150,8 +150,9 @@ func druidBackup(c *cluster, b fields) error {
 	}
 	t := *c.from
 	t.of = c
-	c.extra = append(c.extra, newSchedule(&t, schedule, dest, keep))
-	return nil
+	objs, err := newSchedule(&t, schedule, dest, keep)
+	c.extra = append(c.extra, objs...)
+	return err
 }
 
 const (

@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 )
 
@@ -59,7 +60,7 @@ func improbableBackup(t *theirs, cs clusters) ([]any, error) {
 	if t.of == nil || err != nil {
 		return nil, err
 	}
-	return []any{newBackup(t, dest)}, nil
+	return newBackup(t, dest)
 }
 
 func improbableSchedule(t *theirs, cs clusters) ([]any, error) {
@@ -68,7 +69,7 @@ func improbableSchedule(t *theirs, cs clusters) ([]any, error) {
 	if t.of == nil || err != nil {
 		return nil, err
 	}
-	return []any{newSchedule(t, schedule, dest, 0)}, nil
+	return newSchedule(t, schedule, dest, 0)
 }
 
 // improbableSource reads a backup's spec: the member it reads (source.clusterURL), which
