@@ -13,7 +13,7 @@ import (
 // through the Service <cluster>. Both names can be set by their templates.
 const (
 	aenixGroup          = "etcd.aenix.io"
-	aenixDefaultVersion = "3.5.12" // the tag of their default image, quay.io/coreos/etcd
+	aenixDefaultVersion = "3.5.12" // the tag of their default image
 	aenixLabel          = "app.kubernetes.io/instance"
 )
 
@@ -73,7 +73,7 @@ func etcdContainer(spec fields) (etcd fields, others []string) {
 }
 
 // splitImage cuts an etcd image into its repository and the release its tag names. A tag
-// such as 3.5.21-0 (the Kubernetes project's images) names 3.5.21.
+// such as 3.5.21-0 (as some mirrors tag them) names 3.5.21.
 func splitImage(image string) (repository, version string) {
 	i := strings.LastIndex(image, ":")
 	if i < 0 || strings.Contains(image[i:], "/") {

@@ -49,10 +49,10 @@ func TestEtcdVersion(t *testing.T) {
 
 func TestSplitImage(t *testing.T) {
 	for image, want := range map[string][2]string{
-		"quay.io/coreos/etcd:v3.5.12":       {"quay.io/coreos/etcd", "3.5.12"},
-		"registry:5000/etcd":                {"registry:5000/etcd", ""},
-		"registry.k8s.io/etcd:3.5.21-0":     {"registry.k8s.io/etcd", "3.5.21"},
-		"localhost:5000/mirror/etcd:v3.6.4": {"localhost:5000/mirror/etcd", "3.6.4"},
+		"registry.local/coreos/etcd:v3.5.12": {"registry.local/coreos/etcd", "3.5.12"},
+		"registry:5000/etcd":                 {"registry:5000/etcd", ""},
+		"registry.local/etcd:3.5.21-0":       {"registry.local/etcd", "3.5.21"},
+		"localhost:5000/mirror/etcd:v3.6.4":  {"localhost:5000/mirror/etcd", "3.6.4"},
 	} {
 		repo, version := splitImage(image)
 		require.Equal(t, want, [2]string{repo, version}, image)
