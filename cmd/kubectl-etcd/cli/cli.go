@@ -40,6 +40,7 @@ Usage:
   kubectl-etcd status NAME
   kubectl-etcd approve NAME [--plan ID]
   kubectl-etcd rotate-ca NAME [--id VALUE]
+  kubectl-etcd convert -f THEIRS.yaml [--name NAME] [--etcd-version VERSION]
 
 Commands:
   plan     print the plan for every EtcdCluster in the manifests, against the live cluster
@@ -47,6 +48,8 @@ Commands:
   status   show a cluster's members, leader, health, plan and recent history
   approve  let a cluster's pending plan run (spec.updateStrategy.approval: Manual)
   rotate-ca  rotate the cluster's own CA (spec.tls mode Auto) in three passes, as a plan
+  convert  print the EtcdCluster (spec.bootstrap.join) and backups that take over a cluster of
+           another etcd operator; moving from one: docs/migration.md
 
 Run "kubectl-etcd COMMAND -h" for a command's flags.
 `
@@ -66,6 +69,8 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 		return c.approve(ctx, args[1:])
 	case "rotate-ca":
 		return c.rotateCA(ctx, args[1:])
+	case "convert":
+		return c.convertCmd(args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.Stdout, usage)
 		return ExitOK
