@@ -61,6 +61,16 @@ func (m *model) ours() (voters, learners []*member) {
 	return voters, learners
 }
 
+// sourceLearner is a learner of the source's, if any (one added by hand mid-adoption).
+func (m *model) sourceLearner() *member {
+	for _, mm := range m.learners() {
+		if mm.source {
+			return mm
+		}
+	}
+	return nil
+}
+
 // sourceVoters are the source's voters in etcd, the leader last.
 func (m *model) sourceVoters() []*member {
 	var out []*member
@@ -72,8 +82,8 @@ func (m *model) sourceVoters() []*member {
 	return out
 }
 
-// adopt is the adoption's one rule: roll back, or finish a join, or add a member, or move
-// leadership, or take a source member out.
+// adopt is the adoption's rule: roll back, or add a member (finishMembershipChange starts
+// and promotes it), or move leadership, or take a source member out.
 func adopt(m *model, d Desired) (plan.Step, bool) {
 	if !m.linearizable {
 		return plan.Step{}, false
@@ -83,13 +93,10 @@ func adopt(m *model, d Desired) (plan.Step, bool) {
 	}
 	voters, learners := m.ours()
 	if len(learners) > 0 {
-		mm := learners[0]
-		if needsPod(mm) {
-			s := step(plan.StartMember, mm, plan.PreNone, plan.WhyAdoptJoin, "member %s starts and joins the adopted cluster as a learner", mm.name)
-			s.Version = d.Version
-			return s, true
-		}
-		return step(plan.PromoteLearner, mm, plan.PreLearnerCaughtUp, plan.WhyAdoptJoin, "learner %s becomes a voter of the adopted cluster", mm.name), true
+		return plan.Step{}, false // finishMembershipChange starts and promotes it
+	}
+	if l := m.sourceLearner(); l != nil {
+		return step(plan.RemoveMember, l, plan.PreNone, plan.WhySourceLeaves, "source learner %s leaves: a learner holds no vote, and no data the voters lack", l.name), true
 	}
 	sources := m.sourceVoters()
 	if len(voters) < d.Replicas && len(voters)+len(sources) <= max(d.Replicas, len(sources)) {
@@ -150,6 +157,8 @@ func refuseJoin(m *model, d Desired, o Observed) *plan.Blocker {
 	case m.rollingBack(d) && !joined:
 		return &plan.Blocker{Reason: plan.BlockAdoptionRolledBack, Message: "the adoption was rolled back (spec.bootstrap.join removed before a source member left): " +
 			"the source runs as it did, without the cluster's members; delete this EtcdCluster"}
+	case m.adopting() && d.Replicas == 0:
+		return &plan.Blocker{Reason: plan.BlockAdoptionPreflight, Message: "spec.replicas is 0: an adoption needs members of the cluster's own to join the source; set spec.replicas"}
 	case !d.Join || joined || m.join != nil && m.join.SourceLeft:
 		return nil
 	}

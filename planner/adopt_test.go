@@ -185,3 +185,23 @@ func applySteps(t *testing.T, w *world, c Desired, steps []plan.Step) {
 		require.False(t, stuck, "%v", s)
 	}
 }
+
+// adopting puts the world in an adoption: source members beside the cluster's own, one of
+// them perhaps down, perhaps leading, one perhaps gone already; the spec asks for the
+// adoption, or no longer does (a rollback).
+func adopting(r *bytesReader, c *Desired, w *world) {
+	c.Join = !r.flag(4)
+	w.join = &Join{}
+	for i := range 1 + r.n(4) {
+		w.nextID++
+		m := &wmember{name: fmt.Sprintf("src-%d", i), id: strconv.Itoa(w.nextID), inEtcd: true, started: true, up: !r.flag(6), version: c.Version, source: true}
+		w.members[m.name] = m
+		w.join.Source = append(w.join.Source, RecordedMember{Name: m.name, ID: m.id})
+		if m.up && r.flag(3) {
+			w.leader = m.name
+		}
+	}
+	if r.flag(3) { // one left before this look
+		w.join.Source = append(w.join.Source, RecordedMember{Name: "src-gone", ID: "99"})
+	}
+}

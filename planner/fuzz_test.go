@@ -153,6 +153,9 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 			w.users = "u0"
 		}
 	}
+	if w.clusterID != "" && r.flag(6) {
+		adopting(r, &c, w)
+	}
 	if w.memory && r.flag(2) { // a survivor in memory can be snapshotted, and restored from
 		w.snapshotTo, w.snapshotRev = "s3://fuzz/", int64(1+r.n(3))*20
 		if r.flag(2) {
@@ -409,8 +412,11 @@ func FuzzPlan(f *testing.F) {
 func isConverged(w *world, d Desired) bool {
 	voters := 0
 	for _, m := range w.members {
-		if m.retained && !m.pod { // kept for a person to inspect, out of the cluster
+		if m.retained && !m.pod || m.source && !m.inEtcd { // kept for a person to inspect, out of the cluster; or gone
 			continue
+		}
+		if m.source {
+			return false
 		}
 		if d.Replicas == 0 {
 			if m.pod || m.learner { // parked: no Pods, no join in flight

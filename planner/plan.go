@@ -340,7 +340,7 @@ func next(m *model, d Desired) (plan.Step, bool) {
 		scaleDown, scaleUp, switchTLS, rotateCA, upgrade, reconfigure, recoverSpace, defragFragmented,
 	}
 	if m.adopting() { // the adoption's plan alone, until its source is gone
-		rules = []func(*model, Desired) (plan.Step, bool){startVoters, adopt, deleteLeftovers}
+		rules = []func(*model, Desired) (plan.Step, bool){startVoters, adopt, finishMembershipChange, deleteLeftovers}
 	}
 	for _, rule := range rules {
 		if s, ok := rule(m, d); ok {

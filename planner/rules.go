@@ -102,24 +102,26 @@ func finishMembershipChange(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.learners() {
-		voters := m.countVoters()
+		voters, _ := m.ours() // an adopted cluster's source members leave on their own
 		switch {
+		case mm.source:
+			continue
 		case m.lost(mm, d):
 			return step(plan.RemoveMember, mm, plan.PreNone, plan.WhyLearnerLost, "learner %s lost its data; it is removed and added anew", mm.name), true
 		case mm.stalled:
 			return step(plan.RemoveMember, mm, plan.PreNone, plan.WhyLearnerStalled,
 				"learner %s did not catch up within the progress deadline; it is removed, and a new member joins in its place", mm.name), true
-		case voters >= d.Replicas+temporaryVoters(m, d):
-			return step(plan.RemoveMember, mm, plan.PreNone, plan.WhyLearnerNotNeeded, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, voters, d.Replicas), true
+		case len(voters) >= d.Replicas+temporaryVoters(m, d):
+			return step(plan.RemoveMember, mm, plan.PreNone, plan.WhyLearnerNotNeeded, "learner %s is not needed: %d voters reach spec.replicas %d", mm.name, len(voters), d.Replicas), true
 		case d.Memory && mm.podDeleting && mm.started:
 			continue // its data goes with its Pod: once that is gone it is lost, and removed
 		case needsPod(mm):
 			s := step(plan.StartMember, mm, plan.PreNone, plan.WhyLearnerPodGone,
-				"learner %s needs its Pod (spec.replicas %d, %d voters)%s", mm.name, d.Replicas, voters, preflightFailed(mm))
+				"learner %s needs its Pod (spec.replicas %d, %d voters)%s", mm.name, d.Replicas, len(voters), preflightFailed(mm))
 			s.Version = d.Version
 			return s, true
 		default:
-			return step(plan.PromoteLearner, mm, plan.PreLearnerCaughtUp, plan.WhyLearnerToVoter, "learner %s becomes a voter (spec.replicas %d, %d voters)", mm.name, d.Replicas, voters), true
+			return step(plan.PromoteLearner, mm, plan.PreLearnerCaughtUp, plan.WhyLearnerToVoter, "learner %s becomes a voter (spec.replicas %d, %d voters)", mm.name, d.Replicas, len(voters)), true
 		}
 	}
 	return plan.Step{}, false

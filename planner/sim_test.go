@@ -246,7 +246,7 @@ func (w *world) observe() Observed {
 			ClusterVersion: w.clusterVersion, HistoryCompacted: w.compacted, Auth: new(w.auth)}
 	}
 	for _, m := range w.sorted() {
-		if m.inEtcd && !m.source {
+		if m.inEtcd {
 			o.Recorded = append(o.Recorded, RecordedMember{Name: m.name, ID: m.id, Learner: m.learner})
 		}
 	}

@@ -200,8 +200,8 @@ const (
 
 // Adopting a running cluster (spec.bootstrap.join).
 const (
-	// WhyAdoptJoin: a member of the operator joins the adopted cluster (added as a
-	// learner, started, promoted), one at a time.
+	// WhyAdoptJoin: a member of the operator joins the adopted cluster as a learner (then
+	// started and promoted as any learner), one at a time.
 	WhyAdoptJoin Why = "AdoptJoin"
 	// WhyAdoptLeader: leadership moves from a source member to one of the operator's
 	// before a source member leaves.

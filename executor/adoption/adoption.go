@@ -104,8 +104,8 @@ func TLS(ctx context.Context, kube client.Reader, c *v1alpha1.EtcdCluster, own *
 // view again with each member reached under its name, beside the members at own.
 func FirstLook(ctx context.Context, cli etcd.Cluster, c *v1alpha1.EtcdCluster, own map[string]string, view *planner.EtcdView, cfg *tls.Config) (*planner.EtcdView, error) {
 	record(c, view, membersAt(ctx, Spec(c).Endpoints, cfg))
-	endpoints := maps.Clone(own)
-	maps.Copy(endpoints, Endpoints(c))
+	endpoints := Endpoints(c)
+	maps.Copy(endpoints, own)
 	cli.SetCluster(view.ClusterID, endpoints)
 	view, err := cli.View(ctx)
 	if err == nil && len(view.Members) == 0 {

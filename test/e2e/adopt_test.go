@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -34,6 +36,15 @@ func TestAdoptRunningCluster(t *testing.T) {
 	id := src.clusterID(t)
 	w := startWriterOn(t, ns, "demo", id, func() []string { return append(src.endpoints(t), framework.Endpoints(t, ns, "demo")...) }, nil)
 	w.waitAcked()
+
+	// The whole adoption, previewed against the running source.
+	manifest := filepath.Join(t.TempDir(), "demo.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(fmt.Sprintf("apiVersion: etcdplan.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: demo, namespace: %s}\n"+
+		"spec: {replicas: 3, version: 3.6.16, storage: {size: 64Mi}, bootstrap: {join: {endpoints: [%s]}}}\n", ns, strings.Join(src.endpoints(t), ", "))), 0o644))
+	preview := livePlan(t, ns, manifest, 2)
+	require.Nil(t, preview.Blocked)
+	require.Len(t, preview.Steps, 13, "three joins and three removals, leadership moved once")
+	require.Equal(t, plan.WhySourceLast, preview.Steps[12].Why)
 
 	require.NoError(t, framework.Env.Client.Create(context.Background(), adopter(ns, src.endpoints(t))))
 	c := framework.WaitFor(t, ns, "demo", 6*time.Minute, "the last source member's removal awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
