@@ -29,11 +29,7 @@ import (
 // acknowledged write, the last source member leaves only once approved, and then the
 // member list holds the cluster's own members alone.
 func TestAdoptRunningCluster(t *testing.T) {
-	t.Parallel()
-	ns := framework.Namespace(t)
-	framework.StartOperator(t, ns)
-	src := startSource(t, ns, "src", 3)
-	id := src.clusterID(t)
+	ns, src, id := withSource(t, 3)
 	w := startWriterOn(t, ns, "demo", id, func() []string { return append(src.endpoints(t), framework.Endpoints(t, ns, "demo")...) }, nil)
 	w.waitAcked()
 
@@ -70,18 +66,11 @@ func TestAdoptRunningCluster(t *testing.T) {
 // left, takes the cluster's member out of the source again: the source has its own members
 // alone, under its ID, with every write.
 func TestAdoptionRolledBack(t *testing.T) {
-	t.Parallel()
-	ns := framework.Namespace(t)
-	framework.StartOperator(t, ns)
-	src := startSource(t, ns, "src", 3)
-	id := src.clusterID(t)
+	ns, src, id := withSource(t, 3)
 	w := startWriterOn(t, ns, "demo", id, func() []string { return src.endpoints(t) }, nil)
 	w.waitAcked()
 
-	require.NoError(t, framework.Env.Client.Create(context.Background(), adopter(ns, src.endpoints(t))))
-	c := framework.WaitFor(t, ns, "demo", 4*time.Minute, "demo-0 a voter", func(c *v1alpha1.EtcdCluster) bool {
-		return slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Name == "demo-0" && m.Role == v1alpha1.RoleVoter })
-	})
+	c := firstJoined(t, ns, src)
 	require.False(t, c.Status.Join.SourceLeft)
 	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap = nil })
 	framework.WaitFor(t, ns, "demo", 3*time.Minute, "the rollback done", func(c *v1alpha1.EtcdCluster) bool {
@@ -103,15 +92,8 @@ func TestAdoptionRolledBack(t *testing.T) {
 // Deleting the EtcdCluster once its first member joined, before a source member left,
 // takes that member out of the source before the EtcdCluster goes.
 func TestAdoptionRolledBackOnDeletion(t *testing.T) {
-	t.Parallel()
-	ns := framework.Namespace(t)
-	framework.StartOperator(t, ns)
-	src := startSource(t, ns, "src", 1)
-	id := src.clusterID(t)
-	require.NoError(t, framework.Env.Client.Create(context.Background(), adopter(ns, src.endpoints(t))))
-	c := framework.WaitFor(t, ns, "demo", 4*time.Minute, "demo-0 a voter", func(c *v1alpha1.EtcdCluster) bool {
-		return slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Name == "demo-0" && m.Role == v1alpha1.RoleVoter })
-	})
+	ns, src, id := withSource(t, 1)
+	c := firstJoined(t, ns, src)
 	require.NoError(t, framework.Env.Client.Delete(context.Background(), c))
 	require.Eventually(t, func() bool {
 		err := framework.Env.Client.Get(context.Background(), client.ObjectKeyFromObject(c), &v1alpha1.EtcdCluster{})
@@ -119,6 +101,25 @@ func TestAdoptionRolledBackOnDeletion(t *testing.T) {
 	}, 3*time.Minute, time.Second, "the EtcdCluster gone")
 	require.Equal(t, []string{"src-0"}, memberNames(t, src.endpoints(t)))
 	require.Equal(t, id, src.clusterID(t))
+}
+
+// withSource starts the operator and a source of n members in a namespace of the test's
+// own, and returns the source's etcd cluster ID.
+func withSource(t *testing.T, n int) (string, source, string) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	src := startSource(t, ns, "src", n)
+	return ns, src, src.clusterID(t)
+}
+
+// firstJoined creates the EtcdCluster that adopts src and waits for its first member to be a
+// voter.
+func firstJoined(t *testing.T, ns string, src source) *v1alpha1.EtcdCluster {
+	require.NoError(t, framework.Env.Client.Create(context.Background(), adopter(ns, src.endpoints(t))))
+	return framework.WaitFor(t, ns, "demo", 4*time.Minute, "demo-0 a voter", func(c *v1alpha1.EtcdCluster) bool {
+		return slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Name == "demo-0" && m.Role == v1alpha1.RoleVoter })
+	})
 }
 
 // adopter is an EtcdCluster of three that adopts the cluster at eps.
