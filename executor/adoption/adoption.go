@@ -65,9 +65,9 @@ func Endpoints(c *v1alpha1.EtcdCluster) map[string]string {
 }
 
 // TLS is the configuration to dial the cluster's members and the source's with: own (the
-// operator's, nil for plain text), with the source's CA added to the roots and its client
-// certificate to the ones offered (Go offers the one whose issuer the member asks for).
-// version changes with the Secret.
+// operator's, nil for plain text), with the source's CA trusted for the source's members
+// (verify) and its client certificate added to the ones offered (Go offers the one whose
+// issuer the member asks for). version changes with the Secret.
 func TLS(ctx context.Context, kube client.Reader, c *v1alpha1.EtcdCluster, own *tls.Config) (cfg *tls.Config, version string, err error) {
 	j := Spec(c)
 	if j == nil || j.TLSSecretName == "" {
@@ -81,14 +81,11 @@ func TLS(ctx context.Context, kube client.Reader, c *v1alpha1.EtcdCluster, own *
 	if own != nil {
 		cfg = own.Clone()
 	}
-	roots := x509.NewCertPool()
-	if cfg.RootCAs != nil {
-		roots = cfg.RootCAs.Clone()
-	}
-	if !roots.AppendCertsFromPEM(sec.Data["ca.crt"]) {
+	source := x509.NewCertPool()
+	if !source.AppendCertsFromPEM(sec.Data["ca.crt"]) {
 		return nil, "", fmt.Errorf("spec.bootstrap.join.tlsSecretName %s: key ca.crt holds no PEM certificate", j.TLSSecretName)
 	}
-	cfg.RootCAs = roots
+	cfg.InsecureSkipVerify, cfg.VerifyConnection = true, verify(source, own) // verify checks every chain
 	if len(sec.Data["tls.crt"]) > 0 {
 		cert, err := tls.X509KeyPair(sec.Data["tls.crt"], sec.Data["tls.key"])
 		if err != nil {
@@ -99,10 +96,36 @@ func TLS(ctx context.Context, kube client.Reader, c *v1alpha1.EtcdCluster, own *
 	return cfg, sec.ResourceVersion, nil
 }
 
-// FirstLook records the source's members from its first answer (view, read through spec's
-// endpoints: none of the cluster's own members joined yet) in c's status, and reads the
+// verify accepts a server certificate of the source's CA, whatever names it holds (every
+// answer is checked for the cluster's ID besides), and one of the cluster's own CA for the
+// name the operator checks its members' against: the one connection dials both, under one
+// server name.
+func verify(source *x509.CertPool, own *tls.Config) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("the server presented no certificate")
+		}
+		leaf, inter := cs.PeerCertificates[0], x509.NewCertPool()
+		for _, c := range cs.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: source, Intermediates: inter})
+		if err == nil || own == nil {
+			return err
+		}
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: own.RootCAs, Intermediates: inter, DNSName: own.ServerName})
+		return err
+	}
+}
+
+// FirstLook records the source's members from its first answer read through a quorum
+// (view, read through spec's endpoints: none of the cluster's own members joined yet) in c's
+// status, and reads the
 // view again with each member reached under its name, beside the members at own.
 func FirstLook(ctx context.Context, cli etcd.Cluster, c *v1alpha1.EtcdCluster, own map[string]string, view *planner.EtcdView, cfg *tls.Config) (*planner.EtcdView, error) {
+	if !view.Linearizable { // one member's own view may miss members: all are recorded, or none
+		return nil, errors.New("the source's member list could not be read through a quorum")
+	}
 	record(c, view, membersAt(ctx, Spec(c).Endpoints, cfg))
 	endpoints := Endpoints(c)
 	maps.Copy(endpoints, own)

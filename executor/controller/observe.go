@@ -166,6 +166,7 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		cli.SetCluster(view.ClusterID, endpoints)
 	}
 	if view, err = r.observeSource(ctx, c, o, view, own, dialTLS.Operator); err != nil {
+		o.Join = joinFailed(o.Join, err)
 		return o, nil
 	}
 	if view.Linearizable {

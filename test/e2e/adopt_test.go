@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/pki"
 	"github.com/etcdplan/etcdplan/test/framework"
 )
 
@@ -29,7 +32,7 @@ import (
 // acknowledged write, the last source member leaves only once approved, and then the
 // member list holds the cluster's own members alone.
 func TestAdoptRunningCluster(t *testing.T) {
-	ns, src, id := withSource(t, 3)
+	ns, src, id := withSource(t, 3, false)
 	w := startWriterOn(t, ns, "demo", id, func() []string { return append(src.endpoints(t), framework.Endpoints(t, ns, "demo")...) }, nil)
 	w.waitAcked()
 
@@ -43,30 +46,61 @@ func TestAdoptRunningCluster(t *testing.T) {
 	require.Equal(t, plan.WhySourceLast, preview.Steps[12].Why)
 
 	require.NoError(t, framework.Env.Client.Create(context.Background(), adopter(ns, src.endpoints(t))))
-	c := framework.WaitFor(t, ns, "demo", 6*time.Minute, "the last source member's removal awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
-		p := c.Status.Plan
-		return p != nil && p.Phase == v1alpha1.PlanAwaitingApproval && int(p.Current) < len(p.Steps) && p.Steps[p.Current].Why == plan.WhySourceLast
-	})
+	c := awaitLastSource(t, ns)
 	require.Equal(t, id, c.Status.ClusterID, "the cluster keeps the source's ID")
 	require.Contains(t, framework.Condition(c, "Reconciling").Message, "removes the last source member")
-	members := memberNames(t, src.endpoints(t))
+	members := memberNames(t, src.endpoints(t), src.tls)
 	require.Len(t, members, 4, "three of the cluster's, and the last source member: %v", members)
 
 	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
-	c = framework.WaitFor(t, ns, "demo", 3*time.Minute, "the adoption done", func(c *v1alpha1.EtcdCluster) bool {
-		return framework.Ready(c) && c.Status.Join != nil && c.Status.Join.Phase == v1alpha1.JoinAdopted && c.Status.Plan == nil
-	})
+	c = awaitAdopted(t, ns)
 	require.Equal(t, id, c.Status.ClusterID)
 	w.stopAndVerify()
-	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, memberNames(t, framework.Endpoints(t, ns, "demo")))
+	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, memberNames(t, framework.EndpointsAs(t, ns, "demo", c.Spec.TLS != nil), framework.ClientTLS(t, ns, "demo")))
 	framework.RequireHistory(t, c, "AddLearner")
+}
+
+// A running cluster that serves clients over mutual TLS of its own CA is adopted by an
+// EtcdCluster whose clients talk TLS of the cluster's own CA: the operator reaches both, with
+// the source's client certificate beside its own. Every write the source acknowledged is
+// then served by the cluster's own members, under the source's ID.
+func TestAdoptClusterWithClientTLS(t *testing.T) {
+	ns, src, id := withSource(t, 3, true)
+	w := startWriterOn(t, ns, "demo", id, func() []string { return src.endpoints(t) }, src.tls)
+	w.waitAcked()
+
+	c := adopter(ns, src.endpoints(t))
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}}
+	c.Spec.Bootstrap.Join.TLSSecretName = "src-client"
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	c = awaitLastSource(t, ns)
+	require.Equal(t, id, c.Status.ClusterID)
+	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
+	awaitAdopted(t, ns)
+	w.stopAndVerify()
+	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, memberNames(t, framework.EndpointsAs(t, ns, "demo", true), framework.ClientTLS(t, ns, "demo")))
+}
+
+// awaitLastSource waits for the plan to hold the last source member's removal for approval.
+func awaitLastSource(t *testing.T, ns string) *v1alpha1.EtcdCluster {
+	return framework.WaitFor(t, ns, "demo", 6*time.Minute, "the last source member's removal awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+		p := c.Status.Plan
+		return p != nil && p.Phase == v1alpha1.PlanAwaitingApproval && int(p.Current) < len(p.Steps) && p.Steps[p.Current].Why == plan.WhySourceLast
+	})
+}
+
+// awaitAdopted waits for the adoption to be done and the cluster ready.
+func awaitAdopted(t *testing.T, ns string) *v1alpha1.EtcdCluster {
+	return framework.WaitFor(t, ns, "demo", 3*time.Minute, "the adoption done", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && c.Status.Join != nil && c.Status.Join.Phase == v1alpha1.JoinAdopted && c.Status.Plan == nil
+	})
 }
 
 // Removing spec.bootstrap.join once the first member joined, and before a source member
 // left, takes the cluster's member out of the source again: the source has its own members
 // alone, under its ID, with every write.
 func TestAdoptionRolledBack(t *testing.T) {
-	ns, src, id := withSource(t, 3)
+	ns, src, id := withSource(t, 3, false)
 	w := startWriterOn(t, ns, "demo", id, func() []string { return src.endpoints(t) }, nil)
 	w.waitAcked()
 
@@ -76,7 +110,7 @@ func TestAdoptionRolledBack(t *testing.T) {
 	framework.WaitFor(t, ns, "demo", 3*time.Minute, "the rollback done", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.Plan != nil && c.Status.Plan.Blocked != nil && c.Status.Plan.Blocked.Reason == plan.BlockAdoptionRolledBack
 	})
-	require.Equal(t, []string{"src-0", "src-1", "src-2"}, memberNames(t, src.endpoints(t)))
+	require.Equal(t, []string{"src-0", "src-1", "src-2"}, memberNames(t, src.endpoints(t), nil))
 	require.Empty(t, framework.MemberPods(t, ns, "demo"))
 	w.cancel()
 	<-w.done
@@ -92,24 +126,24 @@ func TestAdoptionRolledBack(t *testing.T) {
 // Deleting the EtcdCluster once its first member joined, before a source member left,
 // takes that member out of the source before the EtcdCluster goes.
 func TestAdoptionRolledBackOnDeletion(t *testing.T) {
-	ns, src, id := withSource(t, 1)
+	ns, src, id := withSource(t, 1, false)
 	c := firstJoined(t, ns, src)
 	require.NoError(t, framework.Env.Client.Delete(context.Background(), c))
 	require.Eventually(t, func() bool {
 		err := framework.Env.Client.Get(context.Background(), client.ObjectKeyFromObject(c), &v1alpha1.EtcdCluster{})
 		return apierrors.IsNotFound(err)
 	}, 3*time.Minute, time.Second, "the EtcdCluster gone")
-	require.Equal(t, []string{"src-0"}, memberNames(t, src.endpoints(t)))
+	require.Equal(t, []string{"src-0"}, memberNames(t, src.endpoints(t), nil))
 	require.Equal(t, id, src.clusterID(t))
 }
 
 // withSource starts the operator and a source of n members in a namespace of the test's
 // own, and returns the source's etcd cluster ID.
-func withSource(t *testing.T, n int) (string, source, string) {
+func withSource(t *testing.T, n int, secure bool) (string, source, string) {
 	t.Parallel()
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
-	src := startSource(t, ns, "src", n)
+	src := startSource(t, ns, "src", n, secure)
 	return ns, src, src.clusterID(t)
 }
 
@@ -129,14 +163,22 @@ func adopter(ns string, eps []string) *v1alpha1.EtcdCluster {
 	return c
 }
 
-// source is a cluster of plain Pods, named <name>-<i> under a headless Service <name>.
-type source struct{ ns, name string }
+// source is a cluster of plain Pods, named <name>-<i> under a headless Service <name>;
+// with tls, it serves clients over mutual TLS of a CA of its own (peers talk plain text).
+type source struct {
+	ns, name string
+	tls      *tls.Config
+}
 
 // startSource starts a cluster of n members as plain Pods that no operator manages, and
 // waits for each to be ready.
-func startSource(t *testing.T, ns, name string, n int) source {
+func startSource(t *testing.T, ns, name string, n int, secure bool) source {
 	t.Helper()
 	ctx := context.Background()
+	s := source{ns: ns, name: name}
+	if secure {
+		s.tls = sourceSecrets(t, ns, name)
+	}
 	svc := &corev1.Service{ObjectMeta: framework.MetaName(ns, name), Spec: corev1.ServiceSpec{
 		ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": name}, PublishNotReadyAddresses: true,
 		Ports: []corev1.ServicePort{{Name: "client", Port: 2379}, {Name: "peer", Port: 2380}}}}
@@ -148,16 +190,21 @@ func startSource(t *testing.T, ns, name string, n int) source {
 	}
 	for i := range n {
 		member := fmt.Sprintf("%s-%d", name, i)
-		require.NoError(t, framework.Env.Client.Create(ctx, sourcePod(ns, name, member, host(i), strings.Join(initial, ","))))
+		require.NoError(t, framework.Env.Client.Create(ctx, sourcePod(ns, name, member, host(i), strings.Join(initial, ","), secure)))
 	}
-	s := source{ns, name}
 	require.Eventually(t, func() bool { return len(s.endpoints(t)) == n }, 3*time.Minute, time.Second, "the source's Pods ready")
 	return s
 }
 
-func sourcePod(ns, app, member, host, initial string) *corev1.Pod {
+func sourcePod(ns, app, member, host, initial string, secure bool) *corev1.Pod {
 	uid := int64(65532)
-	return &corev1.Pod{
+	scheme, probe := "http", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(2379)}}
+	var extra []string
+	if secure { // clients present a certificate of the source's CA, so the probe only connects
+		scheme, probe = "https", corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(2379)}}
+		extra = []string{"--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key", "--trusted-ca-file=/tls/ca.crt", "--client-cert-auth"}
+	}
+	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: member, Labels: map[string]string{"app": app}},
 		Spec: corev1.PodSpec{
 			Hostname: member, Subdomain: app, TerminationGracePeriodSeconds: ptr.To(int64(5)),
@@ -165,20 +212,53 @@ func sourcePod(ns, app, member, host, initial string) *corev1.Pod {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name: "etcd", Image: "quay.io/coreos/etcd:v3.6.16",
-				Command: []string{"etcd", "--data-dir=/var/lib/etcd/data", "--name=" + member,
-					"--listen-client-urls=http://0.0.0.0:2379", "--advertise-client-urls=http://" + host + ":2379",
+				Command: append([]string{"etcd", "--data-dir=/var/lib/etcd/data", "--name=" + member,
+					"--listen-client-urls=" + scheme + "://0.0.0.0:2379", "--advertise-client-urls=" + scheme + "://" + host + ":2379",
 					"--listen-peer-urls=http://0.0.0.0:2380", "--initial-advertise-peer-urls=http://" + host + ":2380",
-					"--initial-cluster=" + initial, "--initial-cluster-state=new", "--initial-cluster-token=" + app},
+					"--initial-cluster=" + initial, "--initial-cluster-state=new", "--initial-cluster-token=" + app}, extra...),
 				Ports:        []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(2379)}},
-					PeriodSeconds: 2},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: probe, PeriodSeconds: 2},
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 			}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
+	if secure {
+		c := &p.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/tls", ReadOnly: true})
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: app + "-server"}}})
+	}
+	return p
+}
+
+// sourceSecrets makes the source's CA, its members' server certificate (Secret
+// <name>-server) and a client certificate for the operator (Secret <name>-client, as
+// spec.bootstrap.join.tlsSecretName names it), and returns a client's configuration.
+func sourceSecrets(t *testing.T, ns, name string) *tls.Config {
+	now := time.Now()
+	ca, err := pki.NewCA(name+" CA", now, 24*time.Hour)
+	require.NoError(t, err)
+	svc := name + "." + ns + ".svc"
+	var client pki.KeyPair
+	for secret, r := range map[string]pki.Request{
+		name + "-server": {CommonName: name, DNSNames: []string{svc, "*." + svc + ".cluster.local"}, Server: true, Client: true},
+		name + "-client": {CommonName: "adopter", Client: true},
+	} {
+		r.NotBefore, r.Validity = now, 12*time.Hour
+		leaf, err := pki.Issue(ca, r)
+		require.NoError(t, err)
+		if secret == name+"-client" {
+			client = leaf
+		}
+		require.NoError(t, framework.Env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: framework.MetaName(ns, secret),
+			Data: map[string][]byte{vocab.TLSCertKey: leaf.Cert, vocab.TLSKeyKey: leaf.Key, vocab.CACertKey: ca.Cert}}))
+	}
+	cfg, err := pki.ClientConfig(client, ca.Cert)
+	require.NoError(t, err)
+	cfg.ServerName = svc
+	return cfg
 }
 
 // endpoints are the client URLs of the source's ready Pods, by Pod IP.
@@ -188,7 +268,7 @@ func (s source) endpoints(t *testing.T) []string {
 	var out []string
 	for _, p := range pods.Items {
 		if framework.PodReady(&p) && p.Status.PodIP != "" {
-			out = append(out, "http://"+p.Status.PodIP+":2379")
+			out = append(out, vocab.Scheme(s.tls != nil)+"://"+p.Status.PodIP+":2379")
 		}
 	}
 	slices.Sort(out)
@@ -196,14 +276,14 @@ func (s source) endpoints(t *testing.T) []string {
 }
 
 func (s source) clusterID(t *testing.T) string {
-	resp, err := framework.EtcdClient(t, s.endpoints(t)).MemberList(context.Background())
+	resp, err := framework.EtcdClientTLS(t, s.endpoints(t), s.tls).MemberList(context.Background())
 	require.NoError(t, err)
 	return framework.MemberID(resp.Header.ClusterId)
 }
 
-// memberNames lists etcd's members through eps, by name.
-func memberNames(t *testing.T, eps []string) []string {
-	resp, err := framework.EtcdClient(t, eps).MemberList(context.Background())
+// memberNames lists etcd's members through eps, by name, dialed with cfg (nil: plain text).
+func memberNames(t *testing.T, eps []string, cfg *tls.Config) []string {
+	resp, err := framework.EtcdClientTLS(t, eps, cfg).MemberList(context.Background())
 	require.NoError(t, err)
 	var out []string
 	for _, m := range resp.Members {

@@ -1,0 +1,77 @@
+package adoption
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/pki"
+	"github.com/etcdplan/etcdplan/planner"
+)
+
+func server(t *testing.T, ca pki.KeyPair, name string) tls.ConnectionState {
+	leaf, err := pki.Issue(ca, pki.Request{CommonName: name, DNSNames: []string{name}, Server: true, NotBefore: time.Now(), Validity: time.Hour})
+	require.NoError(t, err)
+	certs, err := pki.Certificates(leaf.Cert)
+	require.NoError(t, err)
+	return tls.ConnectionState{PeerCertificates: certs}
+}
+
+// One connection reaches the source's members and the cluster's own: a certificate of the
+// source's CA passes whatever its names, one of the cluster's CA only for the name the
+// operator checks its members against, and one of any other CA never.
+func TestOneConnectionTrustsBothClusters(t *testing.T) {
+	now := time.Now()
+	src, err := pki.NewCA("source CA", now, time.Hour)
+	require.NoError(t, err)
+	own, err := pki.NewCA("cluster CA", now, time.Hour)
+	require.NoError(t, err)
+	other, err := pki.NewCA("other CA", now, time.Hour)
+	require.NoError(t, err)
+	srcPool, err := pki.Pool(src.Cert)
+	require.NoError(t, err)
+	ownPool, err := pki.Pool(own.Cert)
+	require.NoError(t, err)
+	check := verify(srcPool, &tls.Config{RootCAs: ownPool, ServerName: "demo-client.ns.svc"})
+
+	require.NoError(t, check(server(t, src, "old-0.elsewhere")))
+	require.NoError(t, check(server(t, own, "demo-client.ns.svc")))
+	require.Error(t, check(server(t, own, "another.ns.svc")))
+	require.Error(t, check(server(t, other, "demo-client.ns.svc")))
+	require.Error(t, verify(srcPool, nil)(server(t, own, "demo-client.ns.svc")))
+	require.Error(t, check(tls.ConnectionState{PeerCertificates: []*x509.Certificate{}}))
+}
+
+// Spec's endpoints are reached until the source's members are recorded, each then at the
+// endpoint it answered at; a member list through a quorum shows the adoption done once every
+// recorded source member is gone from it.
+func TestSourceEndpointsAndItsEnd(t *testing.T) {
+	c := &v1alpha1.EtcdCluster{}
+	c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.0.0.5:2379", "http://10.0.0.6:2379"}}}
+	require.Equal(t, map[string]string{"join-0": "http://10.0.0.5:2379", "join-1": "http://10.0.0.6:2379"}, Endpoints(c))
+
+	view := &planner.EtcdView{Linearizable: true, Members: []planner.EtcdMember{
+		{ID: "a1", Name: "old-0", ClientURLs: []string{"http://old-0.elsewhere:2379", "http://10.0.0.5:2379"}},
+		{ID: "a2", Name: "old-1", ClientURLs: []string{"http://old-1.elsewhere:2379"}},
+	}}
+	record(c, view, map[string]string{"a1": "http://10.0.0.5:2379"})
+	require.Equal(t, map[string]string{"old-0": "http://10.0.0.5:2379", "old-1": "http://old-1.elsewhere:2379"}, Endpoints(c))
+	require.True(t, Running(c))
+
+	require.Nil(t, Track(c, view))
+	require.False(t, c.Status.Join.SourceLeft)
+	view.Members = view.Members[1:]
+	require.Nil(t, Track(c, view))
+	require.True(t, c.Status.Join.SourceLeft)
+	view.Members = []planner.EtcdMember{{ID: "1", Name: "demo-0"}}
+	view.Linearizable = false
+	require.Nil(t, Track(c, view), "not on one member's own view")
+	view.Linearizable = true
+	require.Equal(t, []string{"old-0", "old-1"}, Track(c, view))
+	require.Equal(t, v1alpha1.JoinAdopted, c.Status.Join.Phase)
+	require.False(t, Running(c))
+}
