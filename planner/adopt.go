@@ -107,10 +107,10 @@ func adopt(m *model, d Desired) (plan.Step, bool) {
 	if len(sources) == 0 || len(voters) == 0 {
 		return plan.Step{}, false
 	}
-	victim := sources[0] // the leader last
 	if l := m.get(m.leader); l != nil && l.source {
-		return moveLeader(m.get(m.leader), voters, plan.WhyAdoptLeader, "leadership moves to %s before source members leave")
+		return handOver(l, voters[0], plan.WhyAdoptLeader, "leadership moves to %s before source members leave", voters[0].name), true
 	}
+	victim := sources[0] // the leader last
 	if len(sources) == 1 {
 		return step(plan.RemoveMember, victim, plan.PreQuorumWithout, plan.WhySourceLast,
 			"the last source member %s leaves: clients of the source's endpoints must have moved to the cluster's own Service first", victim.name), true
@@ -130,22 +130,10 @@ func rollBack(m *model) (plan.Step, bool) {
 	if len(voters) == 0 {
 		return plan.Step{}, false
 	}
-	if l := m.get(m.leader); l != nil && !l.source {
-		return moveLeader(l, m.sourceVoters(), plan.WhyAdoptRollback, "leadership moves back to the source's %s before the cluster's own members leave")
+	if l, to := m.get(m.leader), m.sourceVoters(); l != nil && !l.source && len(to) > 0 {
+		return handOver(l, to[0], plan.WhyAdoptRollback, "leadership moves back to the source's %s before the cluster's own members leave", to[0].name), true
 	}
 	return step(plan.RemoveMember, voters[len(voters)-1], plan.PreQuorumWithout, plan.WhyAdoptRollback, reason, voters[len(voters)-1].name), true
-}
-
-// moveLeader hands leadership from the leader to the first of targets; reason takes the
-// target's name.
-func moveLeader(leader *member, targets []*member, why plan.Why, reason string) (plan.Step, bool) {
-	if leader == nil || len(targets) == 0 {
-		return plan.Step{}, false
-	}
-	to := targets[0]
-	s := step(plan.TransferLeadership, leader, plan.PreMemberHealthy, why, reason, to.name)
-	s.Target, s.TargetID, s.Precondition.Member = to.name, to.id, to.name
-	return s, true
 }
 
 // refuseJoin blocks an adoption that cannot start: the source does not answer, or is not

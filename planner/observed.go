@@ -75,14 +75,15 @@ type Observed struct {
 }
 
 // Join is an adoption of a running cluster: the source's members, which the operator does
-// not run, join by nothing and leave one at a time while its own members join.
+// not run, leave one at a time while its own members join.
 type Join struct {
 	// Source are the source's members by ID, as its member list first showed them.
 	Source []RecordedMember `json:"source,omitempty"`
 	// SourceLeft: a source member left; the adoption cannot be rolled back any more.
 	SourceLeft bool `json:"sourceLeft,omitempty"`
-	// Problems are what the executor's preflight found that the source cannot be adopted
-	// for (its peers unreachable, TLS the operator cannot speak with it, ...).
+	// Problems are what the executor found that the source cannot be adopted for (it does
+	// not answer, its member list cannot be read through a quorum, its client URLs' scheme
+	// is not the cluster's own).
 	Problems []string `json:"problems,omitempty"`
 }
 

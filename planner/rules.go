@@ -391,9 +391,14 @@ func transferFrom(m *model, mm *member, why plan.Why, reason string, args ...any
 	if target == nil {
 		return plan.Step{}, false // a single voter has nobody to hand over to
 	}
+	return handOver(mm, target, why, reason, args...), true
+}
+
+// handOver is the step that moves leadership from mm to target once target is healthy.
+func handOver(mm, target *member, why plan.Why, reason string, args ...any) plan.Step {
 	s := step(plan.TransferLeadership, mm, plan.PreMemberHealthy, why, reason, args...)
 	s.Target, s.TargetID, s.Precondition.Member = target.name, target.id, target.name
-	return s, true
+	return s
 }
 
 // leaderLast returns the members in ordinal order with the leader moved to the end.
