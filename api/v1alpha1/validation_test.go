@@ -150,6 +150,15 @@ func TestAdmission(t *testing.T) {
 		{"automatic recovery without accepting data loss", "set autoApproveDataLoss: true to accept that", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic}
 		}},
+		{"a restore and an adoption", "bootstrap takes one of restore and join", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "b"}, Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.0.0.5:2379"}}}
+		}},
+		{"an adoption with no endpoint", "spec.bootstrap.join.endpoints", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{}}
+		}},
+		{"an adoption of an endpoint that is no URL", "spec.bootstrap.join.endpoints[0]", func(e *v1alpha1.EtcdCluster) {
+			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"10.0.0.5:2379"}}}
+		}},
 		{"restore from two sources", "exactly one of backupName or source", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "b",
 				Source: &v1alpha1.SnapshotSource{Key: "k", BackupDestination: v1alpha1.BackupDestination{PVC: &v1alpha1.PVCDestination{ClaimName: "p"}}}}}
@@ -200,6 +209,22 @@ func TestAdmission(t *testing.T) {
 		require.Contains(t, err.Error(), "cannot change to or from Provided while auth.enabled")
 		e.Spec.Auth.Enabled = false
 		require.NoError(t, c.Update(ctx, e), "with auth switched off in the same change: it goes off first")
+	})
+
+	t.Run("an adoption is asked at creation only, and may be taken back", func(t *testing.T) {
+		e := valid("adopts")
+		require.NoError(t, c.Create(ctx, e))
+		e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.0.0.5:2379"}}}
+		err := c.Update(ctx, e)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "bootstrap.join is set only when the cluster is created")
+		e = valid("adopts-at-creation")
+		e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"https://10.0.0.5:2379"}, TLSSecretName: "src"}}
+		require.NoError(t, c.Create(ctx, e))
+		e.Spec.Bootstrap.Join.Endpoints = append(e.Spec.Bootstrap.Join.Endpoints, "https://10.0.0.6:2379")
+		require.NoError(t, c.Update(ctx, e), "its endpoints may change")
+		e.Spec.Bootstrap = nil
+		require.NoError(t, c.Update(ctx, e), "taken back: a rollback")
 	})
 
 	t.Run("storage grows and moves", func(t *testing.T) {
