@@ -95,6 +95,10 @@ func adopt(m *model, d Desired) (plan.Step, bool) {
 	if len(learners) > 0 {
 		return plan.Step{}, false // finishMembershipChange starts and promotes it
 	}
+	if m.auth != nil && *m.auth && !m.join.UsersMade {
+		return plan.Step{Action: plan.EnableAuth, Precondition: plan.Precondition{Kind: plan.PreNone}, Why: plan.WhyAuthAdopted,
+			Reason: "the source has authentication on: the operator's users (its client certificates' common names) get the root role in it before any member joins"}, true
+	}
 	if l := m.sourceLearner(); l != nil {
 		return step(plan.RemoveMember, l, plan.PreNone, plan.WhySourceLeaves, "source learner %s leaves: a learner holds no vote, and no data the voters lack", l.name), true
 	}
@@ -172,7 +176,7 @@ func (j *Join) problems() []string {
 // sourceProblems is the preflight of the source's own view: every member started, a
 // voter, healthy, on spec.version's minor (3.5 from 3.5.26: earlier ones can let the v2
 // and v3 membership drift apart on exactly the adds and removes an adoption makes), with
-// plain-text peers, no alarm and no authentication.
+// plain-text peers, no alarm, and authentication only when the spec keeps it.
 func sourceProblems(d Desired, v *EtcdView) []string {
 	var out []string
 	want, _ := ParseVersion(d.Version)
@@ -199,8 +203,9 @@ func sourceProblems(d Desired, v *EtcdView) []string {
 	for _, a := range v.Alarms {
 		out = append(out, fmt.Sprintf("alarm %s is raised on member %s: disarm it first", a.Type, a.MemberID))
 	}
-	if v.Auth != nil && *v.Auth {
-		out = append(out, "the source has authentication on: adopting such a source is not supported yet; switch it off (etcdctl auth disable), adopt, then set spec.auth.enabled")
+	if v.Auth != nil && *v.Auth && !d.Auth {
+		out = append(out, "the source has authentication on, and spec.auth.enabled is not set: the cluster keeps it on; set spec.auth.enabled, and "+
+			"spec.bootstrap.join.credentialsSecretName to a Secret with the username and password of a source user with the root role")
 	}
 	return out
 }

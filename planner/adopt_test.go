@@ -126,6 +126,18 @@ func TestAdoptionPreflight(t *testing.T) {
 			require.Contains(t, p.Blocked.Message, tc.want)
 		})
 	}
+	t.Run("authentication kept", func(t *testing.T) {
+		c := adoption(3)
+		c.Auth, c.ClientTLS = true, true
+		w := adoptedWorld(c, 3)
+		w.auth = true
+		p := Plan(c, w.observe())
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"EnableAuth ", "AddLearner demo-0"}, summary(p)[:2], "the operator's users first")
+		require.Equal(t, plan.WhyAuthAdopted, p.Steps[0].Why)
+		converge(t, c, w)
+		require.True(t, w.join.UsersMade)
+	})
 	t.Run("no source answers", func(t *testing.T) {
 		c := adoption(3)
 		p := Plan(c, Observed{FormatVersion: ObservedFormatVersion, Join: &Join{Problems: []string{"dial tcp: connection refused"}}})

@@ -155,6 +155,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 	}
 	if w.clusterID != "" && r.flag(6) {
 		adopting(r, &c, w)
+		w.join.UsersMade = w.auth && r.flag(2)
 	}
 	if w.memory && r.flag(2) { // a survivor in memory can be snapshotted, and restored from
 		w.snapshotTo, w.snapshotRev = "s3://fuzz/", int64(1+r.n(3))*20

@@ -531,6 +531,11 @@ func (m *model) apply(s plan.Step, desired Desired) {
 	case plan.EnableAuth, plan.DisableAuth:
 		on := s.Action == plan.EnableAuth
 		m.auth = &on
+		if s.Why == plan.WhyAuthAdopted {
+			j := *m.join
+			j.UsersMade = true
+			m.join = &j
+		}
 	case plan.UpdateUsers:
 		m.users = desired.Users
 	}

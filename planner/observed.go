@@ -81,6 +81,8 @@ type Join struct {
 	Source []RecordedMember `json:"source,omitempty"`
 	// SourceLeft: a source member left; the adoption cannot be rolled back any more.
 	SourceLeft bool `json:"sourceLeft,omitempty"`
+	// UsersMade: the operator's users were made in a source whose authentication is on.
+	UsersMade bool `json:"usersMade,omitempty"`
 	// Problems are what the executor found that the source cannot be adopted for (it does
 	// not answer, its member list cannot be read through a quorum, its client URLs' scheme
 	// is not the cluster's own).

@@ -627,6 +627,12 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 				return false, fmt.Errorf("EnableAuth while %s serves clients %q: a client without a certificate has no user", m.name, m.listen.Client)
 			}
 		}
+		if s.Why == plan.WhyAuthAdopted {
+			if !w.auth || w.join == nil {
+				return false, fmt.Errorf("EnableAuth %s without an adopted source whose auth is on", s.Why)
+			}
+			w.join.UsersMade = true
+		}
 		w.auth = true
 	case plan.DisableAuth:
 		w.auth = false

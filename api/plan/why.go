@@ -211,6 +211,9 @@ const (
 	// WhySourceLast: the last source member leaves; the plan waits for approval first,
 	// since clients of the source's endpoints must have moved to the cluster's own.
 	WhySourceLast Why = "SourceLast"
+	// WhyAuthAdopted: the source has authentication on; the operator's users (its client
+	// certificates' common names) get the root role in it before any member joins.
+	WhyAuthAdopted Why = "AuthAdopted"
 	// WhyAdoptRollback: spec.bootstrap.join was removed before a source member left; the
 	// operator's members leave the source again (leadership moves back to it first).
 	WhyAdoptRollback Why = "AdoptRollback"
@@ -231,5 +234,5 @@ var Whys = []Why{
 	WhyTLSOff, WhyPlainBeside, WhyPeerURLToPlain, WhyTLSGone,
 	WhyCANew, WhyTrustBoth, WhyCAIssues, WhyCARotated, WhySourceServed, WhyCARetired, WhyTrustNew, WhyCADropped, WhyTrustChanged,
 	WhyAuthOn, WhyAuthAtCreation, WhyAuthOff, WhyUsersChanged,
-	WhyAdoptJoin, WhyAdoptLeader, WhySourceLeaves, WhySourceLast, WhyAdoptRollback,
+	WhyAdoptJoin, WhyAdoptLeader, WhySourceLeaves, WhySourceLast, WhyAuthAdopted, WhyAdoptRollback,
 }

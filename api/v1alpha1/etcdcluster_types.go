@@ -477,6 +477,10 @@ type JoinStatus struct {
 	// from then on.
 	// +optional
 	SourceLeft bool `json:"sourceLeft,omitempty"`
+	// UsersMade: the source has authentication on, and the operator's users (its client
+	// certificates' common names) were made in it with the root role.
+	// +optional
+	UsersMade bool `json:"usersMade,omitempty"`
 }
 
 // SourceMember is a member of an adopted cluster that the operator does not run.

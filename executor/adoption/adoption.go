@@ -209,3 +209,36 @@ func Problems(c *v1alpha1.EtcdCluster) []string {
 	}
 	return nil
 }
+
+// Credentials are the username and password spec.bootstrap.join.credentialsSecretName
+// holds: a source user with the root role.
+func Credentials(ctx context.Context, kube client.Reader, c *v1alpha1.EtcdCluster) (user, password string, err error) {
+	j := Spec(c)
+	if j == nil || j.CredentialsSecretName == "" {
+		return "", "", errors.New("the source has authentication on: set spec.bootstrap.join.credentialsSecretName to a Secret with the username and password of a source user with the root role")
+	}
+	sec := &corev1.Secret{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: j.CredentialsSecretName}, sec); err != nil {
+		return "", "", fmt.Errorf("spec.bootstrap.join.credentialsSecretName %s: %w", j.CredentialsSecretName, err)
+	}
+	user, password = string(sec.Data["username"]), string(sec.Data["password"])
+	if user == "" || password == "" {
+		return "", "", fmt.Errorf("spec.bootstrap.join.credentialsSecretName %s: keys username and password are needed", j.CredentialsSecretName)
+	}
+	return user, password, nil
+}
+
+// Users are the common names of the client certificates cfg offers: the operator's etcd
+// users in a cluster whose auth is on, whichever member its certificate reaches.
+func Users(cfg *tls.Config) []string {
+	var out []string
+	for _, c := range cfg.Certificates {
+		if len(c.Certificate) == 0 {
+			continue
+		}
+		if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil && !slices.Contains(out, leaf.Subject.CommonName) {
+			out = append(out, leaf.Subject.CommonName)
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -44,6 +45,32 @@ func (r *Reconciler) observeSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 		o.Join.Problems = adoption.Problems(c)
 	}
 	return view, nil
+}
+
+// adoptUsers makes the operator's users (its client certificates' common names, its own
+// and the one it reaches the source with) in a source whose auth is on, as the source user
+// spec.bootstrap.join's credentials name.
+func (r *Reconciler) adoptUsers(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
+	if o.etcd == nil {
+		return errors.New("no member answers")
+	}
+	user, password, err := adoption.Credentials(ctx, r.APIReader, c)
+	if err != nil {
+		return err
+	}
+	cfg, _, err := adoption.TLS(ctx, r.APIReader, c, o.tls.Operator)
+	if err != nil {
+		return err
+	}
+	if cfg == nil || len(adoption.Users(cfg)) == 0 {
+		return errors.New("the operator reaches the source without a client certificate, whose common name would be its etcd user")
+	}
+	if err := o.etcd.AdoptUsers(ctx, adoption.Users(cfg), user, password); err != nil {
+		return err
+	}
+	c.Status.Join.UsersMade = true
+	switched(c, true)
+	return nil
 }
 
 // joinFailed adds why the source could not be read to what the preflight found.

@@ -97,6 +97,9 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		}
 		return r.certs().Rotate(ctx, o.inUse, s.Why, r.now())
 	case plan.EnableAuth:
+		if s.Why == plan.WhyAuthAdopted {
+			return r.adoptUsers(ctx, c, o)
+		}
 		return r.enableAuth(ctx, c, o)
 	case plan.UpdateUsers:
 		return r.updateUsers(ctx, c, o)

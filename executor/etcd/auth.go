@@ -121,7 +121,7 @@ func (c *Client) breakGlassDisable(ctx context.Context, password string) error {
 	c.mu.Unlock()
 	var errs []error
 	for _, ep := range eps {
-		err := asRoot(ctx, ep, c.tls, password, func(ctx context.Context, cli *clientv3.Client) error {
+		err := asUser(ctx, ep, c.tls, root, password, func(ctx context.Context, cli *clientv3.Client) error {
 			_, err := cli.AuthDisable(ctx)
 			return err
 		})
@@ -133,12 +133,12 @@ func (c *Client) breakGlassDisable(ctx context.Context, password string) error {
 	return errors.Join(errs...)
 }
 
-// asRoot calls f with a client of the one endpoint, authenticated as root by password (a
+// asUser calls f with a client of the one endpoint, authenticated as user by password (a
 // token wins over the client certificate, which TLS still asks for).
-func asRoot(ctx context.Context, ep string, tlsCfg *tls.Config, password string, f func(context.Context, *clientv3.Client) error) error {
+func asUser(ctx context.Context, ep string, tlsCfg *tls.Config, user, password string, f func(context.Context, *clientv3.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	cli, err := dialOne(ep, tlsCfg, password)
+	cli, err := dialOne(ep, tlsCfg, user, password)
 	if err != nil {
 		return err
 	}
@@ -146,11 +146,11 @@ func asRoot(ctx context.Context, ep string, tlsCfg *tls.Config, password string,
 	return f(ctx, cli)
 }
 
-// dialOne connects to the one endpoint, as root by password when one is given.
-func dialOne(ep string, tlsCfg *tls.Config, rootPassword string) (*clientv3.Client, error) {
+// dialOne connects to the one endpoint, as user by password when one is given.
+func dialOne(ep string, tlsCfg *tls.Config, user, password string) (*clientv3.Client, error) {
 	cfg := clientv3.Config{Endpoints: []string{ep}, TLS: tlsCfg, DialTimeout: 2 * time.Second, DialOptions: ServerName(tlsCfg), Logger: zap.NewNop()}
-	if rootPassword != "" {
-		cfg.Username, cfg.Password = root, rootPassword
+	if password != "" {
+		cfg.Username, cfg.Password = user, password
 	}
 	return clientv3.New(cfg)
 }
@@ -174,7 +174,42 @@ func (c *Client) AuthEnabled(ctx context.Context) (bool, error) {
 		}
 		return err
 	})
+	if AuthRefused(err) { // only auth that is on refuses anyone
+		return true, nil
+	}
 	return on, err
+}
+
+// AdoptUsers makes users (no password) with the root role in a cluster whose auth is on,
+// as the user given by password, through the first member that takes it: the operator's
+// users, by its client certificates' common names, in a cluster it adopts. Then it asks,
+// under its certificate, for etcd's user list, which only a root user may read: a member
+// that does not map certificates to users refuses it, and the step fails saying so.
+func (c *Client) AdoptUsers(ctx context.Context, users []string, as, password string) error {
+	c.mu.Lock()
+	eps := urls(c.endpoints)
+	c.mu.Unlock()
+	var errs []error
+	for _, ep := range eps {
+		err := asUser(ctx, ep, c.tls, as, password, func(ctx context.Context, cli *clientv3.Client) error {
+			for _, u := range users {
+				if err := addUser(ctx, cli, u, ""); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+				if _, err := cli.UserList(ctx); err != nil {
+					return fmt.Errorf("the operator's certificate is no etcd user of the cluster (its members need --client-cert-auth): %w", err)
+				}
+				return nil
+			})
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+	}
+	return fmt.Errorf("making the operator's users as %s: %w", as, errors.Join(errs...))
 }
 
 // AuthRefused: etcd refused the caller's identity or its permissions. etcd 3.5 returns

@@ -76,6 +76,9 @@ type Cluster interface {
 	SyncUsers(ctx context.Context, users []User, gone []string) error
 	// AuthEnabled reports whether etcd's authentication is on.
 	AuthEnabled(ctx context.Context) (bool, error)
+	// AdoptUsers makes users with the root role in a cluster whose auth is on, as the user
+	// given by password (see Client.AdoptUsers).
+	AdoptUsers(ctx context.Context, users []string, as, password string) error
 	// SetCluster points the connection at the members' current endpoints (name -> URL), and
 	// sets the cluster ID every answer must carry ("" until the cluster first answered).
 	SetCluster(clusterID string, endpoints map[string]string)

@@ -100,7 +100,7 @@ func (c *Client) Contents(ctx context.Context, name string, id uint64, rev int64
 // etcd's users and auth flag with it, and the scratch etcd serves plain text, where no
 // certificate names a user. etcd with auth off takes the password and ignores it.
 func ContentsAt(ctx context.Context, url string, rev int64, rootPassword string) (Contents, error) {
-	cli, err := dialOne(url, nil, rootPassword)
+	cli, err := dialOne(url, nil, root, rootPassword)
 	if err != nil {
 		return Contents{}, err
 	}

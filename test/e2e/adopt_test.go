@@ -81,6 +81,61 @@ func TestAdoptClusterWithClientTLS(t *testing.T) {
 	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, memberNames(t, framework.EndpointsAs(t, ns, "demo", true), framework.ClientTLS(t, ns, "demo")))
 }
 
+// A running cluster with authentication on (clients by their certificates' common names, and
+// root by password) is adopted with auth kept on: the operator makes its users in it as root
+// first. Every write the source acknowledged is then served by the cluster's own members.
+func TestAdoptClusterWithAuth(t *testing.T) {
+	ns, src, id := withSource(t, 3, true)
+	cli := framework.EtcdClientTLS(t, src.endpoints(t), src.tls)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := cli.UserAdd(ctx, "root", "root-password")
+	require.NoError(t, err)
+	_, err = cli.UserGrantRole(ctx, "root", "root")
+	require.NoError(t, err)
+	_, err = cli.UserAddWithOptions(ctx, "adopter", "", &clientv3.UserAddOptions{NoPassword: true}) // the test's own certificate
+	require.NoError(t, err)
+	_, err = cli.UserGrantRole(ctx, "adopter", "root")
+	require.NoError(t, err)
+	_, err = cli.AuthEnable(ctx)
+	require.NoError(t, err)
+	require.NoError(t, framework.Env.Client.Create(ctx, &corev1.Secret{ObjectMeta: framework.MetaName(ns, "src-root"),
+		Data: map[string][]byte{"username": []byte("root"), "password": []byte("root-password")}}))
+	w := startWriterOn(t, ns, "demo", id, func() []string { return src.endpoints(t) }, src.tls)
+	w.waitAcked()
+
+	c := adopter(ns, src.endpoints(t))
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}}
+	c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, RootPasswordSecret: "src-root"}
+	c.Spec.Bootstrap.Join.TLSSecretName, c.Spec.Bootstrap.Join.CredentialsSecretName = "src-client", "src-root"
+	require.NoError(t, framework.Env.Client.Create(ctx, c))
+	c = awaitLastSource(t, ns)
+	require.True(t, c.Status.Join.UsersMade)
+	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
+	c = awaitAdopted(t, ns)
+	require.True(t, c.Status.Auth.Enabled)
+	acked := w.stop()
+	require.NotEmpty(t, acked)
+
+	cfg := framework.EtcdConfig(framework.EndpointsAs(t, ns, "demo", true), framework.ClientTLS(t, ns, "demo"))
+	cfg.Username, cfg.Password = "root", "root-password"
+	root, err := clientv3.New(cfg)
+	require.NoError(t, err)
+	defer root.Close()
+	resp, err := root.Get(ctx, "/writer/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.NoError(t, framework.SameCluster(resp.Header, id))
+	have := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		have[string(kv.Key)] = true
+	}
+	for k := range acked {
+		require.True(t, have[k], "acknowledged write %s is lost", k)
+	}
+	_, err = framework.ClusterClient(t, ns, "demo").Get(ctx, "/writer/000000")
+	require.Error(t, err, "a certificate of no etcd user is refused: auth stays on")
+}
+
 // awaitLastSource waits for the plan to hold the last source member's removal for approval.
 func awaitLastSource(t *testing.T, ns string) *v1alpha1.EtcdCluster {
 	return framework.WaitFor(t, ns, "demo", 6*time.Minute, "the last source member's removal awaiting approval", func(c *v1alpha1.EtcdCluster) bool {

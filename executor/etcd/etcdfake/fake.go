@@ -217,6 +217,12 @@ func (c *Cluster) SyncUsers(_ context.Context, users []etcd.User, gone []string)
 }
 
 // DisableAuth switches auth off in the view.
+func (c *Cluster) AdoptUsers(_ context.Context, users []string, as, _ string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.call("AdoptUsers %s as %s", strings.Join(users, ","), as)
+}
+
 func (c *Cluster) DisableAuth(context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
