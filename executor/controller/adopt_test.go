@@ -5,10 +5,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -16,6 +19,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/executor/internal/kubetest"
+	"github.com/etcdplan/etcdplan/executor/pki"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -102,4 +106,39 @@ func TestDeletedAdoptionRollsBackFirst(t *testing.T) {
 		f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "demo"}}) //nolint:errcheck
 	}
 	t.Fatalf("the EtcdCluster is still there: %+v", c.Status.Plan)
+}
+
+// A source with authentication on gets the operator's users first, as the source user the
+// join's credentials name: the common names of both certificates the operator offers (its
+// own, and the source's client certificate). Auth stays on.
+func TestAdoptedAuthMakesTheOperatorsUsersFirst(t *testing.T) {
+	f := newFixture(t, 0, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Replicas, c.Status.ClusterID, c.Status.NextOrdinal = 3, "", 0
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}}
+		c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, RootPasswordSecret: "src-root"}
+		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"https://127.0.0.1:1"},
+			TLSSecretName: "src-client", CredentialsSecretName: "src-root"}}
+	})
+	ca, err := pki.NewCA("source CA", f.now, time.Hour)
+	require.NoError(t, err)
+	leaf, err := pki.Issue(ca, pki.Request{CommonName: "adopter", Client: true, NotBefore: f.now, Validity: time.Hour})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, f.kube.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "src-client"},
+		Data: map[string][]byte{"ca.crt": ca.Cert, "tls.crt": leaf.Cert, "tls.key": leaf.Key}}))
+	require.NoError(t, f.kube.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "src-root"},
+		Data: map[string][]byte{"username": []byte("root"), "password": []byte("pw")}}))
+	on := true
+	f.etcd.SetView(&planner.EtcdView{ClusterID: "c9", Linearizable: true, LeaderID: "a1", Auth: &on,
+		Members: []planner.EtcdMember{sourceMember("a1", "old-0"), sourceMember("a2", "old-1"), sourceMember("a3", "old-2")}})
+
+	c, _ := f.reconcile()
+	require.Equal(t, plan.WhyAuthAdopted, c.Status.Plan.Steps[0].Why, "%+v", c.Status.Plan)
+	c, _ = f.reconcile()
+	require.Contains(t, f.etcd.Calls(), "AdoptUsers etcdplan-operator,adopter as root")
+	require.True(t, c.Status.Join.UsersMade)
+	require.True(t, c.Status.Auth.Enabled)
+	calls := f.etcd.Calls()
+	require.Less(t, slices.Index(calls, "AdoptUsers etcdplan-operator,adopter as root"),
+		slices.IndexFunc(calls, func(call string) bool { return strings.HasPrefix(call, "AddLearner") }), "the users before any member joins: %v", calls)
 }
