@@ -117,6 +117,8 @@ func TestAdoptClusterWithAuth(t *testing.T) {
 	acked := w.stop()
 	require.NotEmpty(t, acked)
 
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	cfg := framework.EtcdConfig(framework.EndpointsAs(t, ns, "demo", true), framework.ClientTLS(t, ns, "demo"))
 	cfg.Username, cfg.Password = "root", "root-password"
 	root, err := clientv3.New(cfg)
