@@ -113,18 +113,24 @@ func (c *Client) authOnAtEveryVoter(ctx context.Context) error {
 }
 
 // breakGlassDisable switches auth off as root, by password, through the first member that
-// takes it: a learner serves no Authenticate, and with the operator refused no status tells
-// which members are voters.
+// takes it.
 func (c *Client) breakGlassDisable(ctx context.Context, password string) error {
+	return c.anyAs(ctx, root, password, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.AuthDisable(ctx)
+		return err
+	})
+}
+
+// anyAs runs f as user by password through the first member that takes it: a learner
+// serves no Authenticate, and while the operator is refused no status tells which members
+// are voters.
+func (c *Client) anyAs(ctx context.Context, user, password string, f func(context.Context, *clientv3.Client) error) error {
 	c.mu.Lock()
 	eps := urls(c.endpoints)
 	c.mu.Unlock()
 	var errs []error
 	for _, ep := range eps {
-		err := asUser(ctx, ep, c.tls, root, password, func(ctx context.Context, cli *clientv3.Client) error {
-			_, err := cli.AuthDisable(ctx)
-			return err
-		})
+		err := asUser(ctx, ep, c.tls, user, password, f)
 		if err == nil {
 			return nil
 		}
@@ -186,30 +192,23 @@ func (c *Client) AuthEnabled(ctx context.Context) (bool, error) {
 // under its certificate, for etcd's user list, which only a root user may read: a member
 // that does not map certificates to users refuses it, and the step fails saying so.
 func (c *Client) AdoptUsers(ctx context.Context, users []string, as, password string) error {
-	c.mu.Lock()
-	eps := urls(c.endpoints)
-	c.mu.Unlock()
-	var errs []error
-	for _, ep := range eps {
-		err := asUser(ctx, ep, c.tls, as, password, func(ctx context.Context, cli *clientv3.Client) error {
-			for _, u := range users {
-				if err := addUser(ctx, cli, u, ""); err != nil {
-					return err
-				}
+	err := c.anyAs(ctx, as, password, func(ctx context.Context, cli *clientv3.Client) error {
+		for _, u := range users {
+			if err := addUser(ctx, cli, u, ""); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err == nil {
-			return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-				if _, err := cli.UserList(ctx); err != nil {
-					return fmt.Errorf("the operator's certificate is no etcd user of the cluster (its members need --client-cert-auth): %w", err)
-				}
-				return nil
-			})
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("making the operator's users as %s: %w", as, err)
 	}
-	return fmt.Errorf("making the operator's users as %s: %w", as, errors.Join(errs...))
+	return c.pinned(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		if _, err := cli.UserList(ctx); err != nil {
+			return fmt.Errorf("the operator's certificate is no etcd user of the cluster (its members need --client-cert-auth): %w", err)
+		}
+		return nil
+	})
 }
 
 // AuthRefused: etcd refused the caller's identity or its permissions. etcd 3.5 returns
