@@ -27,12 +27,20 @@ const tlsSuffix = ", TLS"
 
 // tlsClusters are the clusters of the benchmarks that talk TLS (namespace/name), and the
 // client configuration each is dialed with once its Secrets exist: the operator's own
-// (certs.Keeper.Operator), for the operator's clusters and the floor's alike.
+// (certs.Keeper.Operator), for the operator's clusters and the floor's alike, read again
+// every 2 s: a rotation of the CA issues it again.
 var tlsClusters = struct {
 	sync.Mutex
 	on   map[string]bool
-	cfgs map[string]*tls.Config
-}{on: map[string]bool{}, cfgs: map[string]*tls.Config{}}
+	cfgs map[string]operatorTLS
+}{on: map[string]bool{}, cfgs: map[string]operatorTLS{}}
+
+// operatorTLS is a configuration read, the version of the Secrets it came from, and when.
+type operatorTLS struct {
+	cfg     *tls.Config
+	version string
+	read    time.Time
+}
 
 // markTLS says a cluster talks TLS; forgetTLS that it is gone (a cluster of the same name
 // made later has a new CA).
@@ -49,7 +57,8 @@ func forgetTLS(ns, cluster string) {
 }
 
 // clientTLS is the configuration a cluster's members are dialed with: nil for plain text.
-// ok is false while a TLS cluster's Secrets are not there yet (no dial can succeed).
+// ok is false while a TLS cluster's Secrets are not there yet (no dial can succeed). The
+// same configuration is returned until its Secrets change.
 func clientTLS(ns, cluster string) (cfg *tls.Config, ok bool) {
 	key := ns + "/" + cluster
 	tlsClusters.Lock()
@@ -57,20 +66,24 @@ func clientTLS(ns, cluster string) (cfg *tls.Config, ok bool) {
 	if !tlsClusters.on[key] {
 		return nil, true
 	}
-	if cfg := tlsClusters.cfgs[key]; cfg != nil {
-		return cfg, true
+	last := tlsClusters.cfgs[key]
+	if last.cfg != nil && time.Since(last.read) < 2*time.Second {
+		return last.cfg, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c := &v1alpha1.EtcdCluster{}
 	if err := framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, c); err != nil {
-		return nil, false
+		return last.cfg, last.cfg != nil
 	}
-	cfg, _, err := keeper().Operator(ctx, c)
+	cfg, version, err := keeper().Operator(ctx, c)
 	if err != nil || cfg == nil {
-		return nil, false
+		return last.cfg, last.cfg != nil
 	}
-	tlsClusters.cfgs[key] = cfg
+	if version == last.version {
+		cfg = last.cfg
+	}
+	tlsClusters.cfgs[key] = operatorTLS{cfg: cfg, version: version, read: time.Now()}
 	return cfg, true
 }
 
