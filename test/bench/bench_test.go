@@ -117,7 +117,7 @@ func TestBench(t *testing.T) {
 	// their sections of the docs, without writing docs/benchmarks.md.
 	if os.Getenv("BENCH_ONLY") == "tlschange" {
 		results := b.tlsChanges(runs)
-		fmt.Println(table(results))
+		fmt.Println(table(results) + tlsChangesIntro)
 		fmt.Println(plots(t, results))
 		fmt.Println(laterSteps(results))
 		return
