@@ -23,8 +23,8 @@ import (
 // tlsChanges measures, runs times each, TLS switched on for a running plain cluster, a
 // rotation of a TLS cluster's CA and the renewal of its certificates: the operator's plan,
 // and the naive way on the floor's cluster (every member restarted at once with the new
-// configuration in place). Each
-// scenario's clusters have names of their own (tlsName says why) and are deleted after it.
+// configuration in place). Each scenario's clusters have names of their own (tlsName says
+// why) and are deleted after it.
 func (b *bench) tlsChanges(runs int) []benchResult {
 	var results []benchResult
 	for i := 1; i <= runs; i++ {
