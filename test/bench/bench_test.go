@@ -112,6 +112,16 @@ func TestBench(t *testing.T) {
 		fmt.Println(laterSteps(results))
 		return
 	}
+	// BENCH_ONLY=tlschange measures only TLS switched on for a running cluster and the
+	// rotation of a cluster's CA, each against the naive way, writes their plots and prints
+	// their sections of the docs, without writing docs/benchmarks.md.
+	if os.Getenv("BENCH_ONLY") == "tlschange" {
+		results := b.tlsChanges(runs)
+		fmt.Println(table(results) + tlsChangesIntro)
+		fmt.Println(plots(t, results))
+		fmt.Println(laterSteps(results))
+		return
+	}
 	var fl *floor // the floor's three members, for the scenarios that follow
 	// BENCH_ONLY=scale measures only the scaling 3 -> 5 and back, and writes no docs.
 	if os.Getenv("BENCH_ONLY") == "scale" {
@@ -173,7 +183,9 @@ func TestBench(t *testing.T) {
 	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
 	results = append(results, b.quorumLosses(runs)...)
 
-	results = append(results, b.upgrade(), b.defrag(), b.restart(10))
+	results = append(results, b.upgrade(), b.defrag())
+	results = append(results, b.tlsChanges(runs)...)
+	results = append(results, b.restart(10))
 	b.clear(opNS, floorNS, b.restartNS) // the other scenarios' clusters go first
 	rollouts := b.rollouts(runs)
 	report(t, results, &lat, b.scale(benchClusters()), rollouts)
@@ -432,8 +444,8 @@ type bench struct {
 	opNS, floorNS string
 }
 
-// run measures one scenario: change starts it for the operator, byFloor does it with no
-// operator; each ends when settled sees the cluster as the scenario wants it.
+// run measures one scenario: change starts it for the operator, byFloor (if not nil) does
+// it with no operator; each ends when settled sees the cluster as the scenario wants it.
 func (b *bench) run(name, cluster string, replicas int, version string, change, byFloor func(), extra func(ns string) bool) benchResult {
 	t := b.t
 	t.Logf("bench: %s", name)
@@ -468,9 +480,10 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 		r.Samples = p.stop()
 		r.During = statsOf(r.Samples)
 	}
-	// The floor works under the same client load.
-	r.Floor, r.FloorWrites = b.probed(b.floorNS, cluster, byFloor, done(b.floorNS))
-	r.FloorPublishes = b.publishWaits(b.floorNS, cluster, floorBefore)
+	if byFloor != nil { // the floor works under the same client load
+		r.Floor, r.FloorWrites = b.probed(b.floorNS, cluster, byFloor, done(b.floorNS))
+		r.FloorPublishes = b.publishWaits(b.floorNS, cluster, floorBefore)
+	}
 	t.Logf("bench: %s: operator %v, floor %v; publish waits %d (%d)", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond),
 		r.Publishes, r.FloorPublishes)
 	return r
@@ -690,18 +703,33 @@ func table(results []benchResult) string {
 		pods, etcdWait := waits(r.Steps)
 		writes, p99, mx := "-", "-", "-"
 		if r.During.Writes > 0 {
-			writes = fmt.Sprintf("%d of %d (%d of %d)", r.During.Failed, r.During.Writes, r.FloorWrites.Failed, r.FloorWrites.Writes)
-			p99 = fmt.Sprintf("%s -> %s (%s)", ms(r.Idle.P99), ms(r.During.P99), ms(r.FloorWrites.P99))
-			mx = fmt.Sprintf("%s (%s)", ms(r.During.Max), ms(r.FloorWrites.Max))
+			writes = fmt.Sprintf("%d of %d", r.During.Failed, r.During.Writes)
+			p99 = fmt.Sprintf("%s -> %s", ms(r.Idle.P99), ms(r.During.P99))
+			mx = ms(r.During.Max)
 		}
-		fmt.Fprintf(&b, "| %s | %.2f s | %.2f s | %.2f | %d (%d) | %d (%d timed) | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
-			r.title(), r.Operator.Seconds(), r.Floor.Seconds(), r.Operator.Seconds()/r.Floor.Seconds(), r.Publishes, r.FloorPublishes, len(r.Steps), len(react),
+		if r.FloorWrites.Writes > 0 {
+			writes += fmt.Sprintf(" (%d of %d)", r.FloorWrites.Failed, r.FloorWrites.Writes)
+			p99 += fmt.Sprintf(" (%s)", ms(r.FloorWrites.P99))
+			mx += fmt.Sprintf(" (%s)", ms(r.FloorWrites.Max))
+		}
+		fl, rt := vsFloor(r.Operator, r.Floor)
+		fmt.Fprintf(&b, "| %s | %.2f s | %s | %s | %d (%d) | %d (%d timed) | %s / %s | %s / %s | %.1f s / %.1f s | %s | %s | %s |\n",
+			r.title(), r.Operator.Seconds(), fl, rt, r.Publishes, r.FloorPublishes, len(r.Steps), len(react),
 			qms(react, 0.5), qms(react, 1), qms(seen, 0.5), qms(seen, 1), pods.Seconds(), etcdWait.Seconds(), writes, p99, mx)
 	}
 	b.WriteString(medians(results))
 	b.WriteString(quorumReport(results))
 	b.WriteString(naiveReport(results))
 	return b.String()
+}
+
+// vsFloor is the floor's time and the ratio of the operator's to it; "-" for a scenario
+// the floor does not run.
+func vsFloor(op, fl time.Duration) (floor, ratio string) {
+	if fl == 0 {
+		return "-", "-"
+	}
+	return fmt.Sprintf("%.2f s", fl.Seconds()), fmt.Sprintf("%.2f", op.Seconds()/fl.Seconds())
 }
 
 func (r benchResult) title() string {
@@ -732,8 +760,9 @@ func medians(results []benchResult) string {
 	for _, n := range names {
 		slices.Sort(op[n])
 		slices.Sort(fl[n])
-		o, f := quantile(op[n], 0.5), quantile(fl[n], 0.5)
-		fmt.Fprintf(&b, "| %s (%d runs) | %.2f s | %.2f s | %.2f |\n", n, len(op[n]), o.Seconds(), f.Seconds(), o.Seconds()/f.Seconds())
+		o := quantile(op[n], 0.5)
+		f, rt := vsFloor(o, quantile(fl[n], 0.5))
+		fmt.Fprintf(&b, "| %s (%d runs) | %.2f s | %s | %s |\n", n, len(op[n]), o.Seconds(), f, rt)
 	}
 	return b.String()
 }

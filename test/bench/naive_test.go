@@ -183,7 +183,8 @@ func (f *floor) other(name string) string {
 	return ""
 }
 
-// naiveReport compares, for the rollouts that have a naive run, what clients saw.
+// naiveReport compares, for the rollouts that have a naive run, what clients saw: writes
+// failed, the slowest that succeeded, and the longest without one that succeeded.
 func naiveReport(results []benchResult) string {
 	var b strings.Builder
 	for _, r := range results {
@@ -191,11 +192,11 @@ func naiveReport(results []benchResult) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\n| rollout | operator | writes failed | write max | naive rollout | naive | writes failed | write max |\n|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("\n| rollout | operator | writes failed | write max | no write for | naive rollout | naive | writes failed | write max | no write for |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		}
 		n := r.Naive
-		fmt.Fprintf(&b, "| %s | %.2f s | %d of %d | %s | %s | %.2f s | %d of %d | %s |\n", r.Name, r.Operator.Seconds(), r.During.Failed, r.During.Writes,
-			ms(r.During.Max), n.How, n.Time.Seconds(), n.Writes.Failed, n.Writes.Writes, ms(n.Writes.Max))
+		fmt.Fprintf(&b, "| %s | %.2f s | %d of %d | %s | %s | %s | %.2f s | %d of %d | %s | %s |\n", r.title(), r.Operator.Seconds(), r.During.Failed, r.During.Writes,
+			ms(r.During.Max), ms(r.During.Gap), n.How, n.Time.Seconds(), n.Writes.Failed, n.Writes.Writes, ms(n.Writes.Max), ms(n.Writes.Gap))
 	}
 	return b.String()
 }

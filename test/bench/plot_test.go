@@ -147,7 +147,9 @@ figures of both swing by up to twice between runs; compare the ratios within one
 - **TLS**: the bootstrap of 3 and the scaling 3 -> 5 and back run again on clusters with
   ` + "`spec.tls: {mode: Auto}`" + `, the floor's with the same Secrets, flags and client
   certificate (rows ending in *TLS*); the section TLS sets them beside the plain runs and
-  gives the write latency of both.
+  gives the write latency of both. TLS switched on for a running cluster, the CA rotated
+  and certificates renewed run by the operator and the naive way only (no floor run: the
+  floor column says -); the section TLS says how.
 - The bootstraps and scaling 3 -> 5 and back run several times (` + "`BENCH_REPEAT`" + `, 3 by default): each run has its row,
   and a second table gives the medians. Joins swing most, by etcd itself: etcd 3.6 keeps
   only a short raft log, so once a cluster has taken a few hundred writes a joining member

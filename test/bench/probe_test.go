@@ -1,10 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +35,9 @@ type probe struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	samples []probeSample
+	cli     *clientv3.Client // the client writes go through now (follow)
+	tls     *tls.Config      // the client's TLS, nil for plain text
+	busy    atomic.Bool      // a follow is under way
 }
 
 type probeSample struct {
@@ -43,18 +50,15 @@ const probeEvery = 20 * time.Millisecond
 
 func startProbe(t *testing.T, ns, cluster string) *probe {
 	t.Helper()
-	cfg := etcdConfig(ns, cluster, framework.Endpoints(t, ns, cluster))
-	cfg.DialTimeout = 2 * time.Second
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &probe{cancel: cancel}
+	p.follow(t, ns, cluster)
+	if p.cli == nil {
+		t.Fatalf("the probe of %s/%s found no member to write to", ns, cluster)
+	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		defer cli.Close()
 		tick := time.NewTicker(probeEvery)
 		defer tick.Stop()
 		for i := 0; ; i++ {
@@ -63,13 +67,17 @@ func startProbe(t *testing.T, ns, cluster string) *probe {
 				return
 			case <-tick.C:
 			}
-			if i%25 == 0 { // follow the members as they come and go
+			if i%25 == 0 && p.busy.CompareAndSwap(false, true) { // follow the members as they come and go
+				p.wg.Add(1)
 				go func() {
-					if eps := framework.Endpoints(t, ns, cluster); len(eps) > 0 {
-						cli.SetEndpoints(eps...)
-					}
+					defer p.wg.Done()
+					defer p.busy.Store(false)
+					p.follow(t, ns, cluster)
 				}()
 			}
+			p.mu.Lock()
+			cli := p.cli
+			p.mu.Unlock()
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
@@ -86,30 +94,100 @@ func startProbe(t *testing.T, ns, cluster string) *probe {
 	return p
 }
 
+// follow points the probe's client at the cluster's running members, as an application
+// that follows the cluster would: it speaks TLS once every member serves it (as the
+// operator dials, observe.Endpoints), with the client certificate and CAs its Secret holds
+// now (framework.ReadClientTLS: an application that reads its mounted Secret again when it
+// changes). A new way or a new certificate is a new client; the old one is closed once the
+// writes in flight on it are done.
+func (p *probe) follow(t *testing.T, ns, cluster string) {
+	eps := observe.Endpoints(framework.MemberPods(t, ns, cluster))
+	if len(eps) == 0 {
+		return
+	}
+	var cfg *tls.Config
+	if observe.Scheme(eps) == "https" {
+		var err error
+		if cfg, err = framework.ReadClientTLS(ns, cluster); err != nil || cfg == nil {
+			return // its Secret is not there yet: the client stays as it is
+		}
+	}
+	urls := slices.Sorted(maps.Values(eps))
+	p.mu.Lock()
+	cli, old := p.cli, p.tls
+	p.mu.Unlock()
+	if cli != nil && sameTLS(old, cfg) {
+		cli.SetEndpoints(urls...)
+		return
+	}
+	c := framework.EtcdConfig(urls, cfg)
+	c.DialTimeout = 2 * time.Second
+	fresh, err := clientv3.New(c)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	p.cli, p.tls = fresh, cfg
+	p.mu.Unlock()
+	if cli != nil {
+		time.AfterFunc(3*time.Second, func() { _ = cli.Close() })
+	}
+}
+
+// sameTLS: both plain text, or the same certificate presented and the same CAs trusted.
+func sameTLS(a, b *tls.Config) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return len(a.Certificates) > 0 && len(b.Certificates) > 0 &&
+		bytes.Equal(a.Certificates[0].Certificate[0], b.Certificates[0].Certificate[0]) && a.RootCAs.Equal(b.RootCAs)
+}
+
 // stop ends the probe and returns its samples in the order the writes started.
 func (p *probe) stop() []probeSample {
 	p.cancel()
 	p.wg.Wait()
+	_ = p.cli.Close()
 	slices.SortFunc(p.samples, func(a, b probeSample) int { return a.At.Compare(b.At) })
 	return p.samples
 }
 
-// writeStats sums up a probe: failed writes, and the latencies of those that succeeded.
+// writeStats sums up a probe: failed writes, the latencies of those that succeeded, and
+// the longest a client went without a write succeeding (Gap: between the ends of two that
+// succeeded one after the other, or from the first write's start or to the last one's
+// end).
 type writeStats struct {
 	Writes, Failed int
 	P50, P99, Max  time.Duration
+	Gap            time.Duration
 }
 
+// statsOf sums up samples in the order their writes started.
 func statsOf(samples []probeSample) writeStats {
 	var s writeStats
+	if len(samples) == 0 {
+		return s
+	}
 	var lat []time.Duration
+	var acked []time.Time
+	last := samples[0].At
 	for _, x := range samples {
 		s.Writes++
+		end := x.At.Add(x.Latency)
+		if end.After(last) {
+			last = end
+		}
 		if !x.OK {
 			s.Failed++
 			continue
 		}
 		lat = append(lat, x.Latency)
+		acked = append(acked, end)
+	}
+	slices.SortFunc(acked, time.Time.Compare)
+	prev := samples[0].At
+	for _, at := range append(acked, last) {
+		s.Gap, prev = max(s.Gap, at.Sub(prev)), at
 	}
 	slices.Sort(lat)
 	s.P50, s.P99 = quantile(lat, 0.5), quantile(lat, 0.99)
@@ -140,6 +218,14 @@ type sampler struct {
 	// notes are what the cluster's status said, each time it said something new: the
 	// current step and its message, or the Ready condition's reason once no plan runs.
 	notes []timedNote
+	// dialed is how the sampler's etcd client was dialed.
+	dialed dialedAs
+}
+
+// dialedAs is the scheme of a client's endpoints and its TLS configuration.
+type dialedAs struct {
+	scheme string
+	tls    *tls.Config
 }
 
 // timedNote is something seen at a moment.
@@ -220,10 +306,16 @@ func (s *sampler) look(ctx context.Context, ns, name string, cli *etcd.Cluster) 
 	if !ok { // a TLS cluster's Secrets are not there yet
 		return smp, true
 	}
+	// Members switched to TLS, or the operator's certificate issued again: a new client.
+	if dialed := (dialedAs{observe.Scheme(eps), tlsCfg}); *cli != nil && dialed != s.dialed {
+		_ = (*cli).Close()
+		*cli = nil
+	}
 	if *cli == nil {
 		if *cli, err = etcd.Dial(eps, tlsCfg); err != nil {
 			return smp, true
 		}
+		s.dialed = dialedAs{observe.Scheme(eps), tlsCfg}
 	}
 	(*cli).SetCluster(c.Status.ClusterID, eps)
 	// A short clock: a member that does not answer yet must not leave the sampler blind.

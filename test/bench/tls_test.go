@@ -27,12 +27,20 @@ const tlsSuffix = ", TLS"
 
 // tlsClusters are the clusters of the benchmarks that talk TLS (namespace/name), and the
 // client configuration each is dialed with once its Secrets exist: the operator's own
-// (certs.Keeper.Operator), for the operator's clusters and the floor's alike.
+// (certs.Keeper.Operator), for the operator's clusters and the floor's alike, read again
+// every 2 s: a rotation of the CA issues it again.
 var tlsClusters = struct {
 	sync.Mutex
 	on   map[string]bool
-	cfgs map[string]*tls.Config
-}{on: map[string]bool{}, cfgs: map[string]*tls.Config{}}
+	cfgs map[string]operatorTLS
+}{on: map[string]bool{}, cfgs: map[string]operatorTLS{}}
+
+// operatorTLS is a configuration read, the version of the Secrets it came from, and when.
+type operatorTLS struct {
+	cfg     *tls.Config
+	version string
+	read    time.Time
+}
 
 // markTLS says a cluster talks TLS; forgetTLS that it is gone (a cluster of the same name
 // made later has a new CA).
@@ -49,7 +57,8 @@ func forgetTLS(ns, cluster string) {
 }
 
 // clientTLS is the configuration a cluster's members are dialed with: nil for plain text.
-// ok is false while a TLS cluster's Secrets are not there yet (no dial can succeed).
+// ok is false while a TLS cluster's Secrets are not there yet (no dial can succeed). The
+// same configuration is returned until its Secrets change.
 func clientTLS(ns, cluster string) (cfg *tls.Config, ok bool) {
 	key := ns + "/" + cluster
 	tlsClusters.Lock()
@@ -57,20 +66,24 @@ func clientTLS(ns, cluster string) (cfg *tls.Config, ok bool) {
 	if !tlsClusters.on[key] {
 		return nil, true
 	}
-	if cfg := tlsClusters.cfgs[key]; cfg != nil {
-		return cfg, true
+	last := tlsClusters.cfgs[key]
+	if last.cfg != nil && time.Since(last.read) < 2*time.Second {
+		return last.cfg, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c := &v1alpha1.EtcdCluster{}
 	if err := framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, c); err != nil {
-		return nil, false
+		return last.cfg, last.cfg != nil
 	}
-	cfg, _, err := keeper().Operator(ctx, c)
+	cfg, version, err := keeper().Operator(ctx, c)
 	if err != nil || cfg == nil {
-		return nil, false
+		return last.cfg, last.cfg != nil
 	}
-	tlsClusters.cfgs[key] = cfg
+	if version == last.version {
+		cfg = last.cfg
+	}
+	tlsClusters.cfgs[key] = operatorTLS{cfg: cfg, version: version, read: time.Now()}
 	return cfg, true
 }
 
@@ -271,7 +284,7 @@ func tlsReport(results []benchResult, lat *latencyResult) string {
 	}
 	row("sequential puts, one client", lat.Plain, lat.TLS)
 	row("a new client's first put", lat.PlainDial, lat.TLSDial)
-	b.WriteString(tlsToCome)
+	b.WriteString(tlsChangesIntro)
 	return b.String()
 }
 
@@ -288,26 +301,30 @@ Each side's figure is the median of its runs; *TLS / plain* compares the two wit
 run.
 `
 
-const tlsToCome = `
-Not measured yet, because neither exists yet: a running cluster cannot switch TLS on
-(admission refuses a change of either side's mode) and a cluster's CA cannot be rotated.
-Once they exist, each is benchmarked like the upgrade, against the naive way, with a
-writer on the cluster throughout, and a look at every member's peers every 50 ms:
+const tlsChangesIntro = `
+**TLS changed on a running cluster** (the rows *TLS switched on*, *CA rotated* and
+*certificates renewed*; ` + "`BENCH_ONLY=tlschange`" + ` runs them alone): each on a cluster of 3
+with a writer throughout, against the naive way on the floor's cluster of the same spec,
+as operators that restart every member with the new configuration do: the Secrets and
+flags of the new configuration put in place, then every member Pod deleted at once and
+started again on its volume. The writer follows the cluster as an application that
+reads its client Secret again does: it speaks TLS once every member serves it, and
+presents the certificate its Secret holds now (read every half second).
 
-- **TLS switched on**: the operator's plan (each member restarted once serving http and
-  https on its client port, the operator's client moved to https, each member restarted
-  without http; then each member given a second peer port with TLS, its peer URL moved
-  there through etcd's MemberUpdate, and its plain peer listener dropped) against every
-  member restarted with client and peer TLS at once, highest ordinal first, as a
-  StatefulSet's rolling update does. Compared: time, writes failed, write p99 and max
-  (the writer dials https once a member serves it), and the looks at which a member was
-  cut off from a peer (the naive way cuts each restarted member off from the plain ones).
-- **CA rotation**: the operator's three passes (every member trusting the old and new CA,
-  a restart each; every certificate issued again from the new CA, no restart; every
-  member trusting the new CA alone, a restart each) against every member restarted with
-  certificates of the new CA, trusting it alone. Compared: the same figures, and the
-  writes failed by a client that holds the old CA's certificate until the new one is
-  issued to it.
+- **TLS switched on**: ` + "`spec.tls: {mode: Auto}`" + ` set on a running plain cluster; the
+  operator's plan (each member restarted serving TLS beside plain text, the peer URLs moved
+  to TLS, each member restarted serving TLS alone) is approved by the benchmark the moment
+  it waits for approval. The naive way moves every peer URL to https in one go (etcd's
+  MemberUpdate, through the leader: the last one leaves no two members that can reach
+  each other) and restarts every member at once serving TLS alone.
+- **CA rotated**: the annotation ` + "`kubectl etcd rotate-ca`" + ` sets; the operator's three
+  passes, against every certificate issued again from a new CA that members trust alone
+  and every member restarted at once.
+- **certificates renewed**: certificates valid 3 minutes (the least the API allows), timed
+  from the moment the first is due; the operator's RenewCertificate steps (no restart:
+  etcd reads its certificate at every handshake, and each step waits until every member
+  serves the new one), against the same certificates issued again and every member
+  restarted at once.
 `
 
 // msf is a short latency in milliseconds with a decimal: sequential puts take a few.
