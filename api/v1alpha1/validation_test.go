@@ -151,13 +151,13 @@ func TestAdmission(t *testing.T) {
 			e.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic}
 		}},
 		{"a restore and an adoption", "bootstrap takes one of restore and join", func(e *v1alpha1.EtcdCluster) {
-			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "b"}, Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.0.0.5:2379"}}}
+			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "b"}, Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.88.0.5:2379"}}}
 		}},
 		{"an adoption with no endpoint", "spec.bootstrap.join.endpoints", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{}}
 		}},
 		{"an adoption of an endpoint that is no URL", "spec.bootstrap.join.endpoints[0]", func(e *v1alpha1.EtcdCluster) {
-			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"10.0.0.5:2379"}}}
+			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"10.88.0.5:2379"}}}
 		}},
 		{"restore from two sources", "exactly one of backupName or source", func(e *v1alpha1.EtcdCluster) {
 			e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Restore: &v1alpha1.RestoreSpec{BackupName: "b",
@@ -214,14 +214,14 @@ func TestAdmission(t *testing.T) {
 	t.Run("an adoption is asked at creation only, and may be taken back", func(t *testing.T) {
 		e := valid("adopts")
 		require.NoError(t, c.Create(ctx, e))
-		e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.0.0.5:2379"}}}
+		e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.88.0.5:2379"}}}
 		err := c.Update(ctx, e)
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "bootstrap.join is set only when the cluster is created")
 		e = valid("adopts-at-creation")
-		e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"https://10.0.0.5:2379"}, TLSSecretName: "src"}}
+		e.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"https://10.88.0.5:2379"}, TLSSecretName: "src"}}
 		require.NoError(t, c.Create(ctx, e))
-		e.Spec.Bootstrap.Join.Endpoints = append(e.Spec.Bootstrap.Join.Endpoints, "https://10.0.0.6:2379")
+		e.Spec.Bootstrap.Join.Endpoints = append(e.Spec.Bootstrap.Join.Endpoints, "https://10.88.0.6:2379")
 		require.NoError(t, c.Update(ctx, e), "its endpoints may change")
 		e.Spec.Bootstrap = nil
 		require.NoError(t, c.Update(ctx, e), "taken back: a rollback")

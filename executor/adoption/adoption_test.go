@@ -51,15 +51,15 @@ func TestOneConnectionTrustsBothClusters(t *testing.T) {
 // recorded source member is gone from it.
 func TestSourceEndpointsAndItsEnd(t *testing.T) {
 	c := &v1alpha1.EtcdCluster{}
-	c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.0.0.5:2379", "http://10.0.0.6:2379"}}}
-	require.Equal(t, map[string]string{"join-0": "http://10.0.0.5:2379", "join-1": "http://10.0.0.6:2379"}, Endpoints(c))
+	c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{"http://10.88.0.5:2379", "http://10.88.0.6:2379"}}}
+	require.Equal(t, map[string]string{"join-0": "http://10.88.0.5:2379", "join-1": "http://10.88.0.6:2379"}, Endpoints(c))
 
 	view := &planner.EtcdView{Linearizable: true, Members: []planner.EtcdMember{
-		{ID: "a1", Name: "old-0", ClientURLs: []string{"http://old-0.elsewhere:2379", "http://10.0.0.5:2379"}},
+		{ID: "a1", Name: "old-0", ClientURLs: []string{"http://old-0.elsewhere:2379", "http://10.88.0.5:2379"}},
 		{ID: "a2", Name: "old-1", ClientURLs: []string{"http://old-1.elsewhere:2379"}},
 	}}
-	record(c, view, map[string]string{"a1": "http://10.0.0.5:2379"})
-	require.Equal(t, map[string]string{"old-0": "http://10.0.0.5:2379", "old-1": "http://old-1.elsewhere:2379"}, Endpoints(c))
+	record(c, view, map[string]string{"a1": "http://10.88.0.5:2379"})
+	require.Equal(t, map[string]string{"old-0": "http://10.88.0.5:2379", "old-1": "http://old-1.elsewhere:2379"}, Endpoints(c))
 	require.True(t, Running(c))
 
 	require.Nil(t, Track(c, view))
