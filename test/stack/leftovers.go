@@ -219,8 +219,8 @@ func (s *Snapshot) scanProcs() []procInfo {
 			continue
 		}
 		argv0 := id.desc
-		mine := strings.HasPrefix(argv0, bin+"etcd-") || strings.HasPrefix(argv0, bin+"kube-") ||
-			argv0 == bin+"localkubelet" || s.l.realNodeProc(pid, argv0)
+		stackBin := strings.HasPrefix(argv0, bin+"etcd-") || strings.HasPrefix(argv0, bin+"kube-") || argv0 == bin+"localkubelet"
+		mine := stackBin && s.l.usesState(pid) || s.l.realNodeProc(pid, argv0)
 		if !mine && len(s.netns) > 0 {
 			var st syscall.Stat_t
 			if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil {
@@ -235,6 +235,15 @@ func (s *Snapshot) scanProcs() []procInfo {
 		}
 	}
 	return out
+}
+
+// usesState: the process's arguments name the stack's state directory, as every process
+// the stack starts does. Tests that run the same binaries on their own (the API's admission
+// test runs etcd and kube-apiserver beside the stack) are not the stack's.
+func (l layout) usesState(pid int) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	dir := l.state()
+	return err == nil && (bytes.Contains(cmdline, []byte(dir+"/")) || bytes.Contains(cmdline, []byte(dir+"\x00")))
 }
 
 // readProcID returns the start time and argv[0] of a live, non-zombie process.

@@ -195,7 +195,9 @@ type token struct {
 }
 
 // writeFiles renders a Secret, ConfigMap, projected or downward API volume into its
-// directory. Files are replaced atomically, so a refresh never shows half a file.
+// directory. As a kubelet's atomic writer does, the files of one version are written into a
+// directory of their own and switched to at once (writeVersion): a refresh never shows half a
+// file, nor a new file beside an old one (a new certificate beside its old key).
 func (w *podWorker) writeFiles(ctx context.Context, pod *v1.Pod, vol v1.Volume) error {
 	files := map[string]file{}
 	src := vol.VolumeSource
@@ -220,12 +222,102 @@ func (w *podWorker) writeFiles(ctx context.Context, pod *v1.Pod, vol v1.Volume) 
 		return err
 	}
 	uid, gid := podOwner(pod)
+	return writeVersion(dir, files, uid, gid)
+}
+
+// dataLink names the link to the current version's directory; each file of the volume is a
+// link through it (<file> -> ..data/<file>), as a kubelet lays them out.
+const dataLink = "..data"
+
+// writeVersion writes files into a new version directory, unless the current version holds
+// exactly them, then points ..data at it in one rename, links each file through ..data,
+// and removes the files and the version no longer shown.
+func writeVersion(dir string, files map[string]file, uid, gid int64) error {
+	if same(dir, files) {
+		return nil
+	}
+	version, err := os.MkdirTemp(dir, "..version-")
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(version, 0o755); err != nil { // MkdirTemp makes it 0700: containers run as other users
+		return err
+	}
 	for rel, f := range files {
-		if err := writeAtomic(filepath.Join(dir, rel), f, uid, gid); err != nil {
+		if strings.Contains(rel, "..") {
+			return fmt.Errorf("bad path %s", rel)
+		}
+		if err := writeAtomic(filepath.Join(version, rel), f, uid, gid); err != nil {
 			return err
 		}
 	}
+	tmp := filepath.Join(dir, dataLink+".tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(version), tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, dataLink)); err != nil {
+		return err
+	}
+	for rel := range files {
+		top := strings.SplitN(rel, "/", 2)[0]
+		if target, _ := os.Readlink(filepath.Join(dir, top)); target == filepath.Join(dataLink, top) {
+			continue
+		}
+		link := filepath.Join(dir, top+".tmp")
+		_ = os.Remove(link)
+		if err := os.Symlink(filepath.Join(dataLink, top), link); err != nil {
+			return err
+		}
+		if err := os.Rename(link, filepath.Join(dir, top)); err != nil {
+			_ = os.RemoveAll(filepath.Join(dir, top)) // a directory of an earlier layout
+			if err := os.Rename(link, filepath.Join(dir, top)); err != nil {
+				return err
+			}
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		name := e.Name()
+		stale := strings.HasPrefix(name, "..version-") && name != filepath.Base(version)
+		if stale || !strings.HasPrefix(name, "..") && !shown(name, files) {
+			_ = os.RemoveAll(filepath.Join(dir, name))
+		}
+	}
 	return nil
+}
+
+// same: the version ..data points at holds exactly these files.
+func same(dir string, files map[string]file) bool {
+	cur := filepath.Join(dir, dataLink)
+	if _, err := os.Readlink(cur); err != nil {
+		return false
+	}
+	n := 0
+	err := filepath.WalkDir(cur+"/", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		n++
+		rel, _ := filepath.Rel(cur, path)
+		f, ok := files[rel]
+		data, rerr := os.ReadFile(path)
+		if !ok || rerr != nil || string(data) != string(f.data) {
+			return errors.New("differs")
+		}
+		return nil
+	})
+	return err == nil && n == len(files)
+}
+
+// shown: name is the top level of one of the files.
+func shown(name string, files map[string]file) bool {
+	for rel := range files {
+		if strings.SplitN(rel, "/", 2)[0] == name {
+			return true
+		}
+	}
+	return false
 }
 
 type file struct {
@@ -248,14 +340,8 @@ func itemMode(m *int32, def os.FileMode) os.FileMode {
 }
 
 func writeAtomic(path string, f file, uid, gid int64) error {
-	if strings.Contains(path, "..") {
-		return fmt.Errorf("bad path %s", path)
-	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
-	}
-	if old, err := os.ReadFile(path); err == nil && string(old) == string(f.data) {
-		return nil
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, f.data, f.mode); err != nil {
