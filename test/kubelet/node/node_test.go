@@ -153,14 +153,20 @@ func (n *testNode) create(p *v1.Pod) {
 
 func (n *testNode) post(path string) {
 	n.t.Helper()
+	if code := n.tryPost(path); code != http.StatusOK {
+		n.t.Fatalf("%s: %d", path, code)
+	}
+}
+
+// tryPost posts to the admin server and returns the status code.
+func (n *testNode) tryPost(path string) int {
+	n.t.Helper()
 	resp, err := http.Post("http://"+n.admin+path, "", nil)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		n.t.Fatalf("%s: %s", path, resp.Status)
-	}
+	return resp.StatusCode
 }
 
 func sh(name, script string) v1.Container {
