@@ -266,7 +266,9 @@ func TestKubeletAPIServesContainerLogs(t *testing.T) {
 
 	// The kill waits for the kubelet to record the container as running: its output may be
 	// read a moment before.
-	a.wait("the kill taken", func() bool { return a.tryPost("/faults/kill?namespace=default&pod=talker&container=main") == http.StatusOK })
+	a.wait("the kill taken", func() bool {
+		return a.tryPost("/faults/kill?namespace=default&pod=talker&container=main") == http.StatusOK
+	})
 	a.wait("the second run's output", func() bool { return output() == "run 2\nerr 2\n" })
 	if got := logs("previous=true"); got != "run 1\nerr 1\n" {
 		t.Fatalf("previous: %q", got)
