@@ -21,7 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
+	"github.com/etcdplan/etcdplan/executor/pki"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -81,9 +83,9 @@ func TLS(ctx context.Context, kube client.Reader, c *v1alpha1.EtcdCluster, own *
 	if own != nil {
 		cfg = own.Clone()
 	}
-	source := x509.NewCertPool()
-	if !source.AppendCertsFromPEM(sec.Data["ca.crt"]) {
-		return nil, "", fmt.Errorf("spec.bootstrap.join.tlsSecretName %s: key ca.crt holds no PEM certificate", j.TLSSecretName)
+	source, err := pki.Pool(sec.Data["ca.crt"])
+	if err != nil {
+		return nil, "", fmt.Errorf("spec.bootstrap.join.tlsSecretName %s: key ca.crt: %w", j.TLSSecretName, err)
 	}
 	cfg.InsecureSkipVerify, cfg.VerifyConnection = true, verify(source, own) // verify checks every chain
 	if len(sec.Data["tls.crt"]) > 0 {
@@ -233,11 +235,8 @@ func Credentials(ctx context.Context, kube client.Reader, c *v1alpha1.EtcdCluste
 func Users(cfg *tls.Config) []string {
 	var out []string
 	for _, c := range cfg.Certificates {
-		if len(c.Certificate) == 0 {
-			continue
-		}
-		if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil && !slices.Contains(out, leaf.Subject.CommonName) {
-			out = append(out, leaf.Subject.CommonName)
+		if user := certs.User(&tls.Config{Certificates: []tls.Certificate{c}}); user != "" && !slices.Contains(out, user) {
+			out = append(out, user)
 		}
 	}
 	return out
