@@ -112,15 +112,83 @@ func adopt(m *model, d Desired) (plan.Step, bool) {
 		return plan.Step{}, false
 	}
 	if l := m.get(m.leader); l != nil && l.source {
-		return handOver(l, voters[0], plan.WhyAdoptLeader, "leadership moves to %s before source members leave", voters[0].name), true
+		s := handOver(l, voters[0], plan.WhyAdoptLeader, "leadership moves to %s before source members leave", voters[0].name)
+		s.Precondition.Kind = plan.PrePeersConnected // the new leader must reach every source member
+		return s, true
+	}
+	if s, ok := snapshotSource(m, voters[0]); ok {
+		return s, true
 	}
 	victim := sources[0] // the leader last
 	if len(sources) == 1 {
 		return step(plan.RemoveMember, victim, plan.PreQuorumWithout, plan.WhySourceLast,
-			"the last source member %s leaves: clients of the source's endpoints must have moved to the cluster's own Service first", victim.name), true
+			"the last source member %s leaves: clients of the source's endpoints must have moved to the cluster's own Service first; "+
+				"a later plan asks to acknowledge that the removed members' processes are stopped and their data wiped", victim.name), true
 	}
 	return step(plan.RemoveMember, victim, plan.PreQuorumWithout, plan.WhySourceLeaves,
 		"source member %s leaves (%d of the cluster's members joined)", victim.name, len(voters)), true
+}
+
+// SourceSnapshotName names the EtcdBackup an adoption stores before the first source
+// member leaves.
+func SourceSnapshotName(cluster string) string { return cluster + "-adopted" }
+
+// snapshotSource stores a snapshot of the adopted cluster, read from one of its own voters
+// (the leader, once leadership moved), before the first source member leaves: when a
+// backup destination is known and no such snapshot succeeded yet.
+func snapshotSource(m *model, from *member) (plan.Step, bool) {
+	name := SourceSnapshotName(m.cluster)
+	done := slices.ContainsFunc(m.snapshots, func(s MemberSnapshot) bool { return s.Name == name && s.Phase == SnapshotSucceeded })
+	if m.join == nil || m.join.SourceLeft || m.snapshotTo == "" || done {
+		return plan.Step{}, false
+	}
+	s := step(plan.SnapshotSource, from, plan.PreMemberHealthy, plan.WhySourceSnapshot,
+		"a snapshot of the adopted cluster, read from %s, is stored as EtcdBackup %s at %s before the first source member leaves", from.name, name, m.snapshotTo)
+	s.Backup = name
+	return s, true
+}
+
+// acknowledgeSource asks, once every source member left, for the user's word that their
+// processes are stopped and their data directories wiped: a removed member that restarts
+// keeps dialling its old peers, and only whoever runs it can stop it.
+func acknowledgeSource(m *model, _ Desired) (plan.Step, bool) {
+	if m.join == nil || !m.join.AllLeft {
+		return plan.Step{}, false
+	}
+	var names []string
+	for _, r := range m.join.Source {
+		names = append(names, r.Name)
+	}
+	return plan.Step{Action: plan.Acknowledge, Precondition: plan.Precondition{Kind: plan.PreNone}, Why: plan.WhySourceStopped,
+		Reason: fmt.Sprintf("every source member left (%s): whoever runs them stops their processes and wipes their data directories "+
+			"(a removed member that restarts keeps dialling its old peers); approve once that is done", strings.Join(names, ", "))}, true
+}
+
+// peersConnected: every source voter counts the member an active peer, and the member each
+// of them, as their metrics say: leadership moving to it needs raft messages to pass both
+// ways, and a member the source cannot reach at its peer URL would lead no one.
+func peersConnected(m *model, name string) (bool, string) {
+	to := m.get(name)
+	if to == nil || m.join == nil {
+		return false, fmt.Sprintf("waiting for member %s", name)
+	}
+	var missing []string
+	for _, sv := range m.sourceVoters() {
+		for _, pair := range [][2]*member{{sv, to}, {to, sv}} {
+			peers, read := m.join.Peers[pair[0].id]
+			switch {
+			case !read:
+				missing = append(missing, fmt.Sprintf("%s's metrics not read", pair[0].name))
+			case !slices.Contains(peers, pair[1].id):
+				missing = append(missing, fmt.Sprintf("%s does not count %s an active peer", pair[0].name, pair[1].name))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return false, fmt.Sprintf("waiting for raft messages to pass between %s and every source member (%s): "+
+			"each must reach the other's peer URL (DNS, network policy, firewalls, peer certificates)", name, strings.Join(missing, "; "))
+	}
+	return true, ""
 }
 
 // rollBack takes the cluster's own members out of the source again: learners first (no
@@ -219,8 +287,9 @@ func joinWarnings(d Desired, o Observed) []string {
 	if !d.Join && o.Join.SourceLeft {
 		out = append(out, "spec.bootstrap.join was removed after a source member left: the adoption can no longer be rolled back, and goes on")
 	}
-	if !o.Join.SourceLeft {
-		out = append(out, "no snapshot of the source is taken before its members leave: take one first (etcdctl snapshot save)")
+	if !o.Join.SourceLeft && o.SnapshotTo == "" {
+		out = append(out, "no snapshot of the source is stored before its members leave: the cluster has no backup destination yet "+
+			"(create an EtcdBackupSchedule for it first), or take one by hand (etcdctl snapshot save)")
 	}
 	return out
 }

@@ -2,7 +2,9 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,11 +32,25 @@ func (w *world) observeJoin(o *Observed) {
 	if w.join == nil {
 		return
 	}
+	left := 0
 	for _, r := range w.join.Source {
-		m := w.members[r.Name]
-		w.join.SourceLeft = w.join.SourceLeft || m == nil || !m.inEtcd
+		if m := w.members[r.Name]; m == nil || !m.inEtcd {
+			left++
+		}
 	}
+	w.join.SourceLeft = w.join.SourceLeft || left > 0
 	j := *w.join
+	j.AllLeft = left == len(j.Source) && !w.adopted
+	j.Peers = map[string][]string{} // every live member exchanges raft messages with every other
+	for _, m := range w.sorted() {
+		if m.inEtcd && m.live() && !w.peersCut {
+			for _, x := range w.sorted() {
+				if x != m && x.inEtcd && x.live() {
+					j.Peers[m.id] = append(j.Peers[m.id], x.id)
+				}
+			}
+		}
+	}
 	o.Join = &j
 }
 
@@ -216,4 +232,67 @@ func adopting(r *bytesReader, c *Desired, w *world) {
 	if r.flag(3) { // one left before this look
 		w.join.Source = append(w.join.Source, RecordedMember{Name: "src-gone", ID: "99"})
 	}
+	if r.flag(3) { // a backup destination for the snapshot before the first removal
+		w.snapshotTo = "s3://fuzz/"
+	}
+	w.peersCut = r.flag(6) // leadership cannot move to the cluster's own
+}
+
+// With a backup destination, a snapshot of the adopted cluster is stored from the new
+// leader before the first source member leaves. Once every source member left, the user's
+// word that they are stopped and wiped comes last, in a plan of its own.
+func TestAdoptionSnapshotsFirstAndEndsAcknowledged(t *testing.T) {
+	c := adoption(3)
+	w := adoptedWorld(c, 3)
+	w.snapshotTo = "s3://backups/demo"
+	p := Plan(c, w.observe())
+	require.Equal(t, []string{"AddLearner demo-0", "StartMember demo-0", "PromoteLearner demo-0", "TransferLeadership src-0>demo-0",
+		"SnapshotSource demo-0", "RemoveMember src-0", "AddLearner demo-1"}, summary(p)[:7])
+	require.Equal(t, SourceSnapshotName("demo"), p.Steps[4].Backup)
+	require.Equal(t, plan.PrePeersConnected, p.Steps[3].Precondition.Kind, "the new leader must reach every source member")
+	require.NotContains(t, strings.Join(p.Warnings, " "), "no snapshot", "the snapshot is the plan's own")
+	require.Equal(t, 1, strings.Count(strings.Join(summary(p), " "), "SnapshotSource"), "one snapshot")
+
+	for p.Steps[0].Why != plan.WhySourceLast {
+		stuck, err := w.apply(p.Steps[0], c)
+		require.NoError(t, err)
+		require.False(t, stuck, "%v", p.Steps[0])
+		p = Plan(c, w.observe())
+	}
+	_, err := w.apply(p.Steps[0], c)
+	require.NoError(t, err)
+	p = Plan(c, w.observe())
+	require.Equal(t, []string{"Acknowledge "}, summary(p))
+	require.Equal(t, plan.WhySourceStopped, p.Steps[0].Why)
+	require.Contains(t, p.Steps[0].Reason, "src-0, src-1, src-2")
+	_, err = w.apply(p.Steps[0], c)
+	require.NoError(t, err)
+	require.Empty(t, summary(Plan(c, w.observe())), "acknowledged: the adoption is done")
+}
+
+// Leadership moves to a member of the cluster's own only once raft messages pass between
+// it and every source member, as their metrics show.
+func TestAdoptionHandsOverOnlyToAConnectedMember(t *testing.T) {
+	c := adoption(3)
+	w := adoptedWorld(c, 3)
+	p := Plan(c, w.observe())
+	for p.Steps[0].Action != plan.TransferLeadership {
+		_, err := w.apply(p.Steps[0], c)
+		require.NoError(t, err)
+		p = Plan(c, w.observe())
+	}
+	o := w.observe()
+	ok, why := Check(c, p.Steps[0], o)
+	require.True(t, ok, why)
+
+	src1, demo0 := w.members["src-1"].id, w.members["demo-0"].id
+	o.Join.Peers[src1] = slices.DeleteFunc(slices.Clone(o.Join.Peers[src1]), func(id string) bool { return id == demo0 })
+	ok, why = Check(c, p.Steps[0], o)
+	require.False(t, ok)
+	require.Contains(t, why, "src-1 does not count demo-0 an active peer")
+
+	delete(o.Join.Peers, src1)
+	ok, why = Check(c, p.Steps[0], o)
+	require.False(t, ok)
+	require.Contains(t, why, "src-1's metrics not read")
 }

@@ -64,6 +64,11 @@ func precondition(m *model, d Desired, s plan.Step) (bool, string) {
 		return quorumHealthy(m)
 	case plan.PreLearnerCaughtUp:
 		return learnerCaughtUp(m, p.Member)
+	case plan.PrePeersConnected:
+		if mm := m.get(p.Member); mm == nil || !mm.inEtcd || !mm.healthy() {
+			return false, fmt.Sprintf("waiting for member %s to be healthy", p.Member)
+		}
+		return peersConnected(m, p.Member)
 	case plan.PreQuorumWithout:
 		all, up, _ := m.voters()
 		if mm := m.get(p.Member); mm != nil && mm.voter() {

@@ -484,6 +484,12 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.restartOn(m.seed(s, desired), desired)
 	case plan.SnapshotSurvivor:
 		m.halt = true
+	case plan.SnapshotSource:
+		m.snapshots = append(slices.Clone(m.snapshots), MemberSnapshot{Backup: Backup{Name: s.Backup}, MemberID: s.MemberID, Member: s.Member, Phase: SnapshotSucceeded})
+	case plan.Acknowledge:
+		j := *m.join
+		j.AllLeft = false
+		m.join = &j
 	case plan.AddLearner:
 		m.members = append(m.members, &member{name: s.Member, ordinal: vocab.Ordinal(m.cluster, s.Member), inEtcd: true, learner: true,
 			peerURLKnown: true, peerURLTLS: registersTLS(s, desired)})

@@ -83,6 +83,13 @@ type Join struct {
 	SourceLeft bool `json:"sourceLeft,omitempty"`
 	// UsersMade: the operator's users were made in a source whose authentication is on.
 	UsersMade bool `json:"usersMade,omitempty"`
+	// AllLeft: every source member left, and the user has not yet acknowledged that their
+	// processes are stopped and their data wiped.
+	AllLeft bool `json:"allLeft,omitempty"`
+	// Peers are, by member ID, the members etcd counts as a member's active peers (raft
+	// messages pass between them), read from its metrics while leadership is to move from
+	// the source to one of the cluster's own; a member not read is absent.
+	Peers map[string][]string `json:"peers,omitempty"`
 	// Problems are what the executor found that the source cannot be adopted for (it does
 	// not answer, its member list cannot be read through a quorum, its client URLs' scheme
 	// is not the cluster's own).

@@ -332,12 +332,13 @@ func retainedClaims(o Observed) string {
 // flight, renew certificates, replace lost members, delete leftovers,
 // grow volumes, park, switch auth (it waits for a TLS switch), scale down (and replace),
 // scale up, switch TLS, rotate the CA, upgrade, configuration, then
-// space: a NOSPACE alarm, then fragmented members.
+// space: a NOSPACE alarm, then fragmented members; last, the acknowledgement that an
+// adopted cluster's source members are stopped, which waits for the user alone.
 func next(m *model, d Desired) (plan.Step, bool) {
 	rules := []func(*model, Desired) (plan.Step, bool){
 		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
 		expandVolumes, stopMembers, switchAuth,
-		scaleDown, scaleUp, switchTLS, rotateCA, upgrade, reconfigure, recoverSpace, defragFragmented,
+		scaleDown, scaleUp, switchTLS, rotateCA, upgrade, reconfigure, recoverSpace, defragFragmented, acknowledgeSource,
 	}
 	if m.adopting() { // the adoption's plan alone, until its source is gone
 		rules = []func(*model, Desired) (plan.Step, bool){startVoters, adopt, finishMembershipChange, deleteLeftovers}

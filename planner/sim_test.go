@@ -64,8 +64,10 @@ type world struct {
 	// users identifies the users of spec.auth.users made in etcd.
 	users string
 	// join is the adoption of a running cluster whose members are the source members
-	// (nil: none).
-	join *Join
+	// (nil: none); adopted: the user acknowledged the source members stopped; peersCut: no
+	// member's raft messages reach another (metrics show no active peer).
+	join              *Join
+	adopted, peersCut bool
 }
 
 type wmember struct {
@@ -416,7 +418,7 @@ func (w *world) elect() {
 
 func (w *world) satisfy(p plan.Precondition) {
 	switch p.Kind {
-	case plan.PreMemberHealthy, plan.PreLearnerCaughtUp:
+	case plan.PreMemberHealthy, plan.PreLearnerCaughtUp, plan.PrePeersConnected:
 		w.heal(p.Member)
 		w.staleBelow, w.election = 0, false
 	case plan.PreClusterHealthy, plan.PreQuorumHealthy, plan.PreQuorumWithout, plan.PreMemberGone:
@@ -525,15 +527,18 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		m.learner = false
 	case plan.TransferLeadership:
-		if t := w.members[s.Target]; t == nil || !t.live() || t.learner {
-			return false, fmt.Errorf("TransferLeadership to %s, which cannot lead", s.Target)
+		if t := w.members[s.Target]; t == nil || !t.live() || t.learner || w.peersCut && m != nil && m.source {
+			return false, fmt.Errorf("TransferLeadership to %s, which cannot lead (or cannot reach the source)", s.Target)
 		}
 		w.leader = s.Target
 	case plan.RemoveMember:
 		if !w.hasQuorum() {
 			return false, fmt.Errorf("RemoveMember %s without quorum", s.Member)
 		}
-
+		if m != nil && m.source && w.snapshotTo != "" && !w.join.SourceLeft &&
+			!slices.ContainsFunc(w.snapshots, func(x MemberSnapshot) bool { return x.Name == SourceSnapshotName(w.cluster) }) {
+			return false, fmt.Errorf("RemoveMember %s, the first source member to leave, before the adoption's snapshot was stored", s.Member)
+		}
 		if w.leader == s.Member && all > 1 {
 			return false, fmt.Errorf("RemoveMember %s while it leads", s.Member)
 		}
@@ -613,6 +618,16 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		if err := w.snapshot(s, m); err != nil {
 			return false, err
 		}
+	case plan.SnapshotSource:
+		if w.join == nil || w.join.SourceLeft || w.snapshotTo == "" || m == nil || !m.live() || m.source {
+			return false, fmt.Errorf("SnapshotSource %s outside an adoption with a destination, or of a member not of the cluster's own", s.Member)
+		}
+		w.snapshots = append(w.snapshots, MemberSnapshot{Backup: Backup{Name: s.Backup}, MemberID: m.id, Member: m.name, Phase: SnapshotSucceeded})
+	case plan.Acknowledge:
+		if o.Join == nil || !o.Join.AllLeft {
+			return false, fmt.Errorf("Acknowledge %s while source members remain", s.Why)
+		}
+		w.adopted = true
 	case plan.DisarmAlarm:
 		quota := cmp.Or(d.QuotaBytes, defaultQuota)
 		for _, x := range w.members {

@@ -79,6 +79,14 @@ const (
 	// name holding exactly the permissions the spec lists, and deletes those the spec no
 	// longer lists (with their roles).
 	UpdateUsers Action = "UpdateUsers"
+	// SnapshotSource stores a snapshot of an adopted cluster as an EtcdBackup (Backup) to
+	// the cluster's backup destination, read from the leader once it is one of the cluster's
+	// own members, before any source member leaves: the last point the source's data is
+	// whole on its own members.
+	SnapshotSource Action = "SnapshotSource"
+	// Acknowledge changes nothing in etcd: it waits for approval of what only the user can
+	// do (Why says what), and records that it was given.
+	Acknowledge Action = "Acknowledge"
 )
 
 // Actions lists every action. A new action is decided wherever actions differ, and tests
@@ -88,7 +96,7 @@ var Actions = []Action{
 	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
 	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
 	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate, UpdatePeerURL, RotateCA,
-	EnableAuth, DisableAuth, UpdateUsers,
+	EnableAuth, DisableAuth, UpdateUsers, SnapshotSource, Acknowledge,
 }
 
 // Recovers reports whether the action recovers from quorum loss: it can lose writes, so it
@@ -177,7 +185,7 @@ const (
 func (a Action) Shows() Showing {
 	switch a {
 	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL, RotateCA,
-		EnableAuth, DisableAuth, UpdateUsers:
+		EnableAuth, DisableAuth, UpdateUsers, Acknowledge:
 		return ShowsAtOnce
 	case DeleteMember, ExpandVolume:
 		return ShowsInCache

@@ -42,6 +42,8 @@ var facts = map[Action]struct {
 	EnableAuth:        {shows: ShowsAtOnce},
 	DisableAuth:       {shows: ShowsAtOnce},
 	UpdateUsers:       {shows: ShowsAtOnce},
+	SnapshotSource:    {},
+	Acknowledge:       {shows: ShowsAtOnce},
 }
 
 func TestActionFacts(t *testing.T) {

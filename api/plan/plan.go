@@ -41,6 +41,9 @@ const (
 	// PreSurvivorInMemory: a majority of voters lost their data, the member keeps its own
 	// in memory and answers, and a destination for its snapshot is known.
 	PreSurvivorInMemory PreconditionKind = "SurvivorInMemory"
+	// PrePeersConnected: every source member of an adoption exchanges raft messages with
+	// the member (etcd counts it an active peer), and it with each of them.
+	PrePeersConnected PreconditionKind = "PeersConnected"
 )
 
 // Precondition is what must hold before a step starts; the executor checks it against a
@@ -71,7 +74,7 @@ type Step struct {
 	// +optional
 	Version string `json:"version,omitempty"`
 	// Backup is the EtcdBackup a RestoreFromBackup step restores, or the one a
-	// SnapshotSurvivor step creates.
+	// SnapshotSurvivor or SnapshotSource step creates.
 	// +optional
 	Backup string `json:"backup,omitempty"`
 	// Secret is the TLS Secret a RenewCertificate step issues again, or the CA Secret a

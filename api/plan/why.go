@@ -217,6 +217,12 @@ const (
 	// WhyAdoptRollback: spec.bootstrap.join was removed before a source member left; the
 	// operator's members leave the source again (leadership moves back to it first).
 	WhyAdoptRollback Why = "AdoptRollback"
+	// WhySourceSnapshot: a snapshot of the adopted cluster is stored before the first
+	// source member leaves.
+	WhySourceSnapshot Why = "SourceSnapshot"
+	// WhySourceStopped: every source member left; the user acknowledges that their
+	// processes are stopped and their data directories wiped.
+	WhySourceStopped Why = "SourceStopped"
 )
 
 // Whys lists every reason code a step can carry.
@@ -235,4 +241,5 @@ var Whys = []Why{
 	WhyCANew, WhyTrustBoth, WhyCAIssues, WhyCARotated, WhySourceServed, WhyCARetired, WhyTrustNew, WhyCADropped, WhyTrustChanged,
 	WhyAuthOn, WhyAuthAtCreation, WhyAuthOff, WhyUsersChanged,
 	WhyAdoptJoin, WhyAdoptLeader, WhySourceLeaves, WhySourceLast, WhyAuthAdopted, WhyAdoptRollback,
+	WhySourceSnapshot, WhySourceStopped,
 }

@@ -460,7 +460,11 @@ type JoinPhase string
 const (
 	// JoinAdopting: the operator's members join the source, and its members leave.
 	JoinAdopting JoinPhase = "Adopting"
-	// JoinAdopted: every source member left; the cluster is the operator's alone.
+	// JoinSourceRemoved: every source member left; the plan waits for the user to
+	// acknowledge that their processes are stopped and their data directories wiped.
+	JoinSourceRemoved JoinPhase = "SourceRemoved"
+	// JoinAdopted: every source member left, and the user acknowledged it; the cluster is
+	// the operator's alone.
 	JoinAdopted JoinPhase = "Adopted"
 	// JoinRolledBack: spec.bootstrap.join was removed before a source member left, and the
 	// operator's members left the source again.

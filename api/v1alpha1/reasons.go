@@ -74,7 +74,11 @@ const (
 	ReasonRecovered       = "Recovered"
 	// etcd's leader refused a member add for long, every voter answering: leadership moved.
 	ReasonLeaderUnconnected = "LeaderUnconnected"
-	// ReasonAdopted: every source member of an adoption left.
+	// ReasonSourceRemoved: every source member of an adoption left; the plan waits for the
+	// user to acknowledge that they are stopped.
+	ReasonSourceRemoved = "SourceRemoved"
+	// ReasonAdopted: the user acknowledged that the source members are stopped: the
+	// adoption is done.
 	ReasonAdopted = "Adopted"
 )
 

@@ -174,8 +174,9 @@ func membersAt(ctx context.Context, eps []string, cfg *tls.Config) map[string]st
 }
 
 // Track records, from a member list read through a quorum, that a source member left (no
-// rollback from then on), and that every one did: the adoption is done. It returns the
-// members that left when the adoption is done now, else nil.
+// rollback from then on), and that every one did: the plan then asks the user to
+// acknowledge that they are stopped. It returns the members that left when the last one
+// left now, else nil.
 func Track(c *v1alpha1.EtcdCluster, view *planner.EtcdView) (done []string) {
 	j := c.Status.Join
 	if j == nil || j.Phase != v1alpha1.JoinAdopting || !view.Linearizable {
@@ -191,7 +192,7 @@ func Track(c *v1alpha1.EtcdCluster, view *planner.EtcdView) (done []string) {
 	if len(left) < len(j.Source) {
 		return nil
 	}
-	j.Phase = v1alpha1.JoinAdopted
+	j.Phase = v1alpha1.JoinSourceRemoved
 	return left
 }
 

@@ -72,6 +72,6 @@ func TestSourceEndpointsAndItsEnd(t *testing.T) {
 	require.Nil(t, Track(c, view), "not on one member's own view")
 	view.Linearizable = true
 	require.Equal(t, []string{"old-0", "old-1"}, Track(c, view))
-	require.Equal(t, v1alpha1.JoinAdopted, c.Status.Join.Phase)
+	require.Equal(t, v1alpha1.JoinSourceRemoved, c.Status.Join.Phase)
 	require.False(t, Running(c))
 }

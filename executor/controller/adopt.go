@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,15 +37,39 @@ func (r *Reconciler) observeSource(ctx context.Context, c *v1alpha1.EtcdCluster,
 		}
 	}
 	if left := adoption.Track(c, view); left != nil {
-		r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonAdopted,
-			"every source member left (%s): the cluster is the operator's alone; stop the removed members' processes and wipe their data directories "+
-				"(a removed member that restarts keeps dialling its old peers)", strings.Join(left, ", "))
+		r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonSourceRemoved,
+			"every source member left (%s): stop their processes and wipe their data directories, then approve the plan's Acknowledge step", strings.Join(left, ", "))
 	}
 	o.Join = observe.Join(c)
 	if !c.Status.Join.SourceLeft && len(o.members) == 0 {
 		o.Join.Problems = adoption.Problems(c)
 	}
+	if members := handOverDue(c, view); members != nil {
+		o.Join.Peers = o.etcd.ActivePeers(ctx, members)
+	}
 	return view, nil
+}
+
+// handOverDue returns the voters (name -> member ID) whose active peers the planner
+// checks before leadership moves from a source member to one of the cluster's own: while
+// a source member leads and one of the cluster's own is a voter; nil otherwise.
+func handOverDue(c *v1alpha1.EtcdCluster, view *planner.EtcdView) map[string]string {
+	j := c.Status.Join
+	if j == nil || j.Phase != v1alpha1.JoinAdopting || !view.Linearizable ||
+		!slices.ContainsFunc(j.Source, func(m v1alpha1.SourceMember) bool { return m.ID == view.LeaderID }) {
+		return nil
+	}
+	voters, own := map[string]string{}, false
+	for _, em := range view.Members {
+		if !em.Learner && em.Name != "" {
+			voters[em.Name] = em.ID
+			own = own || !slices.ContainsFunc(j.Source, func(m v1alpha1.SourceMember) bool { return m.ID == em.ID })
+		}
+	}
+	if !own {
+		return nil
+	}
+	return voters
 }
 
 // adoptUsers makes the operator's users (its client certificates' common names, its own
@@ -97,10 +122,43 @@ func sourceLastMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string
 	if j := adoption.Spec(c); j != nil {
 		eps = j.Endpoints
 	}
-	return fmt.Sprintf("plan %s removes the last source member %s: clients of the source's endpoints (%s) must use the cluster's Service %s.%s.svc from then on; "+
-		"once it left, stop the removed source members' processes and wipe their data directories (a removed member that restarts keeps dialling its old peers); "+
-		"approve: kubectl etcd approve %s --plan %s (or set the annotation %s: %s)",
-		rec.ID, currentStep(rec).Member, strings.Join(eps, ", "), vocab.ClientService(c.Name), c.Namespace, c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
+	return fmt.Sprintf("plan %s removes the last source member %s: clients of the source's endpoints (%s) must use the cluster's Service %s.%s.svc from then on; %s",
+		rec.ID, currentStep(rec).Member, strings.Join(eps, ", "), vocab.ClientService(c.Name), c.Namespace, approveHow(c, rec))
+}
+
+// stoppedHeld: the plan's current step waits for the user's word that the removed source
+// members are stopped.
+func stoppedHeld(rec *v1alpha1.PlanStatus) bool {
+	s := currentStep(rec)
+	return s != nil && s.Action == plan.Acknowledge
+}
+
+// stoppedMessage names the removed source members and what to do with them.
+func stoppedMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
+	var left []string
+	if j := c.Status.Join; j != nil {
+		for _, m := range j.Source {
+			left = append(left, fmt.Sprintf("%s (peer URLs %s)", m.Name, strings.Join(m.PeerURLs, ", ")))
+		}
+	}
+	return fmt.Sprintf("every source member left the cluster: %s; stop their processes and wipe their data directories "+
+		"(a removed member that restarts keeps dialling its old peers), then %s", strings.Join(left, ", "), approveHow(c, rec))
+}
+
+// approveHow says how to approve the recorded plan.
+func approveHow(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
+	return fmt.Sprintf("approve: kubectl etcd approve %s --plan %s (or set the annotation %s: %s)", c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
+}
+
+// acknowledge records the user's approval of an Acknowledge step: the adoption is done.
+func (r *Reconciler) acknowledge(c *v1alpha1.EtcdCluster, s plan.Step) error {
+	j := c.Status.Join
+	if s.Why != plan.WhySourceStopped || j == nil || j.Phase != v1alpha1.JoinSourceRemoved {
+		return fmt.Errorf("nothing to acknowledge for %s", s.Why)
+	}
+	j.Phase = v1alpha1.JoinAdopted
+	r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonAdopted, "the adoption is done: the source members are acknowledged stopped, and the cluster is the operator's alone")
+	return nil
 }
 
 // holdForAdoption keeps the finalizer that holds the EtcdCluster's deletion while its

@@ -81,10 +81,21 @@ func TestAdoptionRecordsTheSourceAndHoldsItsLastMember(t *testing.T) {
 	f.reconcile()
 	require.Contains(t, f.etcd.Calls(), "Remove a1")
 	c, _ = f.reconcile()
-	require.Equal(t, v1alpha1.JoinAdopted, c.Status.Join.Phase)
+	require.Equal(t, v1alpha1.JoinSourceRemoved, c.Status.Join.Phase)
 	c, _ = f.reconcile()
 	require.NotContains(t, c.Finalizers, v1alpha1.FinalizerAdoption, "no rollback once a source member left")
 	require.True(t, slices.ContainsFunc(f.drain(), func(e string) bool { return strings.Contains(e, "every source member left") }))
+
+	// The user's word that the removed members are stopped and wiped ends the adoption.
+	require.Equal(t, plan.Acknowledge, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
+	require.Contains(t, conditions.GetMessage(c, meta.ReadyCondition), "old-0 (peer URLs")
+	f.approve(c.Status.Plan.ID)
+	f.reconcile()
+	c, _ = f.reconcile()
+	require.Equal(t, v1alpha1.JoinAdopted, c.Status.Join.Phase)
+	require.Nil(t, c.Status.Plan, "the adoption is done")
+	require.True(t, slices.ContainsFunc(f.drain(), func(e string) bool { return strings.Contains(e, "the adoption is done") }))
 }
 
 // An EtcdCluster deleted while its adoption can be rolled back takes its members out of the
@@ -141,4 +152,53 @@ func TestAdoptedAuthMakesTheOperatorsUsersFirst(t *testing.T) {
 	calls := f.etcd.Calls()
 	require.Less(t, slices.Index(calls, "AdoptUsers etcdplan-operator,adopter as root"),
 		slices.IndexFunc(calls, func(call string) bool { return strings.HasPrefix(call, "AddLearner") }), "the users before any member joins: %v", calls)
+}
+
+// With a backup schedule, leadership moves to demo-0 only once raft messages pass between it
+// and every source member (their metrics say), and a snapshot of the cluster is stored as an
+// EtcdBackup of demo-0 before the first source member leaves.
+func TestAdoptionConnectsAndSnapshotsBeforeTheFirstRemoval(t *testing.T) {
+	f := adoptFixture(t)
+	ctx := context.Background()
+	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
+	sched.Spec.ClusterRef.Name, sched.Spec.Schedule = "demo", "0 3 * * *"
+	sched.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups", Prefix: "etcd"}
+	require.NoError(t, f.kube.Create(ctx, sched))
+	c, _ := f.reconcile()
+	require.Contains(t, f.etcd.Calls(), "AddLearner http://demo-0.demo.ns.svc:2380")
+	f.setView(func(v *planner.EtcdView) { // demo-0 (member 101) started and was promoted
+		v.Members = append(v.Members[:3], planner.EtcdMember{ID: "101", Name: "demo-0", PeerURLs: []string{"http://demo-0.demo.ns.svc:2380"},
+			Answering: true, Leader: "a1", Version: "3.6.16", RaftIndex: 100})
+	})
+	require.NoError(t, client.IgnoreAlreadyExists(f.kube.Create(ctx, kubetest.MemberPod(c, "demo-0"))))
+	require.NoError(t, client.IgnoreAlreadyExists(f.kube.Create(ctx, kubetest.MemberPVC(c, "demo-0", "101"))))
+
+	f.etcd.Cut = []string{"101"}
+	f.reconcile()
+	c, _ = f.reconcile()
+	rec := c.Status.Plan
+	require.Equal(t, plan.TransferLeadership, rec.Steps[rec.Current].Action, "%+v", rec.Steps)
+	require.Equal(t, plan.PrePeersConnected, rec.Steps[rec.Current].Precondition.Kind)
+	require.Contains(t, rec.Progress[rec.Current].Message, "old-0 does not count demo-0 an active peer")
+	require.NotContains(t, strings.Join(f.etcd.Calls(), " "), "MoveLeader")
+
+	f.etcd.Cut = nil
+	f.reconcile()
+	require.Contains(t, f.etcd.Calls(), "MoveLeader a1 101")
+	c, _ = f.reconcile()
+	rec = c.Status.Plan
+	require.Equal(t, plan.SnapshotSource, rec.Steps[rec.Current].Action, "%+v", rec.Steps)
+	snap := &v1alpha1.EtcdBackup{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-adopted"}, snap))
+	require.Equal(t, "101", snap.Spec.Member, "read from the cluster's own new leader")
+	require.Equal(t, "backups", snap.Spec.Destination.S3.Bucket, "the schedule's destination")
+	f.reconcile()
+	require.NotContains(t, strings.Join(f.etcd.Calls(), " "), "Remove a", "no source member leaves before the snapshot is stored")
+
+	snap.Status.Phase = v1alpha1.BackupSucceeded
+	snap.Status.Artifact = &v1alpha1.Artifact{URI: "s3://backups/etcd/demo-adopted.db", Revision: 7, ClusterID: "c9", TakenAt: metav1.NewTime(f.now)}
+	require.NoError(t, f.kube.Status().Update(ctx, snap))
+	f.reconcile()
+	f.reconcile()
+	require.Contains(t, f.etcd.Calls(), "Remove a1", "a source member leaves once the snapshot is stored")
 }

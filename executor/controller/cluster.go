@@ -407,6 +407,8 @@ func heldMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
 		return plainTextMessage(c, rec)
 	case sourceLastHeld(rec):
 		return sourceLastMessage(c, rec)
+	case stoppedHeld(rec):
+		return stoppedMessage(c, rec)
 	}
 	return ""
 }

@@ -141,6 +141,10 @@ func hint(s plan.Step, reason v1alpha1.StalledReason) string {
 		return fmt.Sprintf("Check that every voter is healthy and that Secrets %s and the cluster's trust Secret are there (docs/security.md, rotate the cluster's CA)", s.Secret)
 	case plan.EnableAuth, plan.DisableAuth, plan.UpdateUsers:
 		return "Check that every voter is healthy and that the operator's client certificate names an etcd user with the root role (docs/security.md, authentication)"
+	case plan.SnapshotSource:
+		return fmt.Sprintf("Check EtcdBackup %s: its conditions, and the cluster's backup destination (docs/backup-restore.md)", s.Backup)
+	case plan.Acknowledge:
+		return "Approve the plan once what its step asks is done"
 	case plan.StopMember, plan.ForceNewCluster, plan.RestoreFromBackup, plan.SnapshotSurvivor:
 		return checkOperator
 	}

@@ -85,8 +85,10 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.forceNewCluster(ctx, c, o, s)
 	case plan.RestoreFromBackup:
 		return r.restoreFromBackup(ctx, c, o, s)
-	case plan.SnapshotSurvivor:
-		return r.snapshotSurvivor(ctx, c, o, s)
+	case plan.SnapshotSurvivor, plan.SnapshotSource:
+		return r.snapshotMember(ctx, c, o, s)
+	case plan.Acknowledge:
+		return r.acknowledge(c, s)
 	case plan.RenewCertificate:
 		return r.certs().Renew(ctx, o.inUse, s.Secret, r.now())
 	case plan.AwaitCertificate:

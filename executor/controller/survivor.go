@@ -14,13 +14,15 @@ import (
 	"github.com/etcdplan/etcdplan/executor/status"
 )
 
-// snapshotSurvivor has the snapshot of a member that still runs alone with its data in
-// memory stored: it creates the step's EtcdBackup, naming the member by ID (spec.member),
-// at the destination of the newest backup or the backup schedule, and the backup
-// reconciler takes it. A later look finds the backup it created and waits for it; the
-// plan goes on once it succeeded (a failure blocks the next plan, SurvivorSnapshotFailed).
-// No owner: the snapshot outlives the cluster, as any backup taken by hand.
-func (r *Reconciler) snapshotSurvivor(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+// snapshotMember has the snapshot of a member stored: one that still runs alone with its
+// data in memory (SnapshotSurvivor), or a voter of an adopted cluster before the first source
+// member leaves (SnapshotSource). It creates the step's EtcdBackup, naming the member by ID
+// (spec.member), at the destination of the newest backup or the backup schedule, and the
+// backup reconciler takes it. A later look finds the backup it created and waits for it;
+// the plan goes on once it succeeded (a survivor's failure blocks the next plan,
+// SurvivorSnapshotFailed; a source's stalls the step until the backup is deleted). No
+// owner: the snapshot outlives the cluster, as any backup taken by hand.
+func (r *Reconciler) snapshotMember(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	b := &v1alpha1.EtcdBackup{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Backup}, b)
 	switch {
@@ -30,6 +32,9 @@ func (r *Reconciler) snapshotSurvivor(ctx context.Context, c *v1alpha1.EtcdClust
 		return err
 	case b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID || b.Labels[vocab.LabelManagedBy] != vocab.ManagerName:
 		return nameTaken("EtcdBackup", s.Backup)
+	}
+	if b.Status.Phase == v1alpha1.BackupFailed {
+		return status.Waiting("EtcdBackup %s failed to store the snapshot of %s: %s; delete it to take the snapshot again", b.Name, s.Member, readyMessage(b))
 	}
 	return status.Waiting("waiting for EtcdBackup %s to store the snapshot of %s (phase %q): %s", b.Name, s.Member, b.Status.Phase, readyMessage(b))
 }

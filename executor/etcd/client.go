@@ -79,6 +79,9 @@ type Cluster interface {
 	// AdoptUsers makes users with the root role in a cluster whose auth is on, as the user
 	// given by password (see Client.AdoptUsers).
 	AdoptUsers(ctx context.Context, users []string, as, password string) error
+	// ActivePeers reads, for each member named (name -> member ID), the IDs of the members
+	// etcd counts as its active peers (see Client.ActivePeers).
+	ActivePeers(ctx context.Context, members map[string]string) map[string][]string
 	// SetCluster points the connection at the members' current endpoints (name -> URL), and
 	// sets the cluster ID every answer must carry ("" until the cluster first answered).
 	SetCluster(clusterID string, endpoints map[string]string)

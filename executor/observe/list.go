@@ -253,7 +253,7 @@ func Join(c *v1alpha1.EtcdCluster) *planner.Join {
 	if j == nil {
 		return nil
 	}
-	out := &planner.Join{SourceLeft: j.SourceLeft, UsersMade: j.UsersMade}
+	out := &planner.Join{SourceLeft: j.SourceLeft, UsersMade: j.UsersMade, AllLeft: j.Phase == v1alpha1.JoinSourceRemoved}
 	for _, m := range j.Source {
 		out.Source = append(out.Source, planner.RecordedMember{Name: m.Name, ID: m.ID})
 	}

@@ -43,7 +43,9 @@ type Cluster struct {
 	Database []byte
 	Revision int64
 	// Held is what Contents answers, at any revision.
-	Held      etcd.Contents
+	Held etcd.Contents
+	// Cut, when set, names members whose raft messages pass to no peer (ActivePeers).
+	Cut       []string
 	calls     []string
 	nextID    uint64
 	clusterID string // set by SetCluster: a view of another cluster is refused, as Client does
@@ -221,6 +223,25 @@ func (c *Cluster) AdoptUsers(_ context.Context, users []string, as, _ string) er
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.call("AdoptUsers %s as %s", strings.Join(users, ","), as)
+}
+
+// ActivePeers counts every member of the view active to every other, but those Cut.
+func (c *Cluster) ActivePeers(_ context.Context, members map[string]string) map[string][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string][]string{}
+	for _, id := range members {
+		if c.view == nil {
+			break
+		}
+		out[id] = []string{}
+		for _, m := range c.view.Members {
+			if m.ID != id && !slices.Contains(c.Cut, id) && !slices.Contains(c.Cut, m.ID) {
+				out[id] = append(out[id], m.ID)
+			}
+		}
+	}
+	return out
 }
 
 func (c *Cluster) DisableAuth(context.Context) error {
