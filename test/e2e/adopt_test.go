@@ -29,10 +29,16 @@ import (
 
 // A running three-member cluster of plain Pods that no operator manages is adopted into
 // an EtcdCluster of three, a writer running throughout: the cluster keeps its ID and every
-// acknowledged write, the last source member leaves only once approved, and then the
-// member list holds the cluster's own members alone.
+// acknowledged write, a snapshot of it is stored before the first source member leaves,
+// the last source member leaves only once approved, the user then acknowledges the source
+// stopped, and the member list holds the cluster's own members alone.
 func TestAdoptRunningCluster(t *testing.T) {
 	ns, src, id := withSource(t, 3, false)
+	createClaim(t, ns, "backups")
+	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, "nightly")}
+	sched.Spec.ClusterRef.Name, sched.Spec.Schedule, sched.Spec.Suspend = "demo", "@daily", true
+	sched.Spec.Destination = framework.ClaimDest("backups")
+	require.NoError(t, framework.Env.Client.Create(context.Background(), sched))
 	w := startWriterOn(t, ns, "demo", id, func() []string { return append(src.endpoints(t), framework.Endpoints(t, ns, "demo")...) }, nil)
 	w.waitAcked()
 
@@ -42,8 +48,9 @@ func TestAdoptRunningCluster(t *testing.T) {
 		"spec: {replicas: 3, version: 3.6.16, storage: {size: 64Mi}, bootstrap: {join: {endpoints: [%s]}}}\n", ns, strings.Join(src.endpoints(t), ", "))), 0o644))
 	preview := livePlan(t, ns, manifest, 2)
 	require.Nil(t, preview.Blocked)
-	require.Len(t, preview.Steps, 13, "three joins and three removals, leadership moved once")
-	require.Equal(t, plan.WhySourceLast, preview.Steps[12].Why)
+	require.Len(t, preview.Steps, 14, "three joins and three removals, leadership moved once, a snapshot before the first removal")
+	require.Equal(t, plan.SnapshotSource, preview.Steps[4].Action)
+	require.Equal(t, plan.WhySourceLast, preview.Steps[13].Why)
 
 	require.NoError(t, framework.Env.Client.Create(context.Background(), adopter(ns, src.endpoints(t))))
 	c := awaitLastSource(t, ns)
@@ -51,6 +58,9 @@ func TestAdoptRunningCluster(t *testing.T) {
 	require.Contains(t, framework.Condition(c, "Reconciling").Message, "removes the last source member")
 	members := memberNames(t, src.endpoints(t), src.tls)
 	require.Len(t, members, 4, "three of the cluster's, and the last source member: %v", members)
+
+	snap := framework.WaitBackup(t, ns, "demo-adopted", v1alpha1.BackupSucceeded)
+	require.Equal(t, id, snap.Status.Artifact.ClusterID, "the snapshot is of the adopted cluster")
 
 	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
 	c = awaitAdopted(t, ns)
@@ -146,8 +156,17 @@ func awaitLastSource(t *testing.T, ns string) *v1alpha1.EtcdCluster {
 	})
 }
 
-// awaitAdopted waits for the adoption to be done and the cluster ready.
+// awaitAdopted waits for every source member to be gone and the plan to ask for the user's
+// word that they are stopped, gives it, and waits for the adoption to be done and the
+// cluster ready.
 func awaitAdopted(t *testing.T, ns string) *v1alpha1.EtcdCluster {
+	c := framework.WaitFor(t, ns, "demo", 3*time.Minute, "the acknowledgement awaiting approval", func(c *v1alpha1.EtcdCluster) bool {
+		p := c.Status.Plan
+		return p != nil && p.Phase == v1alpha1.PlanAwaitingApproval && p.Steps[p.Current].Action == plan.Acknowledge
+	})
+	require.Equal(t, v1alpha1.JoinSourceRemoved, c.Status.Join.Phase)
+	require.Contains(t, framework.Condition(c, "Reconciling").Message, "stop their processes and wipe their data directories")
+	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
 	return framework.WaitFor(t, ns, "demo", 3*time.Minute, "the adoption done", func(c *v1alpha1.EtcdCluster) bool {
 		return framework.Ready(c) && c.Status.Join != nil && c.Status.Join.Phase == v1alpha1.JoinAdopted && c.Status.Plan == nil
 	})
