@@ -145,11 +145,6 @@ func stoppedMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
 		"(a removed member that restarts keeps dialling its old peers), then %s", strings.Join(left, ", "), approveHow(c, rec))
 }
 
-// approveHow says how to approve the recorded plan.
-func approveHow(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
-	return fmt.Sprintf("approve: kubectl etcd approve %s --plan %s (or set the annotation %s: %s)", c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
-}
-
 // acknowledge records the user's approval of an Acknowledge step: the adoption is done.
 func (r *Reconciler) acknowledge(c *v1alpha1.EtcdCluster, s plan.Step) error {
 	j := c.Status.Join

@@ -140,7 +140,7 @@ func authHeld(rec *v1alpha1.PlanStatus) bool {
 
 // authMessage says what the held step does and how to let it run.
 func authMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
-	approve := fmt.Sprintf("approve: kubectl etcd approve %s --plan %s (or set the annotation %s: %s)", c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
+	approve := approveHow(c, rec)
 	if currentStep(rec).Why == plan.WhyAuthOff {
 		return fmt.Sprintf("plan %s switches etcd's authentication off: every client that reaches the members is served without a user from then on; %s", rec.ID, approve)
 	}

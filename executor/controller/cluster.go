@@ -413,6 +413,11 @@ func heldMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
 	return ""
 }
 
+// approveHow says how to approve the recorded plan.
+func approveHow(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
+	return fmt.Sprintf("approve: kubectl etcd approve %s --plan %s (or set the annotation %s: %s)", c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
+}
+
 // staleMembership: steps show in etcd's membership or leader, and this look at the cluster
 // has no member list read through a quorum to show them done.
 func staleMembership(o *observation, steps []plan.Step) bool {

@@ -21,8 +21,7 @@ func plainTextHeld(rec *v1alpha1.PlanStatus) bool {
 func plainTextMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string {
 	if currentStep(rec).Why == plan.WhyTLSOff {
 		return fmt.Sprintf("plan %s switches TLS off: members serve plain text beside TLS from its next step, and plain text alone at its end, "+
-			"so clients' and peers' traffic is no longer encrypted or authenticated by certificates; approve: kubectl etcd approve %s --plan %s "+
-			"(or set the annotation %s: %s)", rec.ID, c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
+			"so clients' and peers' traffic is no longer encrypted or authenticated by certificates; %s", rec.ID, approveHow(c, rec))
 	}
 	secret := c.Spec.TLS.ClientSecretName
 	if c.Status.TLS != nil && c.Status.TLS.ClientSecretName != "" {
@@ -30,6 +29,6 @@ func plainTextMessage(c *v1alpha1.EtcdCluster, rec *v1alpha1.PlanStatus) string 
 	}
 	return fmt.Sprintf("plan %s next restarts %s without plain text: every member serves TLS beside plain text now, and from this step on "+
 		"members refuse clients that do not speak TLS; move every client to TLS first (https://%s.%s.svc:%d, the client certificate and CA in Secret %s), "+
-		"then approve: kubectl etcd approve %s --plan %s (or set the annotation %s: %s)",
-		rec.ID, currentStep(rec).Member, vocab.ClientService(c.Name), c.Namespace, vocab.ClientPort, secret, c.Name, rec.ID, v1alpha1.AnnotationApprove, rec.ID)
+		"then %s",
+		rec.ID, currentStep(rec).Member, vocab.ClientService(c.Name), c.Namespace, vocab.ClientPort, secret, approveHow(c, rec))
 }
