@@ -81,6 +81,40 @@ func TestAdoptClusterWithClientTLS(t *testing.T) {
 	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, memberNames(t, framework.EndpointsAs(t, ns, "demo", true), framework.ClientTLS(t, ns, "demo")))
 }
 
+// A running cluster whose peers talk mutual TLS of its own CA is adopted by an EtcdCluster
+// whose peer certificate the same CA issued (tls.peer.mode Provided), naming its members'
+// peer DNS names: the source's members and the cluster's trust each other. Every write the
+// source acknowledged is then served by the cluster's own members, under the source's ID,
+// and their peers talk TLS.
+func TestAdoptClusterWithPeerTLS(t *testing.T) {
+	ns, src, id := withSource(t, 3, sourceTLS{peer: true})
+	w := startWriterOn(t, ns, "demo", id, func() []string { return append(src.endpoints(t), framework.Endpoints(t, ns, "demo")...) }, nil)
+	w.waitAcked()
+
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, vocab.MemberHost("demo", ns, vocab.MemberName("demo", i)))
+	}
+	issueSecret(t, ns, "demo-peer", src.ca, pki.Request{CommonName: "demo-peer", DNSNames: peers, Server: true, Client: true})
+	c := adopter(ns, src.endpoints(t))
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided}, PeerSecretName: "demo-peer"}
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	c = awaitLastSource(t, ns)
+	require.Equal(t, id, c.Status.ClusterID)
+	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
+	awaitAdopted(t, ns)
+	w.stopAndVerify()
+	resp, err := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo")).MemberList(context.Background())
+	require.NoError(t, err)
+	var names []string
+	for _, m := range resp.Members {
+		names = append(names, m.Name)
+		require.Equal(t, []string{vocab.PeerURL("demo", ns, m.Name, true)}, m.PeerURLs, "peers talk TLS")
+	}
+	slices.Sort(names)
+	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, names)
+}
+
 // A running cluster with authentication on (clients by their certificates' common names, and
 // root by password) is adopted with auth kept on: the operator makes its users in it as root
 // first. Every write the source acknowledged is then served by the cluster's own members.
