@@ -96,6 +96,21 @@ func TestAdoptClusterWithPeerTLS(t *testing.T) {
 		peers = append(peers, vocab.MemberHost("demo", ns, vocab.MemberName("demo", i)))
 	}
 	issueSecret(t, ns, "demo-peer", src.ca, pki.Request{CommonName: "demo-peer", DNSNames: peers, Server: true, Client: true})
+
+	// Previewed: peer certificates of the cluster's own CA are refused, the user's of the
+	// source's CA give the whole adoption.
+	preview := func(mode v1alpha1.TLSMode, wantCode int) plan.Plan {
+		manifest := filepath.Join(t.TempDir(), "demo.yaml")
+		require.NoError(t, os.WriteFile(manifest, []byte(fmt.Sprintf("apiVersion: etcdplan.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: demo, namespace: %s}\n"+
+			"spec: {replicas: 3, version: 3.6.16, storage: {size: 64Mi}, tls: {mode: Disabled, peer: {mode: %s}, peerSecretName: demo-peer}, "+
+			"bootstrap: {join: {endpoints: [%s]}}}\n", ns, mode, strings.Join(src.endpoints(t), ", "))), 0o644))
+		return livePlan(t, ns, manifest, wantCode)
+	}
+	refused := preview(v1alpha1.TLSAuto, 1)
+	require.NotNil(t, refused.Blocked)
+	require.Contains(t, refused.Blocked.Message, "tls.peer.mode is Auto: the cluster's own CA would issue its members' peer certificates, which the source does not trust")
+	require.Len(t, preview(v1alpha1.TLSProvided, 2).Steps, 13)
+
 	c := adopter(ns, src.endpoints(t))
 	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided}, PeerSecretName: "demo-peer"}
 	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
