@@ -243,10 +243,12 @@ func (j *Join) problems() []string {
 
 // sourceProblems is the preflight of the source's own view: every member started, a
 // voter, healthy, on spec.version's minor (3.5 from 3.5.26: earlier ones can let the v2
-// and v3 membership drift apart on exactly the adds and removes an adoption makes), with
-// plain-text peers, no alarm, and authentication only when the spec keeps it.
+// and v3 membership drift apart on exactly the adds and removes an adoption makes), its
+// peers talking TLS exactly when the spec's do (the executor checks that the spec's peer
+// certificates are the user's, which the source can trust), no alarm, and authentication
+// only when the spec keeps it.
 func sourceProblems(d Desired, v *EtcdView) []string {
-	var out []string
+	var out, tlsPeers, plainPeers []string
 	want, _ := ParseVersion(d.Version)
 	for _, em := range v.Members {
 		name := sourceName(em)
@@ -261,11 +263,21 @@ func sourceProblems(d Desired, v *EtcdView) []string {
 		case have.Minor == 5 && have.Patch < 26:
 			out = append(out, fmt.Sprintf("member %s runs etcd %s: upgrade the source to 3.5.26 or later first (earlier 3.5 releases can let etcd's two records of membership drift apart on adds and removes)", name, em.Version))
 		}
-		if slices.ContainsFunc(em.PeerURLs, func(u string) bool { return strings.HasPrefix(u, "https://") }) {
-			out = append(out, fmt.Sprintf("member %s talks to its peers over TLS: adopting such a source is not supported yet", name))
+		if slices.ContainsFunc(em.PeerURLs, isTLS) {
+			tlsPeers = append(tlsPeers, name)
+		}
+		if slices.ContainsFunc(em.PeerURLs, func(u string) bool { return !isTLS(u) }) {
+			plainPeers = append(plainPeers, name)
 		}
 	}
-	if d.PeerTLS {
+	switch {
+	case len(tlsPeers) > 0 && len(plainPeers) > 0:
+		out = append(out, fmt.Sprintf("the source's peers talk TLS (%s) and plain text (%s): finish the source's switch of peer TLS first",
+			strings.Join(tlsPeers, ", "), strings.Join(plainPeers, ", ")))
+	case len(tlsPeers) > 0 && !d.PeerTLS:
+		out = append(out, "the source's peers talk TLS, and spec.tls's peers plain text: set tls.peer.mode Provided, with peerSecretName a Secret "+
+			"whose certificate the source's peer CA issued, naming this cluster's members' peer DNS names, and whose ca.crt is the source's peer CA")
+	case len(plainPeers) > 0 && d.PeerTLS:
 		out = append(out, "spec.tls asks for peer TLS, and the source's peers talk plain text: adopt with peer TLS off (tls.peer.mode Disabled), then switch it on")
 	}
 	for _, a := range v.Alarms {
@@ -277,6 +289,9 @@ func sourceProblems(d Desired, v *EtcdView) []string {
 	}
 	return out
 }
+
+// isTLS: the URL is https.
+func isTLS(u string) bool { return strings.HasPrefix(u, "https://") }
 
 // joinWarnings say what an adoption under way does not do for the user.
 func joinWarnings(d Desired, o Observed) []string {

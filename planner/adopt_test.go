@@ -124,6 +124,14 @@ func TestAdoptionPreflight(t *testing.T) {
 		{"an alarm", func(w *world, _ *Desired) { w.alarms = []Alarm{{MemberID: "1", Type: AlarmNoSpace}} }, "disarm it first"},
 		{"auth", func(w *world, _ *Desired) { w.auth = true }, "authentication on"},
 		{"peer TLS asked", func(w *world, d *Desired) { d.PeerTLS = true }, "adopt with peer TLS off"},
+		{"peers of the source talk TLS", func(w *world, _ *Desired) {
+			for _, m := range w.members {
+				m.peerTLS = true
+			}
+		}, "set tls.peer.mode Provided, with peerSecretName a Secret whose certificate the source's peer CA issued"},
+		{"the source switches peer TLS", func(w *world, d *Desired) {
+			w.members["src-1"].peerTLS, d.PeerTLS = true, true
+		}, "the source's peers talk TLS (src-1) and plain text (src-0, src-2): finish the source's switch of peer TLS first"},
 		{"the executor's check", func(w *world, _ *Desired) { w.join.Problems = []string{"demo-0's peer URL is not reachable"} }, "not reachable"},
 		{"a name of the cluster's", func(w *world, _ *Desired) {
 			m := w.members["src-2"]
@@ -153,6 +161,23 @@ func TestAdoptionPreflight(t *testing.T) {
 		require.Equal(t, plan.WhyAuthAdopted, p.Steps[0].Why)
 		converge(t, c, w)
 		require.True(t, w.join.UsersMade)
+	})
+	t.Run("peer TLS kept", func(t *testing.T) { // the executor checks the spec's peer certificates are the user's
+		c := adoption(3)
+		c.PeerTLS = true
+		w := adoptedWorld(c, 3)
+		for _, m := range w.members {
+			m.peerTLS = true
+		}
+		p := Plan(c, w.observe())
+		require.Nil(t, p.Blocked)
+		require.Len(t, p.Steps, 13, "%v", summary(p))
+		converge(t, c, w)
+		for _, m := range w.members {
+			require.Equal(t, !m.source, m.inEtcd, m.name)
+			require.True(t, m.peerTLS, "%s registers a TLS peer URL", m.name)
+		}
+		require.Empty(t, summary(Plan(c, w.observe())))
 	})
 	t.Run("no source answers", func(t *testing.T) {
 		c := adoption(3)

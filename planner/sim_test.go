@@ -133,12 +133,12 @@ func (m *wmember) serving() plan.Listen {
 
 // peerURL is the member's peer URL in etcd's membership.
 func (m *wmember) peerURL(cluster, host string) string {
-	if m.source {
-		return fmt.Sprintf("http://%s.elsewhere:2380", host)
-	}
 	scheme, port := "http", 2380
 	if m.peerTLS {
 		scheme = "https"
+	}
+	if m.source {
+		return fmt.Sprintf("%s://%s.elsewhere:2380", scheme, host)
 	}
 	if m.peerAlt {
 		port = 2382

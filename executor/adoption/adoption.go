@@ -198,19 +198,42 @@ func Track(c *v1alpha1.EtcdCluster, view *planner.EtcdView) (done []string) {
 
 // Problems is the preflight of spec against the source, before any of the cluster's
 // members joined: the source's client URLs are of the scheme the cluster's own members
-// serve (one connection reaches both).
+// serve (one connection reaches both), and when the source's peers talk TLS (as its
+// members recorded in status say), the cluster's peer certificates are the user's
+// (tls.peer.mode Provided): the source trusts only certificates of its own peer CA. The
+// planner checks that the two sides' peers talk TLS alike.
 func Problems(c *v1alpha1.EtcdCluster) []string {
 	j := Spec(c)
 	if j == nil {
 		return nil
 	}
+	var out []string
 	for _, u := range j.Endpoints {
 		if https := strings.HasPrefix(u, "https://"); https != c.Spec.TLS.ClientTLS() {
-			return []string{fmt.Sprintf("endpoint %s and the cluster's own client TLS (tls.client.mode) differ: the operator reaches both with one connection; "+
-				"set spec.tls so members serve clients as the source does, then change it after the adoption", u)}
+			out = append(out, fmt.Sprintf("endpoint %s and the cluster's own client TLS (tls.client.mode) differ: the operator reaches both with one connection; "+
+				"set spec.tls so members serve clients as the source does, then change it after the adoption", u))
+			break
 		}
 	}
-	return nil
+	if mode := c.Spec.TLS.PeerMode(); mode.OwnCA() && sourcePeersTLS(c) {
+		out = append(out, fmt.Sprintf("the source's peers talk TLS, and tls.peer.mode is %s: the cluster's own CA would issue its members' peer certificates, "+
+			"which the source does not trust; set tls.peer.mode Provided, with peerSecretName a Secret whose certificate the source's peer CA issued, "+
+			"naming this cluster's members' peer DNS names, and whose ca.crt is the source's peer CA", mode))
+	}
+	return out
+}
+
+// sourcePeersTLS: a source member recorded in status has a TLS peer URL.
+func sourcePeersTLS(c *v1alpha1.EtcdCluster) bool {
+	if c.Status.Join == nil {
+		return false
+	}
+	for _, m := range c.Status.Join.Source {
+		if slices.ContainsFunc(m.PeerURLs, func(u string) bool { return strings.HasPrefix(u, "https://") }) {
+			return true
+		}
+	}
+	return false
 }
 
 // Credentials are the username and password spec.bootstrap.join.credentialsSecretName

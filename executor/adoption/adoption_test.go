@@ -75,3 +75,47 @@ func TestSourceEndpointsAndItsEnd(t *testing.T) {
 	require.Equal(t, v1alpha1.JoinSourceRemoved, c.Status.Join.Phase)
 	require.False(t, Running(c))
 }
+
+// The preflight of spec against the source: clients are reached with one connection, so
+// their schemes agree; a source whose peers talk TLS trusts its own peer CA alone, so the
+// cluster's peer certificates must be the user's (Provided), never of the cluster's own CA.
+func TestProblemsOfSpecAgainstTheSource(t *testing.T) {
+	adopt := func(tls *v1alpha1.TLSSpec, endpoint, peerURL string) *v1alpha1.EtcdCluster {
+		c := &v1alpha1.EtcdCluster{}
+		c.Spec.TLS = tls
+		c.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Join: &v1alpha1.JoinSpec{Endpoints: []string{endpoint}}}
+		if peerURL != "" {
+			c.Status.Join = &v1alpha1.JoinStatus{Phase: v1alpha1.JoinAdopting, Source: []v1alpha1.SourceMember{
+				{ID: "a1", Name: "old-0", ClientURLs: []string{endpoint}, PeerURLs: []string{peerURL}}}}
+		}
+		return c
+	}
+	peer := func(mode v1alpha1.TLSMode) *v1alpha1.TLSSpec {
+		return &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: mode}, PeerSecretName: "demo-peer"}
+	}
+	for _, tc := range []struct {
+		name              string
+		tls               *v1alpha1.TLSSpec
+		endpoint, peerURL string
+		want              string
+	}{
+		{"plain text", nil, "http://10.88.0.5:2379", "http://old-0.elsewhere:2380", ""},
+		{"before the source is read", peer(v1alpha1.TLSAuto), "http://10.88.0.5:2379", "", ""},
+		{"the user's peer certificates", peer(v1alpha1.TLSProvided), "http://10.88.0.5:2379", "https://old-0.elsewhere:2380", ""},
+		{"the cluster's own CA", peer(v1alpha1.TLSAuto), "http://10.88.0.5:2379", "https://old-0.elsewhere:2380",
+			"tls.peer.mode is Auto: the cluster's own CA would issue its members' peer certificates, which the source does not trust; set tls.peer.mode Provided"},
+		{"cert-manager's", peer(v1alpha1.TLSCertManager), "http://10.88.0.5:2379", "https://old-0.elsewhere:2380", "tls.peer.mode is CertManager"},
+		{"peers plain text in spec", nil, "http://10.88.0.5:2379", "https://old-0.elsewhere:2380", ""}, // the planner says so
+		{"client TLS off", nil, "https://10.88.0.5:2379", "", "the cluster's own client TLS (tls.client.mode) differ"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Problems(adopt(tc.tls, tc.endpoint, tc.peerURL))
+			if tc.want == "" {
+				require.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			require.Contains(t, got[0], tc.want)
+		})
+	}
+}

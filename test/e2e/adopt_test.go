@@ -33,7 +33,7 @@ import (
 // the last source member leaves only once approved, the user then acknowledges the source
 // stopped, and the member list holds the cluster's own members alone.
 func TestAdoptRunningCluster(t *testing.T) {
-	ns, src, id := withSource(t, 3, false)
+	ns, src, id := withSource(t, 3, sourceTLS{})
 	createClaim(t, ns, "backups")
 	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, "nightly")}
 	sched.Spec.ClusterRef.Name, sched.Spec.Schedule, sched.Spec.Suspend = "demo", "@daily", true
@@ -75,7 +75,7 @@ func TestAdoptRunningCluster(t *testing.T) {
 // the source's client certificate beside its own. Every write the source acknowledged is
 // then served by the cluster's own members, under the source's ID.
 func TestAdoptClusterWithClientTLS(t *testing.T) {
-	ns, src, id := withSource(t, 3, true)
+	ns, src, id := withSource(t, 3, sourceTLS{client: true})
 	w := startWriterOn(t, ns, "demo", id, func() []string { return src.endpoints(t) }, src.tls)
 	w.waitAcked()
 
@@ -91,11 +91,60 @@ func TestAdoptClusterWithClientTLS(t *testing.T) {
 	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, memberNames(t, framework.EndpointsAs(t, ns, "demo", true), framework.ClientTLS(t, ns, "demo")))
 }
 
+// A running cluster whose peers talk mutual TLS of its own CA is adopted by an EtcdCluster
+// whose peer certificate the same CA issued (tls.peer.mode Provided), naming its members'
+// peer DNS names: the source's members and the cluster's trust each other. Every write the
+// source acknowledged is then served by the cluster's own members, under the source's ID,
+// and their peers talk TLS.
+func TestAdoptClusterWithPeerTLS(t *testing.T) {
+	ns, src, id := withSource(t, 3, sourceTLS{peer: true})
+	w := startWriterOn(t, ns, "demo", id, func() []string { return append(src.endpoints(t), framework.Endpoints(t, ns, "demo")...) }, nil)
+	w.waitAcked()
+
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, vocab.MemberHost("demo", ns, vocab.MemberName("demo", i)))
+	}
+	issueSecret(t, ns, "demo-peer", src.ca, pki.Request{CommonName: "demo-peer", DNSNames: peers, Server: true, Client: true})
+
+	// Previewed: peer certificates of the cluster's own CA are refused, the user's of the
+	// source's CA give the whole adoption.
+	preview := func(mode v1alpha1.TLSMode, wantCode int) plan.Plan {
+		manifest := filepath.Join(t.TempDir(), "demo.yaml")
+		require.NoError(t, os.WriteFile(manifest, []byte(fmt.Sprintf("apiVersion: etcdplan.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: demo, namespace: %s}\n"+
+			"spec: {replicas: 3, version: 3.6.16, storage: {size: 64Mi}, tls: {mode: Disabled, peer: {mode: %s}, peerSecretName: demo-peer}, "+
+			"bootstrap: {join: {endpoints: [%s]}}}\n", ns, mode, strings.Join(src.endpoints(t), ", "))), 0o644))
+		return livePlan(t, ns, manifest, wantCode)
+	}
+	refused := preview(v1alpha1.TLSAuto, 1)
+	require.NotNil(t, refused.Blocked)
+	require.Contains(t, refused.Blocked.Message, "tls.peer.mode is Auto: the cluster's own CA would issue its members' peer certificates, which the source does not trust")
+	require.Len(t, preview(v1alpha1.TLSProvided, 2).Steps, 13)
+
+	c := adopter(ns, src.endpoints(t))
+	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided}, PeerSecretName: "demo-peer"}
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	c = awaitLastSource(t, ns)
+	require.Equal(t, id, c.Status.ClusterID)
+	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
+	awaitAdopted(t, ns)
+	w.stopAndVerify()
+	resp, err := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo")).MemberList(context.Background())
+	require.NoError(t, err)
+	var names []string
+	for _, m := range resp.Members {
+		names = append(names, m.Name)
+		require.Equal(t, []string{vocab.PeerURL("demo", ns, m.Name, true)}, m.PeerURLs, "peers talk TLS")
+	}
+	slices.Sort(names)
+	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, names)
+}
+
 // A running cluster with authentication on (clients by their certificates' common names, and
 // root by password) is adopted with auth kept on: the operator makes its users in it as root
 // first. Every write the source acknowledged is then served by the cluster's own members.
 func TestAdoptClusterWithAuth(t *testing.T) {
-	ns, src, id := withSource(t, 3, true)
+	ns, src, id := withSource(t, 3, sourceTLS{client: true})
 	cli := framework.EtcdClientTLS(t, src.endpoints(t), src.tls)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -176,7 +225,7 @@ func awaitAdopted(t *testing.T, ns string) *v1alpha1.EtcdCluster {
 // left, takes the cluster's member out of the source again: the source has its own members
 // alone, under its ID, with every write.
 func TestAdoptionRolledBack(t *testing.T) {
-	ns, src, id := withSource(t, 3, false)
+	ns, src, id := withSource(t, 3, sourceTLS{})
 	w := startWriterOn(t, ns, "demo", id, func() []string { return src.endpoints(t) }, nil)
 	w.waitAcked()
 
@@ -202,7 +251,7 @@ func TestAdoptionRolledBack(t *testing.T) {
 // Deleting the EtcdCluster once its first member joined, before a source member left,
 // takes that member out of the source before the EtcdCluster goes.
 func TestAdoptionRolledBackOnDeletion(t *testing.T) {
-	ns, src, id := withSource(t, 1, false)
+	ns, src, id := withSource(t, 1, sourceTLS{})
 	c := firstJoined(t, ns, src)
 	require.NoError(t, framework.Env.Client.Delete(context.Background(), c))
 	require.Eventually(t, func() bool {
@@ -215,11 +264,11 @@ func TestAdoptionRolledBackOnDeletion(t *testing.T) {
 
 // withSource starts the operator and a source of n members in a namespace of the test's
 // own, and returns the source's etcd cluster ID.
-func withSource(t *testing.T, n int, secure bool) (string, source, string) {
+func withSource(t *testing.T, n int, sides sourceTLS) (string, source, string) {
 	t.Parallel()
 	ns := framework.Namespace(t)
 	framework.StartOperator(t, ns)
-	src := startSource(t, ns, "src", n, secure)
+	src := startSource(t, ns, "src", n, sides)
 	return ns, src, src.clusterID(t)
 }
 
@@ -239,46 +288,56 @@ func adopter(ns string, eps []string) *v1alpha1.EtcdCluster {
 	return c
 }
 
-// source is a cluster of plain Pods, named <name>-<i> under a headless Service <name>;
-// with tls, it serves clients over mutual TLS of a CA of its own (peers talk plain text).
+// source is a cluster of plain Pods, named <name>-<i> under a headless Service <name>.
+// Each side in sourceTLS talks mutual TLS of a CA of the source's own (ca); tls is a
+// client's configuration, nil while clients talk plain text.
 type source struct {
 	ns, name string
 	tls      *tls.Config
+	ca       pki.KeyPair
 }
+
+// sourceTLS says which sides of a source talk TLS: clients, peers.
+type sourceTLS struct{ client, peer bool }
 
 // startSource starts a cluster of n members as plain Pods that no operator manages, and
 // waits for each to be ready.
-func startSource(t *testing.T, ns, name string, n int, secure bool) source {
+func startSource(t *testing.T, ns, name string, n int, sides sourceTLS) source {
 	t.Helper()
 	ctx := context.Background()
 	s := source{ns: ns, name: name}
-	if secure {
-		s.tls = sourceSecrets(t, ns, name)
-	}
 	svc := &corev1.Service{ObjectMeta: framework.MetaName(ns, name), Spec: corev1.ServiceSpec{
 		ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": name}, PublishNotReadyAddresses: true,
 		Ports: []corev1.ServicePort{{Name: "client", Port: 2379}, {Name: "peer", Port: 2380}}}}
 	require.NoError(t, framework.Env.Client.Create(ctx, svc))
-	host := func(i int) string { return fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local", name, i, name, ns) }
-	var initial []string
+	var hosts, initial []string
 	for i := range n {
-		initial = append(initial, fmt.Sprintf("%s-%d=http://%s:2380", name, i, host(i)))
+		hosts = append(hosts, fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local", name, i, name, ns))
+		initial = append(initial, fmt.Sprintf("%s-%d=%s://%s:2380", name, i, vocab.Scheme(sides.peer), hosts[i]))
+	}
+	if sides.client || sides.peer {
+		s.ca, s.tls = sourceSecrets(t, ns, name, sides, hosts)
 	}
 	for i := range n {
 		member := fmt.Sprintf("%s-%d", name, i)
-		require.NoError(t, framework.Env.Client.Create(ctx, sourcePod(ns, name, member, host(i), strings.Join(initial, ","), secure)))
+		require.NoError(t, framework.Env.Client.Create(ctx, sourcePod(ns, name, member, hosts[i], strings.Join(initial, ","), sides)))
 	}
 	require.Eventually(t, func() bool { return len(s.endpoints(t)) == n }, 3*time.Minute, time.Second, "the source's Pods ready")
 	return s
 }
 
-func sourcePod(ns, app, member, host, initial string, secure bool) *corev1.Pod {
+func sourcePod(ns, app, member, host, initial string, sides sourceTLS) *corev1.Pod {
 	uid := int64(65532)
-	scheme, probe := "http", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(2379)}}
+	scheme, peerScheme := vocab.Scheme(sides.client), vocab.Scheme(sides.peer)
+	probe := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(2379)}}
 	var extra []string
-	if secure { // clients present a certificate of the source's CA, so the probe only connects
-		scheme, probe = "https", corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(2379)}}
+	if sides.client { // clients present a certificate of the source's CA, so the probe only connects
+		probe = corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(2379)}}
 		extra = []string{"--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key", "--trusted-ca-file=/tls/ca.crt", "--client-cert-auth"}
+	}
+	if sides.peer {
+		extra = append(extra, "--peer-cert-file=/peer-tls/tls.crt", "--peer-key-file=/peer-tls/tls.key", "--peer-trusted-ca-file=/peer-tls/ca.crt",
+			"--peer-client-cert-auth")
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: member, Labels: map[string]string{"app": app}},
@@ -290,7 +349,7 @@ func sourcePod(ns, app, member, host, initial string, secure bool) *corev1.Pod {
 				Name: "etcd", Image: "quay.io/coreos/etcd:v3.6.16",
 				Command: append([]string{"etcd", "--data-dir=/var/lib/etcd/data", "--name=" + member,
 					"--listen-client-urls=" + scheme + "://0.0.0.0:2379", "--advertise-client-urls=" + scheme + "://" + host + ":2379",
-					"--listen-peer-urls=http://0.0.0.0:2380", "--initial-advertise-peer-urls=http://" + host + ":2380",
+					"--listen-peer-urls=" + peerScheme + "://0.0.0.0:2380", "--initial-advertise-peer-urls=" + peerScheme + "://" + host + ":2380",
 					"--initial-cluster=" + initial, "--initial-cluster-state=new", "--initial-cluster-token=" + app}, extra...),
 				Ports:          []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
 				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
@@ -301,40 +360,51 @@ func sourcePod(ns, app, member, host, initial string, secure bool) *corev1.Pod {
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
-	if secure {
-		c := &p.Spec.Containers[0]
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/tls", ReadOnly: true})
-		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: app + "-server"}}})
+	c := &p.Spec.Containers[0]
+	for _, v := range []struct {
+		on           bool
+		name, secret string
+	}{{sides.client, "tls", app + "-server"}, {sides.peer, "peer-tls", app + "-peer"}} {
+		if v.on {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.name, MountPath: "/" + v.name, ReadOnly: true})
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: v.secret}}})
+		}
 	}
 	return p
 }
 
-// sourceSecrets makes the source's CA, its members' server certificate (Secret
-// <name>-server) and a client certificate for the operator (Secret <name>-client, as
-// spec.bootstrap.join.tlsSecretName names it), and returns a client's configuration.
-func sourceSecrets(t *testing.T, ns, name string) *tls.Config {
-	now := time.Now()
-	ca, err := pki.NewCA(name+" CA", now, 24*time.Hour)
+// sourceSecrets makes the source's CA and, from it, the Secrets of the sides that talk
+// TLS: for clients, its members' server certificate (Secret <name>-server) and a client
+// certificate for the operator (<name>-client, as spec.bootstrap.join.tlsSecretName names
+// it); for peers, one certificate naming each member's DNS name (hosts; etcd resolves them
+// to check a dialing peer's address, so no wildcard), Secret <name>-peer. It returns the
+// CA and, with client TLS, a client's configuration.
+func sourceSecrets(t *testing.T, ns, name string, sides sourceTLS, hosts []string) (pki.KeyPair, *tls.Config) {
+	ca, err := pki.NewCA(name+" CA", time.Now(), 24*time.Hour)
 	require.NoError(t, err)
-	svc := name + "." + ns + ".svc"
-	var client pki.KeyPair
-	for secret, r := range map[string]pki.Request{
-		name + "-server": {CommonName: name, DNSNames: []string{svc, "*." + svc + ".cluster.local"}, Server: true, Client: true},
-		name + "-client": {CommonName: "adopter", Client: true},
-	} {
-		r.NotBefore, r.Validity = now, 12*time.Hour
-		leaf, err := pki.Issue(ca, r)
-		require.NoError(t, err)
-		if secret == name+"-client" {
-			client = leaf
-		}
-		require.NoError(t, framework.Env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: framework.MetaName(ns, secret),
-			Data: map[string][]byte{vocab.TLSCertKey: leaf.Cert, vocab.TLSKeyKey: leaf.Key, vocab.CACertKey: ca.Cert}}))
+	if sides.peer {
+		issueSecret(t, ns, name+"-peer", ca, pki.Request{CommonName: name + "-peer", DNSNames: hosts, Server: true, Client: true})
 	}
-	cfg, err := pki.ClientConfig(client, ca.Cert)
+	if !sides.client {
+		return ca, nil
+	}
+	svc := name + "." + ns + ".svc"
+	issueSecret(t, ns, name+"-server", ca, pki.Request{CommonName: name, DNSNames: []string{svc, "*." + svc + ".cluster.local"}, Server: true, Client: true})
+	cfg, err := pki.ClientConfig(issueSecret(t, ns, name+"-client", ca, pki.Request{CommonName: "adopter", Client: true}), ca.Cert)
 	require.NoError(t, err)
 	cfg.ServerName = svc
-	return cfg
+	return ca, cfg
+}
+
+// issueSecret issues a certificate of ca, valid for 12 hours, into the Secret secret (tls.crt,
+// tls.key, and ca.crt the CA's).
+func issueSecret(t *testing.T, ns, secret string, ca pki.KeyPair, r pki.Request) pki.KeyPair {
+	r.NotBefore, r.Validity = time.Now(), 12*time.Hour
+	leaf, err := pki.Issue(ca, r)
+	require.NoError(t, err)
+	require.NoError(t, framework.Env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: framework.MetaName(ns, secret),
+		Data: map[string][]byte{vocab.TLSCertKey: leaf.Cert, vocab.TLSKeyKey: leaf.Key, vocab.CACertKey: ca.Cert}}))
+	return leaf
 }
 
 // endpoints are the client URLs of the source's ready Pods, by Pod IP.
