@@ -82,11 +82,7 @@ func TestAdoptClusterWithClientTLS(t *testing.T) {
 	c := adopter(ns, src.endpoints(t))
 	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}}
 	c.Spec.Bootstrap.Join.TLSSecretName = "src-client"
-	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
-	c = awaitLastSource(t, ns)
-	require.Equal(t, id, c.Status.ClusterID)
-	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
-	awaitAdopted(t, ns)
+	adoptThrough(t, c, id)
 	w.stopAndVerify()
 	require.Equal(t, []string{"demo-0", "demo-1", "demo-2"}, memberNames(t, framework.EndpointsAs(t, ns, "demo", true), framework.ClientTLS(t, ns, "demo")))
 }
@@ -123,11 +119,7 @@ func TestAdoptClusterWithPeerTLS(t *testing.T) {
 
 	c := adopter(ns, src.endpoints(t))
 	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSDisabled, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSProvided}, PeerSecretName: "demo-peer"}
-	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
-	c = awaitLastSource(t, ns)
-	require.Equal(t, id, c.Status.ClusterID)
-	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
-	awaitAdopted(t, ns)
+	adoptThrough(t, c, id)
 	w.stopAndVerify()
 	resp, err := framework.EtcdClient(t, framework.Endpoints(t, ns, "demo")).MemberList(context.Background())
 	require.NoError(t, err)
@@ -167,11 +159,8 @@ func TestAdoptClusterWithAuth(t *testing.T) {
 	c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto, Peer: &v1alpha1.TLSSideSpec{Mode: v1alpha1.TLSDisabled}}
 	c.Spec.Auth = &v1alpha1.AuthSpec{Enabled: true, RootPasswordSecret: "src-root"}
 	c.Spec.Bootstrap.Join.TLSSecretName, c.Spec.Bootstrap.Join.CredentialsSecretName = "src-client", "src-root"
-	require.NoError(t, framework.Env.Client.Create(ctx, c))
-	c = awaitLastSource(t, ns)
+	c = adoptThrough(t, c, id)
 	require.True(t, c.Status.Join.UsersMade)
-	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
-	c = awaitAdopted(t, ns)
 	require.True(t, c.Status.Auth.Enabled)
 	acked := w.stop()
 	require.NotEmpty(t, acked)
@@ -195,6 +184,17 @@ func TestAdoptClusterWithAuth(t *testing.T) {
 	}
 	_, err = framework.ClusterClient(t, ns, "demo").Get(ctx, "/writer/000000")
 	require.Error(t, err, "a certificate of no etcd user is refused: auth stays on")
+}
+
+// adoptThrough creates c and takes its adoption to the end: the last source member's
+// removal approved, then the acknowledgement that the source is stopped; the cluster kept
+// the source's ID.
+func adoptThrough(t *testing.T, c *v1alpha1.EtcdCluster, id string) *v1alpha1.EtcdCluster {
+	require.NoError(t, framework.Env.Client.Create(context.Background(), c))
+	c = awaitLastSource(t, c.Namespace)
+	require.Equal(t, id, c.Status.ClusterID, "the cluster keeps the source's ID")
+	framework.PatchSpec(t, c, func() { c.Annotations = map[string]string{v1alpha1.AnnotationApprove: c.Status.Plan.ID} })
+	return awaitAdopted(t, c.Namespace)
 }
 
 // awaitLastSource waits for the plan to hold the last source member's removal for approval.
