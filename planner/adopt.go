@@ -263,10 +263,10 @@ func sourceProblems(d Desired, v *EtcdView) []string {
 		case have.Minor == 5 && have.Patch < 26:
 			out = append(out, fmt.Sprintf("member %s runs etcd %s: upgrade the source to 3.5.26 or later first (earlier 3.5 releases can let etcd's two records of membership drift apart on adds and removes)", name, em.Version))
 		}
-		if slices.ContainsFunc(em.PeerURLs, isTLS) {
+		if slices.ContainsFunc(em.PeerURLs, vocab.TLSURL) {
 			tlsPeers = append(tlsPeers, name)
 		}
-		if slices.ContainsFunc(em.PeerURLs, func(u string) bool { return !isTLS(u) }) {
+		if slices.ContainsFunc(em.PeerURLs, func(u string) bool { return !vocab.TLSURL(u) }) {
 			plainPeers = append(plainPeers, name)
 		}
 	}
@@ -289,9 +289,6 @@ func sourceProblems(d Desired, v *EtcdView) []string {
 	}
 	return out
 }
-
-// isTLS: the URL is https.
-func isTLS(u string) bool { return strings.HasPrefix(u, "https://") }
 
 // joinWarnings say what an adoption under way does not do for the user.
 func joinWarnings(d Desired, o Observed) []string {

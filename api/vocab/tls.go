@@ -1,5 +1,7 @@
 package vocab
 
+import "strings"
+
 // The Secrets a cluster's TLS reads when the operator issues its certificates (mode Auto),
 // each with the keys tls.crt, tls.key and ca.crt (the CA's Secret has no ca.crt: its
 // tls.crt is the CA). They are named after the cluster and the member, so they are found
@@ -76,6 +78,9 @@ const AnnotationSourceChange = "etcdplan.io/source-change"
 // AnnotationClientScheme on a member Pod says how its client port is reached: "https"
 // when it serves TLS, absent for plain text.
 const AnnotationClientScheme = "etcdplan.io/client-scheme"
+
+// TLSURL: the URL's scheme is https.
+func TLSURL(u string) bool { return strings.HasPrefix(u, Scheme(true)+"://") }
 
 // Scheme is a URL's scheme for traffic that is TLS or not.
 func Scheme(tls bool) string {

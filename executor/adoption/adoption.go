@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/certs"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/pki"
@@ -209,7 +209,7 @@ func Problems(c *v1alpha1.EtcdCluster) []string {
 	}
 	var out []string
 	for _, u := range j.Endpoints {
-		if https := strings.HasPrefix(u, "https://"); https != c.Spec.TLS.ClientTLS() {
+		if vocab.TLSURL(u) != c.Spec.TLS.ClientTLS() {
 			out = append(out, fmt.Sprintf("endpoint %s and the cluster's own client TLS (tls.client.mode) differ: the operator reaches both with one connection; "+
 				"set spec.tls so members serve clients as the source does, then change it after the adoption", u))
 			break
@@ -229,7 +229,7 @@ func sourcePeersTLS(c *v1alpha1.EtcdCluster) bool {
 		return false
 	}
 	for _, m := range c.Status.Join.Source {
-		if slices.ContainsFunc(m.PeerURLs, func(u string) bool { return strings.HasPrefix(u, "https://") }) {
+		if slices.ContainsFunc(m.PeerURLs, vocab.TLSURL) {
 			return true
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -119,7 +119,7 @@ func dial(endpoints map[string]string, tlsCfg *tls.Config) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("no member endpoints")
 	}
-	if !strings.HasPrefix(urls(endpoints)[0], "https://") {
+	if !vocab.TLSURL(urls(endpoints)[0]) {
 		tlsCfg = nil
 	}
 	// gRPC waits a second before reconnecting by default; a member starts in a few
