@@ -230,10 +230,10 @@ func (c *Cluster) ActivePeers(_ context.Context, members map[string]string) map[
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string][]string{}
+	if c.view == nil {
+		return out // no member answers
+	}
 	for _, id := range members {
-		if c.view == nil {
-			break
-		}
 		out[id] = []string{}
 		for _, m := range c.view.Members {
 			if m.ID != id && !slices.Contains(c.Cut, id) && !slices.Contains(c.Cut, m.ID) {
