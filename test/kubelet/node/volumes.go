@@ -259,8 +259,11 @@ func writeVersion(dir string, files map[string]file, uid, gid int64) error {
 	if err := os.Rename(tmp, filepath.Join(dir, dataLink)); err != nil {
 		return err
 	}
+	tops := map[string]bool{} // the volume's top-level names, each a link through ..data
 	for rel := range files {
-		top := strings.SplitN(rel, "/", 2)[0]
+		tops[strings.SplitN(rel, "/", 2)[0]] = true
+	}
+	for top := range tops {
 		if target, _ := os.Readlink(filepath.Join(dir, top)); target == filepath.Join(dataLink, top) {
 			continue
 		}
@@ -280,7 +283,7 @@ func writeVersion(dir string, files map[string]file, uid, gid int64) error {
 	for _, e := range entries {
 		name := e.Name()
 		stale := strings.HasPrefix(name, "..version-") && name != filepath.Base(version)
-		if stale || !strings.HasPrefix(name, "..") && !shown(name, files) {
+		if stale || !strings.HasPrefix(name, "..") && !tops[name] {
 			_ = os.RemoveAll(filepath.Join(dir, name))
 		}
 	}
@@ -308,16 +311,6 @@ func same(dir string, files map[string]file) bool {
 		return nil
 	})
 	return err == nil && n == len(files)
-}
-
-// shown: name is the top level of one of the files.
-func shown(name string, files map[string]file) bool {
-	for rel := range files {
-		if strings.SplitN(rel, "/", 2)[0] == name {
-			return true
-		}
-	}
-	return false
 }
 
 type file struct {
