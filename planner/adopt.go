@@ -219,6 +219,11 @@ func refuseJoin(m *model, d Desired, o Observed) *plan.Blocker {
 			"the source runs as it did, without the cluster's members; delete this EtcdCluster"}
 	case m.adopting() && d.Replicas == 0:
 		return &plan.Blocker{Reason: plan.BlockAdoptionPreflight, Message: "spec.replicas is 0: an adoption needs members of the cluster's own to join the source; set spec.replicas"}
+	case m.adopting() && !m.rollingBack(d) && (joined || m.join.SourceLeft) && m.auth != nil && *m.auth && !m.join.UsersMade && !d.Auth:
+		// Past the preflight, authentication went on in the source: the operator's users
+		// are made in it only under spec.auth (with client TLS, whose certificates name them).
+		return &plan.Blocker{Reason: plan.BlockAdoptionPreflight, Message: "the source's authentication is on, and the operator has no user in it: set spec.auth.enabled, and " +
+			"spec.bootstrap.join.credentialsSecretName to a Secret with the username and password of a source user with the root role"}
 	case !d.Join || joined || m.join != nil && m.join.SourceLeft:
 		return nil
 	}

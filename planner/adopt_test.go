@@ -162,6 +162,18 @@ func TestAdoptionPreflight(t *testing.T) {
 		converge(t, c, w)
 		require.True(t, w.join.UsersMade)
 	})
+	t.Run("authentication on once members joined, without spec.auth", func(t *testing.T) { // turned on by hand
+		c := adoption(3)
+		w := adoptedWorld(c, 3)
+		applySteps(t, w, c, Plan(c, w.observe()).Steps[:3]) // demo-0 joined
+		w.auth = true
+		p := Plan(c, w.observe())
+		require.NotNil(t, p.Blocked, "%v", summary(p))
+		require.Equal(t, plan.BlockAdoptionPreflight, p.Blocked.Reason)
+		require.Contains(t, p.Blocked.Message, "set spec.auth.enabled")
+		c.Auth, c.ClientTLS = true, true
+		require.Equal(t, plan.WhyAuthAdopted, Plan(c, w.observe()).Steps[0].Why)
+	})
 	t.Run("peer TLS kept", func(t *testing.T) { // the executor checks the spec's peer certificates are the user's
 		c := adoption(3)
 		c.PeerTLS = true

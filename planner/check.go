@@ -100,7 +100,7 @@ func precondition(m *model, d Desired, s plan.Step) (bool, string) {
 		return m.mayForce(d, p.Member)
 	case plan.PreAllDataLost:
 		return m.mayRestore(d, s)
-	case plan.PreSurvivorInMemory:
+	case plan.PreSurvivorInMemory, plan.PreSurvivorNewest:
 		return m.maySnapshot(d, s)
 	}
 	return false, fmt.Sprintf("unknown precondition %q", p.Kind)

@@ -157,7 +157,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 		adopting(r, &c, w)
 		w.join.UsersMade = w.auth && r.flag(2)
 	}
-	if w.memory && r.flag(2) { // a survivor in memory can be snapshotted, and restored from
+	if r.flag(2) { // a survivor can be snapshotted, and restored from
 		w.snapshotTo, w.snapshotRev = "s3://fuzz/", int64(1+r.n(3))*20
 		if r.flag(2) {
 			w.backup, w.backupOf = &Backup{Name: "nightly", Revision: 40, TakenAt: "2026-11-23T03:00:00Z"}, w.clusterID

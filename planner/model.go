@@ -39,6 +39,7 @@ type member struct {
 	pvc          bool
 	pvcDeleting  bool
 	forcing      bool    // chosen to restart alone with --force-new-cluster (marked on its claim)
+	copied       bool    // on a volume, and its snapshot taken in a recovery succeeded: chosen to be restored
 	retained     bool    // left in a recovery while holding data: its claim is kept (marked)
 	restoring    *Backup // the new seed of a recovery from this backup (marked on its claim)
 	version      string  // the version the member runs (or will run once its Pod starts)
@@ -291,6 +292,7 @@ func (m *model) finish(d Desired, o Observed) {
 	m.bumpOrdinal()
 	for _, mm := range m.members {
 		mm.source = o.Join.sourceID(mm.id)
+		mm.copied = !d.Memory && m.snapshotOf(mm) != nil && m.snapshotOf(mm).Phase == SnapshotSucceeded
 	}
 	for _, r := range o.Recorded {
 		if n := vocab.Ordinal(d.Name, r.Name); n >= m.nextOrdinal {
@@ -436,8 +438,11 @@ func (m *model) lost(mm *member, d Desired) bool {
 }
 
 // holdsData: the member is shown to hold its data: it answers, its etcd runs (its
-// preflight check found the data), or it was chosen to restart alone on that evidence.
-func (mm *member) holdsData() bool { return mm.up || mm.running || mm.silent || mm.forcing }
+// preflight check found the data), or it was chosen, on that evidence, to restart alone or
+// to be restored from its snapshot.
+func (mm *member) holdsData() bool {
+	return mm.up || mm.running || mm.silent || mm.forcing || mm.copied
+}
 
 func quorum(n int) int { return n/2 + 1 }
 
@@ -481,7 +486,14 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.seed(s, desired)
 		m.auth = new(false) // a new cluster starts without auth; a restored one as its snapshot was
 	case plan.RestoreFromBackup:
+		seeds := m.restoreSeeds(desired, s.Member)
 		m.restartOn(m.seed(s, desired), desired)
+		for _, name := range seeds[1:] {
+			peer := s
+			peer.Member = name
+			m.seed(peer, desired).trust = m.trust
+		}
+		m.leader = s.Member
 	case plan.SnapshotSurvivor:
 		m.halt = true
 	case plan.SnapshotSource:

@@ -826,8 +826,89 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	})
 }
 
-// When no voter can bring the cluster back, it starts anew from its newest backup on a
-// new seed, which the others join; the lost members' leftovers go once it answers.
+// With a destination for its snapshot, the survivor with the longest log is not restarted
+// alone: its snapshot is stored, and every member is restored from it at once, which
+// spares the joins one at a time. A snapshot that fails falls back to the restart alone.
+func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
+	withDestination := func(c Desired) *world {
+		w := oneSurvivorOfThree(c)
+		w.snapshotTo, w.snapshotRev = "s3://backups/etcd/", 50
+		w.backup, w.backupOf = &Backup{Name: "nightly", Revision: 42, TakenAt: "2026-11-23T03:00:00Z"}, w.clusterID
+		return w
+	}
+	t.Run("snapshot, stop, restore every member", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := withDestination(c)
+		o := w.observe()
+		p := Plan(c, o)
+		require.Nil(t, p.Blocked)
+		require.Equal(t, []string{"SnapshotSurvivor demo-0"}, summary(p), "what comes next depends on the snapshot's revision")
+		s := p.Steps[0]
+		require.Equal(t, plan.Step{Action: plan.SnapshotSurvivor, Member: "demo-0", MemberID: "1", Backup: "demo-0-survivor-1",
+			Precondition: plan.Precondition{Kind: plan.PreSurvivorNewest, Member: "demo-0"}, Why: plan.WhySurvivorSnapshot,
+			Reason: "2 of 3 voters lost their data, so the rest can never form a quorum: the snapshot of demo-0, the surviving voter with the highest raft term " +
+				"and index, is stored as EtcdBackup demo-0-survivor-1 at s3://backups/etcd/ (a snapshot needs no quorum), and the cluster starts anew from it " +
+				"on new members restored at once (writes demo-0 had not received are lost); its volume is kept"}, s)
+		ok, why := Check(c, s, o)
+		require.True(t, ok, why)
+		ok, why = Check(c, restoreAt(w.backup, c), o)
+		require.False(t, ok, "no restore of an older backup while a survivor runs")
+		require.Equal(t, "demo-0 kept its data and can restart alone on it: that loses less than a restore", why)
+
+		var steps []string
+		convergeWith(t, c, w, func(s plan.Step) {
+			steps = append(steps, string(s.Action)+" "+s.Member)
+			if s.Action == plan.RestoreFromBackup {
+				require.Equal(t, "demo-0-survivor-1", s.Backup)
+				require.Contains(t, s.Reason, "a majority of voters lost their data, and the snapshot of the most recent survivor holds what it kept: "+
+					"the cluster starts anew from EtcdBackup demo-0-survivor-1 (revision 50")
+				require.Contains(t, s.Reason, "as 3 new members restored at once (demo-3, demo-4, demo-5)")
+			}
+		})
+		require.Equal(t, []string{"SnapshotSurvivor demo-0", "StopMember demo-0", "RestoreFromBackup demo-3"}, steps[:3])
+		require.True(t, w.members["demo-0"].retained, "the survivor's volume is kept")
+		for _, n := range []string{"demo-3", "demo-4", "demo-5"} {
+			require.True(t, w.members[n].inEtcd && !w.members[n].learner, "%s is a voter of the restored cluster", n)
+		}
+	})
+	t.Run("a survivor not shown the newest is not snapshotted", func(t *testing.T) {
+		c := cluster(5, "3.6.16")
+		w := running(c, 5, "3.6.16")
+		w.snapshotTo = "s3://backups/etcd/"
+		w.members["demo-3"].index = 7
+		for _, n := range []string{"demo-0", "demo-1", "demo-4"} {
+			w.members[n].dataLost, w.members[n].up = true, false
+		}
+		w.elect()
+		o := w.observe()
+		require.Equal(t, "SnapshotSurvivor demo-3", summary(Plan(c, o))[0])
+		ok, why := Check(c, plan.Step{Action: plan.SnapshotSurvivor, Member: "demo-2", MemberID: "3", Backup: "demo-2-survivor-3",
+			Precondition: plan.Precondition{Kind: plan.PreSurvivorNewest, Member: "demo-2"}}, o)
+		require.False(t, ok)
+		require.Equal(t, "demo-2 is not the survivor a recovery restores, or its snapshot failed", why)
+		snap := Plan(c, o).Steps[0]
+		w.members["demo-2"].up, w.members["demo-2"].starting = false, true
+		require.Empty(t, Plan(c, w.observe()).Steps)
+		ok, why = Check(c, snap, w.observe())
+		require.False(t, ok)
+		require.Contains(t, why, "waiting for demo-2 to show whether it kept its data")
+	})
+	t.Run("a failed snapshot falls back to the restart alone", func(t *testing.T) {
+		c := cluster(3, "3.6.16")
+		w := withDestination(c)
+		w.snapshotFails = "the store refused it"
+		s := Plan(c, w.observe()).Steps[0]
+		require.Equal(t, plan.SnapshotSurvivor, s.Action)
+		stuck, err := w.apply(s, c)
+		require.NoError(t, err)
+		require.False(t, stuck)
+		require.Equal(t, "ForceNewCluster demo-0", summary(Plan(c, w.observe()))[0])
+		converge(t, c, w)
+	})
+}
+
+// When no voter can bring the cluster back, it starts anew from its newest backup on new
+// members that each restore it at once; the lost members' leftovers go once it answers.
 func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 	nightly := &Backup{Name: "nightly", Revision: 42, TakenAt: "2026-11-23T03:00:00Z"}
 	lostAll := func(c Desired) *world {
@@ -844,13 +925,12 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		w := lostAll(c)
 		p := Plan(c, w.observe())
 		require.Nil(t, p.Blocked)
-		require.Equal(t, []string{"RestoreFromBackup demo-3", "DeleteMember demo-0", "DeleteMember demo-1", "DeleteMember demo-2",
-			"AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4", "AddLearner demo-5", "StartMember demo-5", "PromoteLearner demo-5"}, summary(p))
+		require.Equal(t, []string{"RestoreFromBackup demo-3", "DeleteMember demo-0", "DeleteMember demo-1", "DeleteMember demo-2"}, summary(p))
 		require.Equal(t, plan.Step{Action: plan.RestoreFromBackup, Member: "demo-3", Backup: "nightly", Version: "3.6.16",
 			Precondition: plan.Precondition{Kind: plan.PreAllDataLost, Member: "demo-3"}, Why: plan.WhyNoSurvivor,
 			Reason: "no voter can bring the cluster back (a majority lost its data, and none kept data it can restart on): the cluster starts anew " +
-				"from EtcdBackup nightly (revision 42, taken 2026-11-23T03:00:00Z) as seed demo-3, under a new cluster ID; writes after that backup are lost, " +
-				"and the old members' Pods and volumes go once it answers"}, p.Steps[0])
+				"from EtcdBackup nightly (revision 42, taken 2026-11-23T03:00:00Z) as 3 new members restored at once (demo-3, demo-4, demo-5), " +
+				"under a new cluster ID; writes after that backup are lost, and the old members' Pods and volumes go once it answers"}, p.Steps[0])
 		converge(t, c, w)
 	})
 	t.Run("a backup of another cluster is never restored", func(t *testing.T) {
@@ -868,7 +948,7 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		w.members["demo-0"].up = true
 		o := w.observe()
 		require.Equal(t, "ForceNewCluster demo-0", summary(Plan(c, o))[0])
-		ok, why := Check(c, restoreStep(&member{name: "demo-3"}, nightly, "", c), o)
+		ok, why := Check(c, restoreAt(nightly, c), o)
 		require.False(t, ok)
 		require.Equal(t, "demo-0 kept its data and can restart alone on it: that loses less than a restore", why)
 	})
@@ -887,7 +967,7 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		require.Equal(t, plan.BlockSurvivorInMemory, p.Blocked.Reason)
 		require.Contains(t, p.Blocked.Message, "demo-0 still runs with its data in memory")
 		require.Contains(t, p.Blocked.Message, "or delete the Pod of demo-0 to let the operator restore EtcdBackup nightly (revision 42")
-		ok, why := Check(c, restoreStep(&member{name: "demo-3"}, nightly, "", c), o)
+		ok, why := Check(c, restoreAt(nightly, c), o)
 		require.False(t, ok)
 		require.Equal(t, "demo-0 still runs with its data in memory and no snapshot of it succeeded: a restore would lose it", why)
 
@@ -895,52 +975,77 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 		require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, w.observe()))[0])
 		converge(t, c, w)
 	})
-	t.Run("the seed goes on while it starts", func(t *testing.T) {
+	t.Run("the seeds go on while they start", func(t *testing.T) {
 		c := cluster(3, "3.6.16")
 		w := lostAll(c)
 		first := Plan(c, w.observe()).Steps[0]
-		// The executor marked the seed's claim, forgot the old cluster's ID (its backups no
-		// longer count) and created the seed's Pod, which does not answer yet.
+		// The executor marked the seeds' claims, forgot the old cluster's ID (its backups no
+		// longer count) and created the seeds' Pods, which do not answer yet.
 		o := w.observe()
 		o.ClusterID, o.Etcd, o.Backup = "", nil, nil
-		o.Members = append(o.Members, Member{Name: "demo-3", Pod: &Pod{Seed: true}, PVC: &PVC{Bound: true, Restoring: nightly}})
+		for _, n := range []string{"demo-3", "demo-4", "demo-5"} {
+			o.Members = append(o.Members, Member{Name: n, Pod: &Pod{Seed: true}, PVC: &PVC{Bound: true, Restoring: nightly}})
+		}
 		p := Plan(c, o)
 		require.Nil(t, p.Blocked)
 		require.Equal(t, first, p.Steps[0])
+		require.Equal(t, []string{"demo-3", "demo-4", "demo-5"}, RestoreSeeds(c, o, "demo-3"))
 		ok, why := Check(c, p.Steps[0], o)
 		require.True(t, ok, why)
 		// With nothing left of the old members but the record, or not even that, alike.
-		o.Members = o.Members[len(o.Members)-1:]
+		o.Members = o.Members[len(o.Members)-3:]
 		require.Equal(t, first, Plan(c, o).Steps[0])
 		o.Recorded = nil
 		require.Equal(t, first, Plan(c, o).Steps[0])
-		// In memory, the seed's Pod carries the mark.
+		// A restore whose marks were cut short goes on with the seeds marked: their Pods
+		// are made only once every claim is marked.
+		short := o
+		short.Members = o.Members[:2]
+		require.Equal(t, []string{"demo-3", "demo-4"}, RestoreSeeds(c, short, "demo-3"))
+		require.Contains(t, Plan(c, short).Steps[0].Reason, "as 2 new members restored at once (demo-3, demo-4)")
+		// In memory, one seed restores, and its Pod carries the mark.
+		c.Memory = true
+		o.Members = o.Members[:1]
 		o.Members[0].PVC, o.Members[0].Pod.Restoring = nil, nightly
-		require.Equal(t, first, Plan(c, o).Steps[0])
+		require.Equal(t, []string{"demo-3"}, RestoreSeeds(c, o, "demo-3"))
+		require.Contains(t, Plan(c, o).Steps[0].Reason, "as seed demo-3,")
 	})
-	t.Run("the seed answers alone, the old members still recorded", func(t *testing.T) {
+	t.Run("a seed answers alone, the old members still recorded", func(t *testing.T) {
 		c := cluster(3, "3.6.16")
 		w := lostAll(c)
-		// The seed's etcd answers before it elected itself (no quorum read yet), under the
-		// new cluster ID, which the executor took as the cluster's first answer. The old
+		first := Plan(c, w.observe()).Steps[0]
+		// A seed's etcd answers before its peers do (no quorum read yet), under the new
+		// cluster ID, which the executor took as the cluster's first answer. The old
 		// members are still in status and their claims still record their IDs: they are
 		// the old cluster's members, not voters of this one that lost their data.
 		o := w.observe()
 		o.ClusterID, o.Backup = "c2", nil
-		o.Members = append(o.Members, Member{Name: "demo-3", Pod: &Pod{Seed: true}, PVC: &PVC{Bound: true, Restoring: nightly}})
-		o.Etcd = &EtcdView{ClusterID: "c2", Members: []EtcdMember{{ID: "d3", Name: "demo-3", PeerURLs: []string{"http://demo-3.demo.default.svc:2380"},
-			Answering: true, Version: "3.6.16", RaftTerm: 2, RaftIndex: 5}}}
+		var members []EtcdMember
+		for i, n := range []string{"demo-3", "demo-4", "demo-5"} {
+			o.Members = append(o.Members, Member{Name: n, Pod: &Pod{Seed: true, Running: true, Version: "3.6.16", ConfigHash: c.ConfigHash},
+				PVC: &PVC{Bound: true, Restoring: nightly}})
+			members = append(members, EtcdMember{ID: "d" + n[5:], Name: n, PeerURLs: []string{"http://" + n + ".demo.default.svc:2380"},
+				Answering: i == 0, Version: "3.6.16", RaftTerm: 1, RaftIndex: 3})
+		}
+		o.Etcd = &EtcdView{ClusterID: "c2", Members: members}
 		p := Plan(c, o)
 		require.Nil(t, p.Blocked)
-		for _, s := range p.Steps {
-			require.False(t, s.Action.Recovers(), "no recovery of a restored cluster that has not formed yet: %v", summary(p))
-			require.NotEqual(t, plan.DeleteMember, s.Action, "nothing deleted on a view without a quorum: %v", summary(p))
-		}
+		require.True(t, SameStep(first, p.Steps[0]), "the restore goes on until a quorum of its seeds answers: %v", p.Steps[0])
+		require.Equal(t, []string{"RestoreFromBackup demo-3", "DeleteMember demo-0", "DeleteMember demo-1", "DeleteMember demo-2"}, summary(p),
+			"the seeds' Pods come from the restore, and the old members' leftovers go after it")
 		ok, why := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-3", MemberID: "d3",
 			Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-3"}}, o)
 		require.False(t, ok, "a restored seed is never forced: %s", why)
-		// Once it elected itself, it is the cluster: the old members' leftovers go.
+		ok, why = Check(c, p.Steps[0], o)
+		require.True(t, ok, why)
+		// A seed's Pod that went is made again by the restore, not started as a member.
+		pod := o.Members[len(o.Members)-1].Pod
+		o.Members[len(o.Members)-1].Pod = nil
+		require.True(t, SameStep(first, Plan(c, o).Steps[0]))
+		o.Members[len(o.Members)-1].Pod = pod
+		// Once a quorum of them answers, they are the cluster: the old members' leftovers go.
 		o.Etcd.Linearizable, o.Etcd.LeaderID, o.Etcd.Members[0].Leader = true, "d3", "d3"
+		o.Etcd.Members[1].Answering = true
 		require.Equal(t, "DeleteMember demo-0", summary(Plan(c, o))[0])
 	})
 	t.Run("the old members are known from status alone", func(t *testing.T) {
@@ -950,8 +1055,7 @@ func TestQuorumLossRestoresTheNewestBackup(t *testing.T) {
 			m.pod, m.pvc = false, false
 		}
 		p := Plan(c, w.observe())
-		require.Equal(t, []string{"RestoreFromBackup demo-3", "AddLearner demo-4", "StartMember demo-4", "PromoteLearner demo-4",
-			"AddLearner demo-5", "StartMember demo-5", "PromoteLearner demo-5"}, summary(p))
+		require.Equal(t, []string{"RestoreFromBackup demo-3"}, summary(p))
 		converge(t, c, w)
 	})
 }
@@ -972,7 +1076,7 @@ func TestTerminatingMembersInMemoryAreNotLost(t *testing.T) {
 	p := Plan(c, o)
 	require.Nil(t, p.Blocked)
 	require.Empty(t, p.Steps, "nothing to do but wait for the Pods to go or the node to return")
-	ok, why := Check(c, restoreStep(&member{name: "demo-3"}, w.backup, "", c), o)
+	ok, why := Check(c, restoreAt(w.backup, c), o)
 	require.False(t, ok)
 	require.Equal(t, "a quorum of voters holds its data: the cluster can form a quorum without a restore", why)
 
@@ -983,7 +1087,7 @@ func TestTerminatingMembersInMemoryAreNotLost(t *testing.T) {
 	}
 	o = w.observe()
 	require.Empty(t, Plan(c, o).Steps)
-	ok, _ = Check(c, restoreStep(&member{name: "demo-3"}, w.backup, "", c), o)
+	ok, _ = Check(c, restoreAt(w.backup, c), o)
 	require.False(t, ok)
 
 	// Once their Pods are gone, their data is: the survivor that runs blocks the restore.
@@ -1032,7 +1136,7 @@ func TestSurvivorInMemoryIsSnapshottedFirst(t *testing.T) {
 		require.True(t, s.Action.Recovers(), "it is approved with the restore")
 		ok, why := Check(c, s, o)
 		require.True(t, ok, why)
-		ok, why = Check(c, restoreStep(&member{name: "demo-3"}, w.backup, "", c), o)
+		ok, why = Check(c, restoreAt(w.backup, c), o)
 		require.False(t, ok)
 		require.Contains(t, why, "demo-0 still runs with its data in memory and no snapshot of it succeeded")
 
@@ -1178,7 +1282,7 @@ func TestSurvivorsOnPositiveEvidence(t *testing.T) {
 	ok, why := Check(c, force, o)
 	require.False(t, ok)
 	require.Contains(t, why, "waiting for demo-2 to show whether it kept its data (answer, or pass its preflight check)")
-	restore := restoreStep(&member{name: "demo-3"}, &Backup{Name: "nightly"}, "", c)
+	restore := restoreAt(&Backup{Name: "nightly"}, c)
 	o.Backup = &Backup{Name: "nightly"}
 	ok, why = Check(c, restore, o)
 	require.False(t, ok, "nor is the cluster restored while demo-2 may hold data")
@@ -1309,4 +1413,11 @@ func TestStopAtOnceOnlyWithoutAQuorum(t *testing.T) {
 		w.members["demo-0"].deleting = true
 		require.False(t, StopAtOnce(m, w.observe(), "demo-0"), "a survivor's data lives in its process alone")
 	})
+}
+
+// restoreAt is the step that restores b on new members from demo-3 on, as a fresh plan
+// of d gives it.
+func restoreAt(b *Backup, d Desired) plan.Step {
+	m := &model{cluster: d.Name}
+	return restoreStep(m, &member{name: "demo-3"}, m.restoreSeeds(d, "demo-3"), b, "", d)
 }

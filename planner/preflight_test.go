@@ -46,7 +46,7 @@ func TestUnreadableDataIsDownNotLost(t *testing.T) {
 			ok, _ := Check(c, plan.Step{Action: plan.ForceNewCluster, Member: "demo-0", MemberID: "1",
 				Precondition: plan.Precondition{Kind: plan.PreQuorumLost, Member: "demo-0"}}, o)
 			require.False(t, ok, "no quorum loss")
-			ok, _ = Check(c, restoreStep(&member{name: "demo-3"}, nightly, "", c), o)
+			ok, _ = Check(c, restoreAt(nightly, c), o)
 			require.False(t, ok, "no restore")
 		})
 	}

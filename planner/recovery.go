@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/etcdplan/etcdplan/api/plan"
@@ -53,14 +54,15 @@ func (m *model) unproven(d Desired) []string {
 	return out
 }
 
-// forceTarget is the survivor a recovery restarts alone: the one already chosen (its claim
-// says so), else the most recent by (raft term, raft index) among those that answer (the
-// lowest ordinal on a tie), else the first.
+// forceTarget is the survivor a recovery restarts alone, or restores from its snapshot: the
+// one already chosen (its claim says so, or its snapshot succeeded), else the most recent by
+// (raft term, raft index) among those that answer (the lowest ordinal on a tie), else the
+// first.
 func (m *model) forceTarget(d Desired) *member {
 	var best *member
 	for _, mm := range m.survivors(d) {
 		switch {
-		case mm.forcing:
+		case mm.forcing, mm.copied:
 			return mm
 		case best == nil, mm.up && (!best.up || newer(mm, best)):
 			best = mm
@@ -79,11 +81,11 @@ func newer(a, b *member) bool {
 // keptBy are the members whose claims a recovery on target keeps (a restart of target alone,
 // or a restore on target as a new seed): every other member that held data (voters and
 // learners alike) leaves etcd's membership, and the writes only it received live on its
-// volume alone.
+// volume alone. The seeds of a restore under way are the new cluster's, not kept apart.
 func (m *model) keptBy(d Desired, target *member) []*member {
 	var out []*member
 	for _, mm := range m.members {
-		if mm != target && mm.pvc && mm.pvcID != "" && !mm.pvcDeleting && !mm.retained && !m.lost(mm, d) {
+		if mm != target && mm.pvc && mm.pvcID != "" && !mm.pvcDeleting && !mm.retained && mm.restoring == nil && !m.lost(mm, d) {
 			out = append(out, mm)
 		}
 	}
@@ -117,7 +119,7 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 	}
 	if seed := m.restoreSeed(); seed != nil {
 		_, why := m.restoreSource(seed.restoring.Name)
-		return restoreStep(seed, seed.restoring, why, d), true
+		return restoreStep(m, seed, m.restoreSeeds(d, seed.name), seed.restoring, why, d), true
 	}
 	if !m.quorumLost(d) {
 		return plan.Step{}, false
@@ -129,8 +131,11 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 		m.halt, m.awaiting = true, names
 		return plan.Step{}, false
 	}
-	if target == nil || d.Memory {
+	if target == nil || d.Memory || target.copied {
 		return recoverFromBackup(m, d)
+	}
+	if m.copies(target) {
+		return copyStep(m, target, d), true
 	}
 	lost, all := m.lostVoters(d)
 	s := step(plan.ForceNewCluster, target, plan.PreQuorumLost, plan.WhySurvivorRestartsAlone,
@@ -142,6 +147,30 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 		s.Version = d.Version
 	}
 	return s, true
+}
+
+// copies: the recovery restores every member from a snapshot of target, the survivor a
+// restart alone would take, rather than restart it alone and join new members to it one at
+// a time: a snapshot needs no quorum, and members restored at once serve in seconds where
+// each join waits out etcd's publish timeout (docs/design/etcd-publish-wait.md). It holds
+// the same writes: a survivor without a quorum commits nothing more. It needs a destination
+// for the snapshot; one that failed falls back to the restart alone.
+func (m *model) copies(target *member) bool {
+	s := m.snapshotOf(target)
+	return m.snapshotTo != "" && !target.forcing && (s == nil || s.Phase != SnapshotFailed)
+}
+
+// copyStep stores the snapshot of the survivor on a volume a recovery restores every
+// member from (copies). Its reason reads the same while the snapshot is taken.
+func copyStep(m *model, sv *member, d Desired) plan.Step {
+	lost, all := m.lostVoters(d)
+	s := step(plan.SnapshotSurvivor, sv, plan.PreSurvivorNewest, plan.WhySurvivorSnapshot,
+		"%d of %d voters lost their data, so the rest can never form a quorum: the snapshot of %s, the surviving voter with the highest raft term "+
+			"and index, is stored as EtcdBackup %s at %s (a snapshot needs no quorum), and the cluster starts anew from it on new members "+
+			"restored at once (writes %s had not received are lost); its volume is kept",
+		lost, all, sv.name, SnapshotName(sv.name, sv.id), m.snapshotTo, sv.name)
+	s.Backup = SnapshotName(sv.name, sv.id)
+	return s
 }
 
 // recoverFromBackup starts the cluster anew from a backup. A survivor that still runs
@@ -166,7 +195,8 @@ func recoverFromBackup(m *model, d Desired) (plan.Step, bool) {
 			"the Pod of %s, of the cluster that lost its quorum, stops and goes before the cluster starts anew from a backup: "+
 				"one cluster alone serves behind the client Service", old.name), true
 	}
-	return restoreStep(&member{name: vocab.MemberName(m.cluster, m.nextOrdinal)}, b, why, d), true
+	seed := vocab.MemberName(m.cluster, m.nextOrdinal)
+	return restoreStep(m, &member{name: seed}, m.restoreSeeds(d, seed), b, why, d), true
 }
 
 // snapshotStep stores a snapshot of a survivor in memory as a new EtcdBackup of the
@@ -260,29 +290,75 @@ func (m *model) survivorInMemory(d Desired) *member {
 	return nil
 }
 
-// restoreSeed is the new seed of a recovery from a backup under way: its claim is marked,
-// and no cluster has answered since (the mark goes once the new one does).
+// restoreSeed is the first new seed of a recovery from a backup under way: its claim is
+// marked, and no quorum answers (the marks go once the restored cluster's does). A seed
+// that answers alone has peers still to start, whose Pods the restore makes.
 func (m *model) restoreSeed() *member {
+	if m.linearizable {
+		return nil
+	}
 	for _, mm := range m.members {
-		if mm.restoring != nil && !mm.inEtcd && !m.reachable {
+		if mm.restoring != nil {
 			return mm
 		}
 	}
 	return nil
 }
 
-// restoreStep starts the cluster anew from a backup, on a new seed member; why says why
-// that backup when a survivor's snapshot was in the running. Its reason depends on the
-// backup and the seed alone (and the backups of the cluster, which do not change while no
-// cluster answers), so it reads the same while the seed starts.
-func restoreStep(seed *member, b *Backup, why string, d Desired) plan.Step {
+// restoreSeeds are the members a recovery from a backup restores at once, the first one
+// first: those marked as its seeds already, else as many new members as spec.replicas.
+// All of them restore the one snapshot and start as one cluster, so none joins it later:
+// a join waits out etcd's publish timeout and its reconfiguration check
+// (docs/design/etcd-publish-wait.md). Members in memory restore one seed, which the others
+// join: their marks live on their Pods, which are made one at a time, so a set of seeds
+// cut short would be a cluster of peers that never start.
+func (m *model) restoreSeeds(d Desired, first string) []string {
+	if mm := m.get(first); mm != nil && mm.restoring != nil {
+		var out []string
+		for _, x := range m.members {
+			if x.restoring != nil && x.restoring.Name == mm.restoring.Name && x.ordinal >= mm.ordinal {
+				out = append(out, x.name)
+			}
+		}
+		return out
+	}
+	n, ord := max(d.Replicas, 1), vocab.Ordinal(m.cluster, first)
+	if d.Memory {
+		n = 1
+	}
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, vocab.MemberName(m.cluster, ord+i))
+	}
+	return out
+}
+
+// RestoreSeeds names the members a RestoreFromBackup step whose first seed is first
+// restores at once (restoreSeeds).
+func RestoreSeeds(d Desired, o Observed, first string) []string {
+	return newModel(d, o).restoreSeeds(d, first)
+}
+
+// restoreStep starts the cluster anew from a backup, on new seed members (seeds, seed
+// first) that each restore it; why says why that backup when a survivor's snapshot was in
+// the running. Its reason depends on the backup and the seeds alone (and the backups of the
+// cluster, which do not change while no cluster answers), so it reads the same while the
+// seeds start.
+func restoreStep(m *model, seed *member, seeds []string, b *Backup, why string, d Desired) plan.Step {
 	if why != "" {
 		why = "; " + why
 	}
+	on := "seed " + seed.name
+	if len(seeds) > 1 {
+		on = fmt.Sprintf("%d new members restored at once (%s)", len(seeds), strings.Join(seeds, ", "))
+	}
+	what := "no voter can bring the cluster back (a majority lost its data, and none kept data it can restart on)"
+	if !d.Memory && slices.ContainsFunc(m.snapshots, func(x MemberSnapshot) bool { return x.Name == b.Name }) {
+		what = "a majority of voters lost their data, and the snapshot of the most recent survivor holds what it kept"
+	}
 	s := step(plan.RestoreFromBackup, seed, plan.PreAllDataLost, plan.WhyNoSurvivor,
-		"no voter can bring the cluster back (a majority lost its data, and none kept data it can restart on): the cluster starts anew "+
-			"from %s as seed %s, under a new cluster ID; writes after that backup are lost, and the old members' Pods and volumes go once it answers%s",
-		b, seed.name, why)
+		"%s: the cluster starts anew from %s as %s, under a new cluster ID; writes after that backup are lost, and the old members' Pods and volumes go once it answers%s",
+		what, b, on, why)
 	s.Backup, s.Version = b.Name, d.Version
 	return s
 }
@@ -301,7 +377,7 @@ func (m *model) mayRestore(d Desired, s plan.Step) (bool, string) {
 	if !m.quorumLost(d) {
 		return false, "a quorum of voters holds its data: the cluster can form a quorum without a restore"
 	}
-	if t := m.forceTarget(d); t != nil && !d.Memory {
+	if t := m.forceTarget(d); t != nil && !d.Memory && !t.copied {
 		return false, fmt.Sprintf("%s kept its data and can restart alone on it: that loses less than a restore", t.name)
 	}
 	if names := m.unproven(d); len(names) > 0 && !d.Memory {
@@ -328,7 +404,16 @@ func (m *model) maySnapshot(d Desired, s plan.Step) (bool, string) {
 		return false, "a quorum of voters holds its data: the cluster can form a quorum without a recovery"
 	}
 	mm := m.get(s.Member)
+	if s.Precondition.Kind == plan.PreSurvivorNewest {
+		if t := m.forceTarget(d); mm == nil || t != mm || !m.copies(mm) {
+			return false, fmt.Sprintf("%s is not the survivor a recovery restores, or its snapshot failed", s.Member)
+		}
+		if ok, why := m.mayForce(d, s.Member); !ok {
+			return false, why
+		}
+	}
 	switch {
+	case s.Precondition.Kind == plan.PreSurvivorNewest:
 	case mm == nil || m.survivorInMemory(d) != mm:
 		return false, fmt.Sprintf("%s is not the member that still runs with its data in memory and has no snapshot", s.Member)
 	case !mm.up:
@@ -379,10 +464,10 @@ func (m *model) mayForce(d Desired, name string) (bool, string) {
 }
 
 // awaited are the voters a recovery waits for (unproven), unless a survivor was chosen on
-// a look where none was (its claim is marked), or members live in memory, where a new Pod
-// holds no data.
+// a look where none was (its claim is marked, or its snapshot succeeded), or members live
+// in memory, where a new Pod holds no data.
 func (m *model) awaited(d Desired, target *member) []string {
-	if d.Memory || target != nil && target.forcing {
+	if d.Memory || target != nil && (target.forcing || target.copied) {
 		return nil
 	}
 	return m.unproven(d)

@@ -59,13 +59,16 @@ func needsPod(mm *member) bool { return !mm.pod || mm.podDeleting }
 // that step. A member in memory whose Pod is Terminating cannot start again on its data: it
 // is down until its Pod is gone, and lost then. After a majority lost its data, a voter
 // whose Pod is gone gets one to show whether it kept its own (its preflight check, or its
-// answer); one whose Pod starts needs no step: recoverQuorum waits for what it shows.
+// answer); one whose Pod starts needs no step: recoverQuorum waits for what it shows. No
+// voter starts once a recovery restores the survivor's snapshot (its Pods stop for it),
+// and the seeds of a restore under way get their Pods from that step.
 func startVoters(m *model, d Desired) (plan.Step, bool) {
 	if d.Replicas == 0 {
 		return plan.Step{}, false
 	}
+	restoring := m.quorumLost(d) && slices.ContainsFunc(m.members, func(x *member) bool { return x.copied && x.voter() })
 	for _, mm := range m.members {
-		if !mm.voter() || !mm.started || mm.source || m.lost(mm, d) || (mm.forcing && m.quorumLost(d)) {
+		if !mm.voter() || !mm.started || mm.source || m.lost(mm, d) || (mm.forcing && m.quorumLost(d)) || restoring || (mm.restoring != nil && m.restoreSeed() != nil) {
 			continue
 		}
 		if !needsPod(mm) || d.Memory && mm.podDeleting {

@@ -565,8 +565,10 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		delete(w.members, s.Member)
 	case plan.StopMember:
-		// Only to park, or to clear the way for a restore: never a voter that holds its data.
-		if d.Replicas != 0 && (w.hasQuorum() || (isVoter && !w.lostData(m) && !m.deleting && !w.saved(m))) {
+		// Only to park, or to clear the way for a restore: never a voter that holds its data,
+		// unless it is saved, or on its volume with a snapshot of the most recent survivor
+		// saved (which holds every write it committed).
+		if d.Replicas != 0 && (w.hasQuorum() || (isVoter && !w.lostData(m) && !m.deleting && !w.saved(m) && (w.memory || !w.savedNewest()))) {
 			return false, fmt.Errorf("StopMember %s with replicas %d, of a cluster that can still serve", s.Member, d.Replicas)
 		}
 		m.pod, m.up, m.silent, m.deleting = false, false, false, false
@@ -611,6 +613,9 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		}
 		m.serve(s, d)
 	case plan.RestoreFromBackup:
+		if m != nil && m.restoring != nil && m.restoring.Name == s.Backup {
+			return !w.restartSeeds(), nil
+		}
 		if err := w.restore(s, d, m); err != nil {
 			return false, err
 		}
@@ -707,7 +712,7 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 // restore checks a cluster starting anew from a backup against what must hold for it to
 // lose nothing that could be kept: no voter can bring the cluster back (a majority lost its
 // data, and those that kept it hold it in memory or none did), the backup is the newest
-// of this cluster, and the seed is a new member. The new cluster holds the seed alone.
+// of this cluster, and the seeds are new members. The new cluster holds the seeds alone.
 func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
 	all, kept := 0, 0
 	for _, x := range w.members {
@@ -723,12 +728,13 @@ func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
 		return fmt.Errorf("RestoreFromBackup on %s, which exists", s.Member)
 	case w.source() == nil || w.source().Name != s.Backup:
 		return fmt.Errorf("RestoreFromBackup from %s, which is not the cluster's backup with the highest revision", s.Backup)
-	case kept >= quorum(all) || (kept > 0 && !w.memory):
-		return fmt.Errorf("RestoreFromBackup while %d of %d voters kept their data", kept, all)
+	case kept >= quorum(all) || (kept > 0 && !w.memory && !w.savedNewest()):
+		return fmt.Errorf("RestoreFromBackup while %d of %d voters kept their data, and no snapshot holds the most recent one's", kept, all)
 	}
-	// At most one cluster ID can serve: no Pod of the old cluster may run etcd beside the seed.
+	// At most one cluster ID can serve: no Pod of the old cluster may run etcd beside the
+	// seeds (one that ended at its preflight check runs none).
 	for _, x := range w.sorted() {
-		if x.pod && !x.dataLost {
+		if x.pod && !x.dataLost && x.preflightErr == "" {
 			return fmt.Errorf("RestoreFromBackup while the Pod of %s, of the old cluster, has not gone", x.name)
 		}
 	}
@@ -737,15 +743,42 @@ func (w *world) restore(s plan.Step, d Desired, m *wmember) error {
 		x.retained = x.retained || !w.memory && x.pvc && x.started && !w.lostData(x)
 		x.inEtcd, x.learner = false, false
 	}
-	w.nextID++
-	seed := &wmember{name: s.Member, id: strconv.Itoa(w.nextID), inEtcd: true, started: true, pod: true, seed: true, up: true,
-		version: s.Version, hash: d.ConfigHash, restoring: w.source(), peerTLS: registersTLS(s, d)}
-	seed.serve(s, d)
-	w.members[s.Member] = seed
-	w.claim(seed, d)
+	// Every seed restores the same snapshot and starts at once (one, in memory).
+	seeds := 1
+	if !w.memory {
+		seeds = max(d.Replicas, 1)
+	}
+	for i := range seeds {
+		name := vocab.MemberName(w.cluster, vocab.Ordinal(w.cluster, s.Member)+i)
+		if w.members[name] != nil {
+			return fmt.Errorf("RestoreFromBackup on %s, which exists", name)
+		}
+		w.nextID++
+		seed := &wmember{name: name, id: strconv.Itoa(w.nextID), inEtcd: true, started: true, pod: true, seed: true, up: true,
+			version: s.Version, hash: d.ConfigHash, restoring: w.source(), peerTLS: registersTLS(s, d)}
+		seed.serve(s, d)
+		w.members[name] = seed
+		w.claim(seed, d)
+		if w.ca != nil {
+			w.mount(seed)
+		}
+	}
 	w.clusterID, w.leader, w.alarms, w.compacted = w.clusterID+"'", s.Member, nil, false
 	w.foreign = nil // members added by hand to the old cluster are not in the new one
 	return nil
+}
+
+// restartSeeds carries on a restore whose seeds never answered through a quorum: the seeds
+// whose Pods went start again on what their volumes hold. It says whether any did; if not,
+// the step waits for the seeds that run to answer.
+func (w *world) restartSeeds() bool {
+	started := false
+	for _, x := range w.members {
+		if x.restoring != nil && !x.pod {
+			x.pod, x.up, x.starting, started = true, !w.lostData(x), false, true
+		}
+	}
+	return started
 }
 
 // source is what a restore must use: of the newest backup and the survivors' snapshots
@@ -768,12 +801,36 @@ func (w *world) saved(m *wmember) bool {
 	return slices.ContainsFunc(w.snapshots, func(s MemberSnapshot) bool { return s.MemberID == m.id && s.Phase == SnapshotSucceeded })
 }
 
-// snapshot stores a snapshot of a member that runs alone with its data in memory after a
-// majority lost theirs (it needs no quorum), once per member.
+// savedNewest: a snapshot succeeded of a voter that kept its data on its volume, and no
+// voter that kept its data has a more recent log.
+func (w *world) savedNewest() bool {
+	for _, x := range w.members {
+		if x.inEtcd && !x.learner && !w.lostData(x) && w.saved(x) && w.newest(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// newest: no voter that kept its data has a more recent log than m.
+func (w *world) newest(m *wmember) bool {
+	for _, x := range w.members {
+		if x.inEtcd && !x.learner && !w.lostData(x) && (x.term > m.term || x.term == m.term && x.index > m.index) {
+			return false
+		}
+	}
+	return true
+}
+
+// snapshot stores a snapshot of a member that runs alone after a majority lost their data
+// (it needs no quorum), once per member: one in memory, or the voter with the most recent
+// log of those that kept their data on their volumes.
 func (w *world) snapshot(s plan.Step, m *wmember) error {
 	switch {
-	case !w.memory || m == nil || !m.live() || w.hasQuorum() || w.snapshotTo == "":
-		return fmt.Errorf("SnapshotSurvivor %s, which is not a survivor in memory of a cluster without quorum, or with nowhere to store it", s.Member)
+	case m == nil || !m.live() || w.hasQuorum() || w.snapshotTo == "" || !m.inEtcd || m.learner:
+		return fmt.Errorf("SnapshotSurvivor %s, which is not a voter that runs in a cluster without quorum, or with nowhere to store it", s.Member)
+	case !w.memory && (w.lostData(m) || !w.newest(m)):
+		return fmt.Errorf("SnapshotSurvivor %s, which is not the survivor with the most recent log", s.Member)
 	case slices.ContainsFunc(w.snapshots, func(x MemberSnapshot) bool { return x.Name == s.Backup }):
 		return fmt.Errorf("SnapshotSurvivor %s a second time", s.Member)
 	}

@@ -41,6 +41,10 @@ const (
 	// PreSurvivorInMemory: a majority of voters lost their data, the member keeps its own
 	// in memory and answers, and a destination for its snapshot is known.
 	PreSurvivorInMemory PreconditionKind = "SurvivorInMemory"
+	// PreSurvivorNewest: a majority of voters lost their data, the member kept its own on
+	// its volume and answers, no other survivor is more recent, and a destination for its
+	// snapshot is known.
+	PreSurvivorNewest PreconditionKind = "SurvivorNewest"
 	// PrePeersConnected: every source member of an adoption exchanges raft messages with
 	// the member (etcd counts it an active peer), and it with each of them.
 	PrePeersConnected PreconditionKind = "PeersConnected"

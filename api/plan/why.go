@@ -94,6 +94,10 @@ const (
 	// WhySurvivorInMemory: a survivor still runs with its data in memory; its snapshot is
 	// stored before the cluster starts anew.
 	WhySurvivorInMemory Why = "SurvivorInMemory"
+	// WhySurvivorSnapshot: the most recent survivor keeps its data on its volume, and a
+	// backup destination is known: its snapshot is stored, and every member is restored
+	// from it at once (faster than a restart alone and joins one by one).
+	WhySurvivorSnapshot Why = "SurvivorSnapshot"
 	// WhyOldClusterPod: a Pod of the cluster that lost its quorum stops before the cluster
 	// starts anew from a backup.
 	WhyOldClusterPod Why = "OldClusterPod"
@@ -233,7 +237,7 @@ var Whys = []Why{
 	WhyScaleUp, WhyScaleDown, WhyReplacement, WhyReplaced, WhyTemporaryMember, WhyNotAMember, WhyLeftInRecovery, WhyParked,
 	WhyLeaderLeaves, WhyLeaderRestartsLast, WhyLeaderDefragmentedLast,
 	WhyVersionChanged, WhyConfigChanged, WhySizeChanged,
-	WhySurvivorRestartsAlone, WhySurvivorInMemory, WhyOldClusterPod, WhyNoSurvivor,
+	WhySurvivorRestartsAlone, WhySurvivorInMemory, WhySurvivorSnapshot, WhyOldClusterPod, WhyNoSurvivor,
 	WhyNoSpaceCompact, WhyNoSpaceDefragment, WhyNoSpaceDisarm, WhyDefragScheduled, WhyDefragThreshold,
 	WhyCertificateDue, WhyCertificateUnserved,
 	WhyTLSBeside, WhyPeerURLToTLS, WhyClientPlainTextOff, WhyPlainTextOff,

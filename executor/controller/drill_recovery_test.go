@@ -46,7 +46,7 @@ func TestRecoveryRestoresTheNewestBackupNoDrillFoundWrong(t *testing.T) {
 	taken := func(d time.Duration) string { return f.now.Add(-d).UTC().Format(time.RFC3339) }
 	want := "EtcdBackup blocked (revision 42, taken " + taken(2*time.Hour) + ", its restore drill not done; the newest verified backup, " +
 		"EtcdBackup verified of revision 42 taken " + taken(4*time.Hour) + ", is the alternative: delete the EtcdBackups newer than it to restore it instead)"
-	require.Contains(t, s.Reason, "from "+want+" as seed demo-3")
+	require.Contains(t, s.Reason, "from "+want+" as 3 new members restored at once (demo-3, demo-4, demo-5)")
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), want, "what approval is asked for")
 
 	id := c.Status.Plan.ID

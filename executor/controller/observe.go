@@ -185,8 +185,8 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 // firstAnswer reports whether a view may be the cluster's first answer. It must come from a
 // member of this cluster (a Pod IP may belong to another cluster's member), and never from
 // the cluster a recovery started anew from (status.previousClusterID), whoever answers for
-// it. While a recovery from a backup is under way, only its seed may answer: the one
-// member of the restored cluster, answering under its own name and member ID.
+// it. While a recovery from a backup is under way, only its seeds may answer: the members
+// of the restored cluster, one of them answering under its own name.
 func firstAnswer(c *v1alpha1.EtcdCluster, seeds []string, view *planner.EtcdView) bool {
 	if c.Status.PreviousClusterID != "" && view.ClusterID == c.Status.PreviousClusterID {
 		return false
@@ -195,9 +195,13 @@ func firstAnswer(c *v1alpha1.EtcdCluster, seeds []string, view *planner.EtcdView
 		return c.Status.Join == nil // the source, at the endpoints the spec names
 	}
 	if len(seeds) > 0 {
-		m := view.Members[0]
-		return len(view.Members) == 1 && m.Answering && slices.Contains(seeds, m.Name) &&
-			vocab.ManagedName(c.Name, c.Namespace, m.PeerURLs) == m.Name
+		seed := func(m planner.EtcdMember) bool {
+			return slices.Contains(seeds, vocab.ManagedName(c.Name, c.Namespace, m.PeerURLs))
+		}
+		return !slices.ContainsFunc(view.Members, func(m planner.EtcdMember) bool { return !seed(m) }) &&
+			slices.ContainsFunc(view.Members, func(m planner.EtcdMember) bool {
+				return m.Answering && seed(m) && m.Name == vocab.ManagedName(c.Name, c.Namespace, m.PeerURLs)
+			})
 	}
 	return slices.ContainsFunc(view.Members, func(m planner.EtcdMember) bool { return vocab.ManagedName(c.Name, c.Namespace, m.PeerURLs) != "" })
 }

@@ -43,6 +43,12 @@ func currentStep(rec *v1alpha1.PlanStatus) *plan.Step {
 func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.PlanStatus) string {
 	s := recoveryStep(rec)
 	approve := fmt.Sprintf("approve it with `kubectl etcd approve %s --plan %s`", c.Name, rec.ID)
+	if s.Action == plan.SnapshotSurvivor && s.Why == plan.WhySurvivorSnapshot {
+		return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum: plan %s stores the snapshot of %s, "+
+			"the most recent of the voters that kept their data, as EtcdBackup %s (this loses nothing), and the next plan, approved on its own, "+
+			"starts the cluster anew from it on new members restored at once, and writes %s had not received are lost; %s "+
+			"(see docs/backup-restore.md)", rec.ID, s.Member, s.Backup, s.Member, approve)
+	}
 	if s.Action == plan.SnapshotSurvivor {
 		return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum, while %s still runs alone with its data in memory: "+
 			"plan %s stores its snapshot as EtcdBackup %s (this loses nothing), and the next plan, approved on its own, "+
@@ -55,9 +61,10 @@ func recoveryMessage(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.Plan
 		for i := int(rec.Current); rec.Steps[i].Action == plan.StopMember; i++ {
 			stop += fmt.Sprintf("stops the Pod of %s, ", rec.Steps[i].Member)
 		}
-		return fmt.Sprintf("every voter lost its data (or keeps it in memory, where a restart loses it) and the cluster cannot form a quorum: "+
-			"plan %s %sstarts the cluster anew from %s on a new seed %s, and writes after that backup are lost; %s "+
-			"(see docs/backup-restore.md)", rec.ID, stop, from, s.Member, approve)
+		seeds := planner.RestoreSeeds(o.desired, o.Observed, s.Member)
+		return fmt.Sprintf("a majority of voters lost their data and the cluster cannot form a quorum, and no voter restarts alone on its own: "+
+			"plan %s %sstarts the cluster anew from %s on new members (%s), each restored from it, and writes after that backup are lost; %s "+
+			"(see docs/backup-restore.md)", rec.ID, stop, from, strings.Join(seeds, ", "), approve)
 	}
 	index := "raft term and index not known while it does not answer"
 	if o.Etcd != nil {

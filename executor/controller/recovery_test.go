@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,8 +133,9 @@ func TestForcedRecoveryRetainsTheOtherSurvivors(t *testing.T) {
 }
 
 // Every voter lost its data: the plan waits for approval, then starts the cluster anew from
-// the newest backup of this cluster on a new seed, whose claim is marked until the new
-// cluster answers; the old cluster's ID is forgotten, and the old members go after.
+// the newest backup of this cluster on new seeds that each restore it, whose claims are
+// marked until the new cluster answers; the old cluster's ID is forgotten, and the old
+// members go after.
 func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	f, backup := totalLoss(t)
 	ctx := context.Background()
@@ -170,19 +172,34 @@ func TestTotalLossRestoresTheNewestBackup(t *testing.T) {
 	require.Equal(t, id, c.Status.Plan.ID)
 	require.Equal(t, int32(0), c.Status.Plan.Current)
 
-	// The new cluster answers: the mark goes, and the old members' leftovers go.
+	for i, seed := range []string{"demo-4", "demo-5"} {
+		p := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: seed}, p), "every seed restores at once")
+		require.Equal(t, "EtcdBackup nightly", p.Annotations[vocab.AnnotationRestore])
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: seed}, pvc))
+		require.Equal(t, "nightly", pvc.Annotations[vocab.AnnotationRestoreSeed])
+		f.running(p, fmt.Sprintf("10.88.0.%d", 4+i))
+	}
+	restore := strings.Join(pod.Spec.InitContainers[2].Command, " ")
+	require.Contains(t, restore, "etcdutl snapshot restore")
+	require.Contains(t, restore, "--initial-cluster=demo-3=http://demo-3.demo.ns.svc:2380,demo-4=http://demo-4.demo.ns.svc:2380,demo-5=http://demo-5.demo.ns.svc:2380")
+	require.Contains(t, strings.Join(pod.Spec.Containers[0].Command, " "), "--initial-cluster=demo-3=http://demo-3.demo.ns.svc:2380,demo-4=")
+
+	// The new cluster answers: the marks go, and the old members' leftovers go.
 	f.running(pod, "10.88.0.3")
-	f.etcd.SetView(&planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7", Members: []planner.EtcdMember{{ID: "7", Name: "demo-3",
-		PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, "demo-3", false)}, Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5}}})
+	f.etcd.SetView(restoredView(c))
 	c, _ = f.reconcile()
 	require.Equal(t, "c2", c.Status.ClusterID)
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pvc))
 	require.NotContains(t, pvc.Annotations, vocab.AnnotationRestoreSeed)
 	require.Equal(t, "7", pvc.Annotations[vocab.AnnotationMemberID])
-	require.Equal(t, id, c.Status.Plan.ID)
-	require.Equal(t, v1alpha1.StepSucceeded, c.Status.Plan.Progress[0].State)
-	require.Equal(t, "DeleteMember demo-0", string(c.Status.Plan.Steps[1].Action)+" "+c.Status.Plan.Steps[1].Member)
-	require.Greater(t, c.Status.Plan.Current, int32(1), "the leftovers of the lost members go")
+	require.Nil(t, c.Status.Plan, "no member joins: the plan ended with the leftovers of the lost members")
+	require.Equal(t, id, c.Status.History[0].ID)
+	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase)
+	require.Equal(t, "4/4", c.Status.History[0].Steps)
+	for _, old := range []string{"demo-0", "demo-1", "demo-2"} {
+		require.True(t, apierrors.IsNotFound(f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: old}, &corev1.PersistentVolumeClaim{})), old)
+	}
 }
 
 // A restore that fails keeps its seed's Pod and says how to go on; once the bad backup and
@@ -197,23 +214,28 @@ func TestFailedRestoreIsPlannedAnewFromTheNextBackup(t *testing.T) {
 	id := c.Status.Plan.ID
 	f.approve(id)
 	f.reconcile()
+	seeds := []string{"demo-3", "demo-4", "demo-5"}
 	pod := &corev1.Pod{}
-	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
-	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "restore-fetch",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "snapshot does not match its integrity hash"}}}}}
-	require.NoError(t, f.kube.Status().Update(ctx, pod))
+	for _, seed := range seeds { // each fetches the same snapshot
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: seed}, pod))
+		pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "restore-fetch",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "snapshot does not match its integrity hash"}}}}}
+		require.NoError(t, f.kube.Status().Update(ctx, pod))
+	}
 	c, _ = f.reconcile()
 	require.Equal(t, id, c.Status.Plan.ID)
 	require.Contains(t, c.Status.Plan.Progress[0].Message, "restoring from EtcdBackup nightly failed in restore-fetch (exit code 1): "+
-		"snapshot does not match its integrity hash; fix the snapshot, or delete EtcdBackup nightly and the volume claim demo-3")
+		"snapshot does not match its integrity hash; fix the snapshot, or delete EtcdBackup nightly and the volume claims demo-3, demo-4, demo-5")
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod), "kept for its logs")
 
 	require.NoError(t, f.kube.Delete(ctx, &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}))
-	require.NoError(t, f.kube.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-3"}}))
+	for _, seed := range seeds {
+		require.NoError(t, f.kube.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: seed}}))
+	}
 	c, _ = f.reconcile()
 	require.Nil(t, c.Status.Plan.Blocked)
 	s := c.Status.Plan.Steps[0]
-	require.Equal(t, "RestoreFromBackup demo-4 older", string(s.Action)+" "+s.Member+" "+s.Backup)
+	require.Equal(t, "RestoreFromBackup demo-6 older", string(s.Action)+" "+s.Member+" "+s.Backup)
 	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase, "a new plan, approved anew")
 }
 
@@ -338,12 +360,12 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase, "stopping the old cluster is part of the recovery")
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "stops the Pod of demo-3, starts the cluster anew from EtcdBackup nightly")
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, &corev1.Pod{}), "nothing happens before approval")
-	require.Error(t, f.r.seedAlone(ctx, c, "demo-4"), "no seed starts while another member Pod runs")
+	require.Error(t, f.r.seedAlone(ctx, c, []string{"demo-4", "demo-5", "demo-6"}), "no seed starts while another member Pod runs")
 
 	id := c.Status.Plan.ID
 	f.approve(id)
 	f.reconcile() // the learner's Pod goes
-	require.NoError(t, f.r.seedAlone(ctx, c, "demo-4"))
+	require.NoError(t, f.r.seedAlone(ctx, c, []string{"demo-4", "demo-5", "demo-6"}))
 	c, _ = f.reconcile() // then the seed starts
 	require.Equal(t, id, c.Status.Plan.ID)
 	require.Empty(t, c.Status.ClusterID)
@@ -367,7 +389,7 @@ func TestRestoreIsTheOnlyClusterBehindTheService(t *testing.T) {
 		require.Equal(t, "c1", c.Status.PreviousClusterID)
 		require.Equal(t, id, c.Status.Plan.ID, "the same restore goes on")
 		require.Equal(t, plan.RestoreFromBackup, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
-		require.Error(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-5"}, &corev1.Pod{}), "no second seed")
+		require.Error(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-7"}, &corev1.Pod{}), "no seed but the restore's")
 	}
 
 	// The seed answers under a new cluster ID: that is the cluster.
@@ -425,14 +447,14 @@ func TestRestoreSupersededAfterItsEffectIsOnRecord(t *testing.T) {
 	h := c.Status.History[0]
 	require.Equal(t, id, h.ID)
 	require.Equal(t, v1alpha1.PlanSuperseded, h.Phase)
-	require.Equal(t, "1/10", h.Steps, "the restore is on record as done")
-	require.Contains(t, h.Message, "after step 1/10 RestoreFromBackup demo-3 took effect: cluster c2 answers through a quorum")
+	require.Equal(t, "1/4", h.Steps, "the restore is on record as done")
+	require.Contains(t, h.Message, "after step 1/4 RestoreFromBackup demo-3 took effect: cluster c2 answers through a quorum")
 	require.NotEqual(t, id, c.Status.Plan.ID, "the fresh plan goes on")
 	require.Equal(t, "c2", c.Status.ClusterID)
 	events := strings.Join(f.drain(), "\n")
 	require.Contains(t, events, "Normal Recovered recovery from quorum loss (plan "+id+"): a new cluster restored from EtcdBackup nightly on seed demo-3: "+
 		"it answers through a quorum as cluster c2, 3s after it started")
-	require.Contains(t, events, "Normal StepSucceeded step 1/10 RestoreFromBackup demo-3 succeeded")
+	require.Contains(t, events, "Normal StepSucceeded step 1/4 RestoreFromBackup demo-3 succeeded")
 }
 
 // A recovery step is held for its outcome no longer than its deadline: past it, the plan is
@@ -453,7 +475,7 @@ func TestHeldRecoveryIsSupersededPastItsDeadline(t *testing.T) {
 	h := c.Status.History[0]
 	require.Equal(t, id, h.ID)
 	require.Equal(t, v1alpha1.PlanSuperseded, h.Phase)
-	require.Contains(t, h.Message, "after step 1/10 RestoreFromBackup demo-3 was applied; whether it took effect, the cluster shows")
+	require.Contains(t, h.Message, "after step 1/4 RestoreFromBackup demo-3 was applied; whether it took effect, the cluster shows")
 	require.Equal(t, id, c.Status.LastRecovery.Plan)
 	require.Nil(t, c.Status.LastRecovery.FinishedAt)
 	s := c.Status.Plan.Steps[c.Status.Plan.Current]
@@ -495,6 +517,17 @@ func TestRestoreGoesOnAfterTheSeedAnswered(t *testing.T) {
 	require.Empty(t, c.Status.ClusterID, "the restored cluster never formed: the seed's next answer counts")
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod), "the seed's Pod again")
 	require.Equal(t, "nightly", pod.Annotations[vocab.AnnotationRestoreSeed])
+}
+
+// restoredView is the view, read through its quorum, of cluster c2 restored on demo-3 to
+// demo-5 (member IDs 7 to 9), demo-3 leading.
+func restoredView(c *v1alpha1.EtcdCluster) *planner.EtcdView {
+	v := &planner.EtcdView{ClusterID: "c2", Linearizable: true, LeaderID: "7"}
+	for i, n := range []string{"demo-3", "demo-4", "demo-5"} {
+		v.Members = append(v.Members, planner.EtcdMember{ID: strconv.Itoa(7 + i), Name: n, PeerURLs: []string{vocab.PeerURL(c.Name, c.Namespace, n, false)},
+			Answering: true, Leader: "7", Version: "3.6.16", RaftIndex: 5})
+	}
+	return v
 }
 
 // running sets a member Pod's status to running etcd at ip.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,14 +89,18 @@ func restoreError(rs *resources.Restore, err error) error {
 // restoreFailed says why an ended seed Pod's restore failed, when it was restoring from the
 // snapshot its step names now; "" when it was not, or did not fail restoring. That Pod is
 // kept for its logs: another would fail alike, until the source is fixed.
-func restoreFailed(p *corev1.Pod, from string) string {
+func restoreFailed(p *corev1.Pod, from string, seeds []string) string {
 	if from == "" || p.Annotations[vocab.AnnotationRestore] != from {
 		return ""
 	}
 	fix := fmt.Sprintf("fix the snapshot or spec.bootstrap.restore (the Pod %s is kept for its logs and goes once the spec changes)", p.Name)
 	if b := p.Annotations[vocab.AnnotationRestoreSeed]; b != "" {
-		fix = fmt.Sprintf("fix the snapshot, or delete EtcdBackup %s and the volume claim %s, and the recovery is planned anew from the newest backup left "+
-			"(the Pod %s is kept for its logs until the new cluster answers)", b, p.Name, p.Name)
+		claims := "the volume claim " + p.Name
+		if len(seeds) > 1 {
+			claims = "the volume claims " + strings.Join(seeds, ", ")
+		}
+		fix = fmt.Sprintf("fix the snapshot, or delete EtcdBackup %s and %s, and the recovery is planned anew from the newest backup left "+
+			"(the Pod %s is kept for its logs until the new cluster answers)", b, claims, p.Name)
 	}
 	if why := observe.FailedContainer(p.Status.InitContainerStatuses, vocab.ContainerPreflight); why != "" {
 		return fmt.Sprintf("restoring from %s failed in %s; %s", from, why, fix)

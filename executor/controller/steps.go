@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,9 +43,9 @@ func (r *Reconciler) apply(ctx context.Context, c *v1alpha1.EtcdCluster, o *obse
 func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	switch s.Action {
 	case plan.CreateSeed:
-		return r.startMember(ctx, c, o, s, true)
+		return r.startMember(ctx, c, o, s, []string{s.Member})
 	case plan.StartMember:
-		return r.startMember(ctx, c, o, s, false)
+		return r.startMember(ctx, c, o, s, nil)
 	case plan.AddLearner:
 		return r.addLearner(ctx, c, o, s)
 	case plan.PromoteLearner:
@@ -170,8 +172,11 @@ func (r *Reconciler) create(ctx context.Context, c *v1alpha1.EtcdCluster, obj cl
 }
 
 // startMember creates a member's volume claim and Pod. A Pod that ended is deleted first,
-// so the member starts again on its volume through the preflight check.
-func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seed bool) error {
+// so the member starts again on its volume through the preflight check. seeds, when the
+// member is one, are the members of the new cluster it starts with (itself, or the seeds
+// of a restore).
+func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seeds []string) error {
+	seed := len(seeds) > 0
 	if p := o.pods[s.Member]; p != nil {
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
@@ -184,7 +189,7 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 				return r.podGoing(ctx, p)
 			}
 		} else if podEnded(p) {
-			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s))); seed && why != "" {
+			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s)), seeds); seed && why != "" {
 				return stuck(v1alpha1.ReasonRestoreFailed, "%s", why)
 			}
 			if why := observe.PreflightError(p); why != "" {
@@ -212,9 +217,9 @@ func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return status.Waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
 		}
 	}
-	ms := r.memberSpec(c, o, s, seed)
+	ms := r.memberSpec(c, o, s, seeds)
 	if ms.Seed {
-		if err := r.seedAlone(ctx, c, s.Member); err != nil {
+		if err := r.seedAlone(ctx, c, seeds); err != nil {
 			return err
 		}
 	}
@@ -281,17 +286,18 @@ func (r *Reconciler) createMemberPod(ctx context.Context, c *v1alpha1.EtcdCluste
 	return r.create(ctx, c, pod, "Pod", false)
 }
 
-// seedAlone waits until no other member Pod of the cluster may run etcd: a seed forms a new
-// cluster, and one cluster alone serves behind the client Service. Pods are read around the
-// cache, so a seed created a moment ago is seen.
-func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, member string) error {
+// seedAlone waits until no member Pod of the cluster but the seeds' may run etcd: seeds form
+// a new cluster, and one cluster alone serves behind the client Service. Pods are read
+// around the cache, so a seed created a moment ago is seen.
+func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, seeds []string) error {
 	pods, err := observe.MemberPods(ctx, r.APIReader, c)
 	if err != nil {
 		return err
 	}
 	for i := range pods {
-		if p := &pods[i]; p.Labels[v1alpha1.LabelMember] != member && !podEnded(p) {
-			return status.Waiting("waiting for the Pod %s to end before seed %s starts a new cluster: one cluster alone serves behind the client Service", p.Name, member)
+		if p := &pods[i]; !slices.Contains(seeds, p.Labels[v1alpha1.LabelMember]) && !podEnded(p) {
+			return status.Waiting("waiting for the Pod %s to end before %s starts a new cluster: one cluster alone serves behind the client Service",
+				p.Name, strings.Join(seeds, ", "))
 		}
 	}
 	return nil
@@ -342,12 +348,13 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // memberSpec says how a member starts, from its membership history as it is now (member
-// Pods never restart in place, so every start is a new Pod rendered from it): a seed alone,
-// only before the cluster formed; a joining member with the members etcd lists (itself
+// Pods never restart in place, so every start is a new Pod rendered from it): a seed, with
+// the other seeds of a restore, only before the cluster formed; a joining member with the members etcd lists (itself
 // included); a member that ever joined (its volume records an ID, etcd knows it started, or
 // status recorded it as a voter) expects to find its data, and its Pod stops at the
 // preflight check when the data is gone.
-func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seed bool) resources.MemberSpec {
+func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seeds []string) resources.MemberSpec {
+	seed := len(seeds) > 0
 	ms := resources.MemberSpec{Name: s.Member, Version: s.Version, Seed: seed && c.Status.ClusterID == "", Listen: s.Listen}
 	if o.inUse != nil && o.inUse != c {
 		ms.TLS = o.inUse.Spec.TLS
@@ -360,10 +367,16 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 			ms.ExpectData, ms.Voter = true, o.Etcd == nil // etcd's own view, when there is one, says below
 		}
 	}
-	if seed || o.Etcd == nil {
+	if seed {
+		for _, name := range seeds {
+			ms.InitialCluster = append(ms.InitialCluster, name+"="+resources.NewPeerURL(c, name, s.Listen))
+		}
+		return ms
+	}
+	if o.Etcd == nil {
 		ms.InitialCluster = []string{s.Member + "=" + resources.NewPeerURL(c, s.Member, s.Listen)}
 		for _, rm := range o.Recorded {
-			if rm.Name != s.Member && !seed {
+			if rm.Name != s.Member {
 				ms.InitialCluster = append(ms.InitialCluster, rm.Name+"="+resources.PeerURL(c, rm.Name))
 			}
 		}
@@ -441,7 +454,7 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 			return err
 		}
 	}
-	return r.startMember(ctx, c, o, s, false)
+	return r.startMember(ctx, c, o, s, nil)
 }
 
 // soonWait bounds how long a step waits within one reconcile for what usually follows its

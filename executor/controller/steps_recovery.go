@@ -42,7 +42,7 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 			return err
 		}
 	}
-	ms := r.memberSpec(c, o, s, false)
+	ms := r.memberSpec(c, o, s, nil)
 	ms.ExpectData, ms.Voter, ms.ForceNewCluster = true, true, s.MemberID
 	return r.createMemberPod(ctx, c, ms)
 }
@@ -106,36 +106,32 @@ func restoreUnfinished(c *v1alpha1.EtcdCluster) bool {
 	return l != nil && l.Action == string(plan.RestoreFromBackup) && l.FinishedAt == nil && c.Status.ClusterID != l.FromClusterID
 }
 
-// restoreFromBackup starts the cluster anew from a backup on a new seed. The backup is
-// checked before anything changes; then the seed's claim is marked, which keeps the plan
-// and the check on this seed and backup while the old cluster's ID is forgotten (answers
-// from the new cluster count from then on) and the seed's Pod restores and starts. The old
+// restoreFromBackup starts the cluster anew from a backup on new seeds
+// (planner.RestoreSeeds), each restoring it. The backup is checked before anything changes;
+// then every seed's claim is marked, which keeps the plan and the check on these seeds and
+// this backup while the old cluster's ID is forgotten (answers from the new cluster count
+// from then on), and only then are the seeds' Pods made: a restore cut short between its
+// marks goes on with the seeds marked, all named in each Pod's initial cluster. The old
 // members' Pods and claims go later, once the new cluster's member list, read through its
 // quorum, shows them gone.
 func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("the cluster was restored from EtcdBackup %s on seed %s", s.Backup, s.Member)); err != nil {
 		return err
 	}
-	begun := c.Status.ClusterID == ""
+	// A seed that answers alone (its first answer set status.clusterID) waits for its peers:
+	// the restore goes on under that ID, making the Pods they lack.
+	begun := c.Status.ClusterID == "" || restoreUnfinished(c) && o.Etcd != nil
 	if !begun {
 		if _, err := r.restoreSource(ctx, c, seedRestore(c, s)); err != nil {
 			return err
 		}
 	}
+	seeds := planner.RestoreSeeds(o.desired, o.Observed, s.Member)
 	if c.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
-		pvc := o.pvcs[s.Member]
-		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
-			return err
-		}
-		if pvc == nil {
-			pvc = &corev1.PersistentVolumeClaim{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Member}, pvc); err != nil {
+		for _, seed := range seeds {
+			if err := r.markSeed(ctx, c, o, seed, s.Backup); err != nil {
 				return err
 			}
-			o.pvcs[s.Member] = pvc
-		}
-		if err := r.mark(ctx, pvc, vocab.AnnotationRestoreSeed, s.Backup); err != nil {
-			return err
 		}
 	}
 	if !begun {
@@ -148,5 +144,29 @@ func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		c.Status.ClusterID, c.Status.ClusterVersion = "", ""
 		r.clients.forget(client.ObjectKeyFromObject(c))
 	}
-	return r.startMember(ctx, c, o, s, true)
+	for _, seed := range seeds {
+		each := s
+		each.Member, each.MemberID = seed, ""
+		if err := r.startMember(ctx, c, o, each, seeds); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markSeed creates a seed's claim, unless it exists, and marks it with the backup it
+// restores.
+func (r *Reconciler) markSeed(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, seed, backup string) error {
+	if err := r.ensurePVC(ctx, c, o, seed); err != nil {
+		return err
+	}
+	pvc := o.pvcs[seed]
+	if pvc == nil {
+		pvc = &corev1.PersistentVolumeClaim{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: seed}, pvc); err != nil {
+			return err
+		}
+		o.pvcs[seed] = pvc
+	}
+	return r.mark(ctx, pvc, vocab.AnnotationRestoreSeed, backup)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/backupctl"
 	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/status"
@@ -26,7 +27,7 @@ import (
 )
 
 // backupFixture is the cluster fixture with a backup reconciler whose destinations all
-// open one in-memory store.
+// open one in-memory store, as the cluster reconciler's do.
 type backupFixture struct {
 	*fixture
 	br *backupctl.BackupReconciler
@@ -41,6 +42,7 @@ func newBackupFixture(t *testing.T) *backupFixture {
 		Open: func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) {
 			return st.Open(d), nil
 		}}
+	f.r.Open = f.br.Open // the restore reads the store the backups wrote
 	return f
 }
 
@@ -143,4 +145,59 @@ func TestSurvivorSnapshotFailedBlocks(t *testing.T) {
 	require.Equal(t, plan.BlockSurvivorSnapshotFailed, c.Status.Plan.Blocked.Reason)
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "no snapshot stored within 10m0s; last: store unavailable")
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "`kubectl delete etcdbackup demo-0-survivor-1`")
+}
+
+// On volumes, with a destination known, the most recent survivor is snapshotted instead of
+// restarted alone: the step names it by ID, the backup reconciler reads it without a
+// quorum, and the next plan stops its Pod and restores the snapshot on three new members
+// at once, keeping its claim.
+func TestSurvivorOnAVolumeIsSnapshottedAndEveryMemberRestored(t *testing.T) {
+	f := newBackupFixture(t)
+	ctx := context.Background()
+	f.dataLost("demo-1", "demo-2")
+	f.setView(func(v *planner.EtcdView) {
+		v.Linearizable, v.LeaderID = false, ""
+		for i := range v.Members {
+			v.Members[i].Leader, v.Members[i].Answering = "", i == 0
+		}
+	})
+	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
+	sched.Spec.ClusterRef.Name, sched.Spec.Schedule = "demo", "0 3 * * *"
+	sched.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups", Prefix: "etcd"}
+	require.NoError(t, f.kube.Create(ctx, sched))
+
+	c, _ := f.fixture.reconcile()
+	require.Nil(t, c.Status.Plan.Blocked)
+	s := c.Status.Plan.Steps[0]
+	require.Equal(t, "SnapshotSurvivor demo-0 1 demo-0-survivor-1 SurvivorSnapshot", string(s.Action)+" "+s.Member+" "+s.MemberID+" "+s.Backup+" "+string(s.Why))
+	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase)
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "plan "+c.Status.Plan.ID+" stores the snapshot of demo-0, "+
+		"the most recent of the voters that kept their data, as EtcdBackup demo-0-survivor-1 (this loses nothing)")
+	f.approve(c.Status.Plan.ID)
+	f.fixture.reconcile()
+	key := client.ObjectKey{Namespace: "ns", Name: "demo-0-survivor-1"}
+	_, err := f.br.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	require.NoError(t, err)
+	snap := &v1alpha1.EtcdBackup{}
+	require.NoError(t, f.kube.Get(ctx, key, snap))
+	require.Equal(t, v1alpha1.BackupSucceeded, snap.Status.Phase, "read without a quorum: %v", snap.Status.Conditions)
+
+	c, _ = f.fixture.reconcile()
+	steps := c.Status.Plan.Steps
+	require.Equal(t, "StopMember demo-0", string(steps[0].Action)+" "+steps[0].Member)
+	require.Equal(t, "RestoreFromBackup demo-3 demo-0-survivor-1", string(steps[1].Action)+" "+steps[1].Member+" "+steps[1].Backup)
+	require.Contains(t, steps[1].Reason, "as 3 new members restored at once (demo-3, demo-4, demo-5)")
+	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "stops the Pod of demo-0, starts the cluster anew from EtcdBackup demo-0-survivor-1")
+	f.approve(c.Status.Plan.ID)
+	f.fixture.reconcile() // the survivor's Pod goes
+	f.fixture.reconcile() // then every seed restores the snapshot
+	pvc := &corev1.PersistentVolumeClaim{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
+	require.Equal(t, "true", pvc.Labels[v1alpha1.LabelRetained], "the survivor's claim is kept")
+	for _, seed := range []string{"demo-3", "demo-4", "demo-5"} {
+		pod := &corev1.Pod{}
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: seed}, pod))
+		require.Equal(t, "EtcdBackup demo-0-survivor-1", pod.Annotations[vocab.AnnotationRestore])
+	}
+	require.True(t, apierrors.IsNotFound(f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, &corev1.Pod{})))
 }

@@ -46,7 +46,7 @@ func DrillPod(b *v1alpha1.EtcdBackup, c *v1alpha1.EtcdCluster, img Images, rs Re
 			SecurityContext:               securePod(),
 			InitContainers: []corev1.Container{
 				fetchContainer(img, rs, secure),
-				etcdutlRestore(image, vocab.DataDir, drillMember, peer, "drill-"+string(b.UID), secure),
+				etcdutlRestore(image, vocab.DataDir, drillMember, []string{drillMember + "=" + peer}, "drill-"+string(b.UID), secure),
 			},
 			Containers: []corev1.Container{{
 				Name:            vocab.ContainerEtcd,

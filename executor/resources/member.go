@@ -331,7 +331,7 @@ func restoreContainers(c *v1alpha1.EtcdCluster, img Images, m MemberSpec, secure
 	mounts := []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}}
 	return []corev1.Container{
 		fetchContainer(img, *m.Restore, secure),
-		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), vocab.RestoreDir+"/data", m.Name, PeerURL(c, m.Name), clusterToken(c), secure), {
+		etcdutlRestore(Image(c, img.EtcdRepository, m.Version), vocab.RestoreDir+"/data", m.Name, m.InitialCluster, clusterToken(c), secure), {
 			Name:                     "restore-place",
 			Image:                    img.Operator,
 			Command:                  agent.RestorePlace{From: vocab.RestoreDir + "/data", DataDir: vocab.DataDir}.Argv(),
@@ -369,13 +369,21 @@ func restoreVolumes(rs Restore) []corev1.Volume {
 	return vols
 }
 
-// etcdutlRestore restores the fetched snapshot into dataDir as a one-member cluster.
-func etcdutlRestore(image, dataDir, name, peerURL, token string, secure *corev1.SecurityContext) corev1.Container {
+// etcdutlRestore restores the fetched snapshot into dataDir as member name of a new
+// cluster of the members initial names (name=peerURL each): every member restored from the
+// same snapshot with the same list and token starts as one cluster.
+func etcdutlRestore(image, dataDir, name string, initial []string, token string, secure *corev1.SecurityContext) corev1.Container {
+	var peerURL string
+	for _, m := range initial {
+		if n, u, _ := strings.Cut(m, "="); n == name {
+			peerURL = u
+		}
+	}
 	return corev1.Container{
 		Name:  vocab.ContainerRestore,
 		Image: image,
 		Command: []string{"etcdutl", "snapshot", "restore", vocab.RestoreDir + "/snapshot.db", "--data-dir=" + dataDir,
-			"--name=" + name, "--initial-cluster=" + name + "=" + peerURL,
+			"--name=" + name, "--initial-cluster=" + strings.Join(initial, ","),
 			"--initial-advertise-peer-urls=" + peerURL, "--initial-cluster-token=" + token},
 		SecurityContext:          secure,
 		VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: vocab.DataMount}},
