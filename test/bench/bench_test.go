@@ -531,7 +531,9 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 	if framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), sel) != nil || framework.Env.Client.List(ctx, &pvcs, client.InNamespace(ns), sel) != nil {
 		return false
 	}
-	if len(pods.Items) != replicas || len(pvcs.Items) != replicas {
+	// A retained claim (a survivor's, kept in a recovery) is no longer the cluster's.
+	claims := slices.DeleteFunc(pvcs.Items, func(c corev1.PersistentVolumeClaim) bool { return c.Labels[v1alpha1.LabelRetained] != "" })
+	if len(pods.Items) != replicas || len(claims) != replicas {
 		return false
 	}
 	var eps []string

@@ -40,9 +40,8 @@ type benchMark struct {
 const qlCluster = "ql"
 
 // quorumLosses measures both recoveries from quorum loss, runs times each: two members'
-// volumes wiped (the survivor restarts alone with --force-new-cluster and two members
-// join it), then all three (a new seed restores the backup taken before, and two members
-// join it).
+// volumes wiped (the survivor's snapshot is stored, and three new members restore it at
+// once), then all three (three new members restore the backup taken before at once).
 func (b *bench) quorumLosses(runs int) []benchResult {
 	var results []benchResult
 	for _, all := range []bool{false, true} {
@@ -56,11 +55,12 @@ func (b *bench) quorumLosses(runs int) []benchResult {
 }
 
 // quorumLoss measures one recovery from quorum loss of a cluster of three whose spec lets
-// it run without approval: from the fault (the volumes wiped, their Pods deleted) until the
-// cluster has three voters again, none of those wiped. The floor does the same work with
-// nothing in between: it knows what was lost, so it restarts the survivor alone with
-// --force-new-cluster on its data (or restores its own snapshot, taken as the operator's
-// backup was, on a new seed), then joins two members one at a time.
+// it run without approval, with a backup destination known (a suspended schedule to a
+// claim): from the fault (the volumes wiped, their Pods deleted) until the cluster has three
+// voters again, none of those wiped. The floor does the same work with nothing in between:
+// it knows what was lost, so it streams the survivor's snapshot to the claim itself, stops
+// the survivor, and restores the snapshot on three new members at once (or, with all three
+// wiped, its own snapshot taken as the operator's backup was).
 func (b *bench) quorumLoss(all bool, run int) benchResult {
 	t, ctx := b.t, context.Background()
 	name, wiped := "quorum loss, 2 of 3 wiped", []string{qlCluster + "-1", qlCluster + "-2"}
@@ -68,6 +68,10 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 		name, wiped = "quorum loss, all 3 wiped", []string{qlCluster + "-0", qlCluster + "-1", qlCluster + "-2"}
 	}
 	const version = "3.6.16"
+	for _, ns := range []string{b.opNS, b.floorNS} {
+		ensureClaim(t, ns, "backups")
+	}
+	ensureSchedule(t, b.opNS, qlCluster, "backups")
 	c := framework.NewCluster(b.opNS, qlCluster, 3)
 	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
 	require.NoError(t, framework.Env.Client.Create(ctx, c))
@@ -76,9 +80,6 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 	framework.WaitReady(t, b.opNS, qlCluster)
 	var source v1alpha1.SnapshotSource // the floor's snapshot, for a restore
 	if all {
-		for _, ns := range []string{b.opNS, b.floorNS} {
-			ensureClaim(t, ns, "backups")
-		}
 		backup := fmt.Sprintf("%s-before-%d", qlCluster, run)
 		framework.CreateBackup(t, b.opNS, backup, framework.ClaimDest("backups"), func(bk *v1alpha1.EtcdBackup) { bk.Spec.ClusterRef.Name = qlCluster })
 		framework.WaitBackup(t, b.opNS, backup, v1alpha1.BackupSucceeded)
@@ -91,6 +92,7 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 	var ready *readyWatch
 	var opPods, floorPods *podTrace
 	var opTrace []timedNote
+	seeds := []string{qlCluster + "-3", qlCluster + "-4", qlCluster + "-5"}
 	r := b.run(name, qlCluster, 3, version, func() {
 		opPods = tracePods(t, b.opNS)
 		ready = b.watchReady(b.opNS, qlCluster, 3, wiped)
@@ -104,29 +106,22 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 			delete(fl.members, m)
 			require.NoError(t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, resources.MemberPVC(fl.c, m))))
 		}
-		seed := qlCluster + "-0"
-		if all {
-			seed = qlCluster + "-3"
-			fl.restoreSeed(seed, version, source)
-		} else {
+		if !all {
+			survivor := qlCluster + "-0"
+			source = fl.snapshot(survivor, "backups", fmt.Sprintf("floor/%s-survivor-%d.db", qlCluster, run))
+			mark("snapshot stored")
 			// As the operator stops a member while no quorum can form: no graceful stop,
 			// which could only wait out etcd's timeouts (planner.StopAtOnce).
-			fl.deletePod(seed, true, client.GracePeriodSeconds(1))
-			fl.forceNew(seed, version)
+			fl.deletePod(survivor, true, client.GracePeriodSeconds(1))
+			fl.retain(survivor)
+			delete(fl.members, survivor)
 		}
-		mark("recovery applied")
-		fl.healthy(seed)
-		mark("seed answers alone")
-		joins := []string{qlCluster + "-3", qlCluster + "-4"}
-		if all {
-			joins = []string{qlCluster + "-4", qlCluster + "-5"}
-		}
-		for i, m := range joins {
-			fl.join(seed, m, version)
-			mark(fmt.Sprintf("new voter %d", i+1))
-		}
+		fl.restoreAll(seeds, version, source)
+		mark("restore applied")
+		fl.healthy(seeds[0])
+		mark("quorum answers")
 	}, func(ns string) bool {
-		return !slices.ContainsFunc(wiped, func(m string) bool { return b.podExists(ns, m) })
+		return !slices.ContainsFunc(append(wiped, qlCluster+"-0"), func(m string) bool { return b.podExists(ns, m) })
 	})
 	r.Ready = ready.stop()
 	logNotes(t, name+", operator's status", r.Start, r.Notes)
@@ -142,10 +137,9 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 }
 
 // quorumMarks are the moments of a recovery: when the operator's plan reached its recovery
-// step (it had shown that the data is lost: the floor knows from the start), when it applied
-// it (the floor: the survivor's or the seed's Pod created), when the survivor or seed
-// answered alone, when each new member was a voter (the operator: when it recorded the
-// promotion; the floor: when the member answered after it), when the run ended.
+// (it had shown that the data is lost: the floor knows from the start), when the survivor's
+// snapshot was stored, when the restore was applied (the floor: the seeds' Pods created),
+// when the restored cluster answered through a quorum, and when the run ended.
 func quorumMarks(r benchResult, floorAt map[string]time.Duration) []benchMark {
 	since := func(at time.Time) time.Duration {
 		if at.IsZero() {
@@ -153,29 +147,32 @@ func quorumMarks(r benchResult, floorAt map[string]time.Duration) []benchMark {
 		}
 		return at.Sub(r.Start)
 	}
-	var recovery *stepTiming
-	var promoted []time.Time
+	var first, snap, restore *stepTiming
 	for i := range r.Steps {
 		st := &r.Steps[i]
-		switch {
-		case recovery == nil && plan.Action(st.Action).Recovers() && !st.Applied.IsZero():
-			recovery = st
-		case recovery != nil && st.Action == string(plan.PromoteLearner) && !st.Applied.IsZero() && !st.Finished.IsZero():
-			promoted = append(promoted, st.Finished)
+		if !plan.Action(st.Action).Recovers() || st.Applied.IsZero() {
+			continue
+		}
+		if first == nil {
+			first = st
+		}
+		switch plan.Action(st.Action) {
+		case plan.SnapshotSurvivor:
+			snap = st
+		case plan.RestoreFromBackup, plan.ForceNewCluster:
+			restore = st
 		}
 	}
-	slices.SortFunc(promoted, time.Time.Compare)
-	marks := []benchMark{{What: "recovery step started", Operator: -1}, {What: "recovery applied", Operator: -1},
-		{What: "seed answers alone", Operator: -1}}
-	if recovery != nil {
-		marks[0].Operator, marks[1].Operator, marks[2].Operator = since(recovery.Started), since(recovery.Applied), since(recovery.Finished)
+	marks := []benchMark{{What: "recovery started", Operator: -1}, {What: "snapshot stored", Operator: -1},
+		{What: "restore applied", Operator: -1}, {What: "quorum answers", Operator: -1}}
+	if first != nil {
+		marks[0].Operator = since(first.Started)
 	}
-	for i := range 2 {
-		m := benchMark{What: fmt.Sprintf("new voter %d", i+1), Operator: -1}
-		if i < len(promoted) {
-			m.Operator = since(promoted[i])
-		}
-		marks = append(marks, m)
+	if snap != nil {
+		marks[1].Operator = since(snap.Finished)
+	}
+	if restore != nil {
+		marks[2].Operator, marks[3].Operator = since(restore.Applied), since(restore.Finished)
 	}
 	for i := range marks {
 		marks[i].Floor = -1
@@ -243,6 +240,17 @@ func (w *readyWatch) stop() time.Duration {
 	return w.at
 }
 
+// ensureSchedule creates a suspended EtcdBackupSchedule of a cluster to a claim, unless it
+// exists: the destination a recovery stores a survivor's snapshot at.
+func ensureSchedule(t require.TestingT, ns, cluster, claim string) {
+	s := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, cluster+"-nightly")}
+	s.Spec.ClusterRef.Name, s.Spec.Schedule, s.Spec.Suspend = cluster, "@daily", true
+	s.Spec.Destination = framework.ClaimDest(claim)
+	if err := framework.Env.Client.Create(context.Background(), s); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+}
+
 // ensureClaim creates a volume claim of 1 GiB to back up to, unless it exists.
 func ensureClaim(t require.TestingT, ns, name string) {
 	err := framework.Env.Client.Create(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: framework.MetaName(ns, name),
@@ -283,18 +291,30 @@ func secs(d time.Duration) string {
 	return fmt.Sprintf("%.2f", d.Seconds())
 }
 
-// forceNew starts a member alone on its data with --force-new-cluster, in a Pod rendered as
-// the operator's (its old Pod must be gone), and waits until it answers.
-func (f *floor) forceNew(name, version string) {
-	f.create(resources.MemberSpec{Name: name, Version: version, ExpectData: true, Voter: true, ForceNewCluster: framework.MemberID(f.members[name]),
-		InitialCluster: []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name, false)}})
+// restoreAll starts a cluster anew on new members that each restore a snapshot, in Pods
+// rendered as the operator's: each fetches the snapshot and restores it with etcdutl, with
+// every member in its initial cluster, before etcd starts.
+func (f *floor) restoreAll(names []string, version string, source v1alpha1.SnapshotSource) {
+	var initial []string
+	for _, n := range names {
+		initial = append(initial, n+"="+resources.PeerURL(f.c, n))
+	}
+	for _, n := range names {
+		f.ordinals = max(f.ordinals, vocab.Ordinal(f.c.Name, n)+1)
+		f.create(resources.MemberSpec{Name: n, Version: version, Seed: true, InitialCluster: initial,
+			Restore: &resources.Restore{From: source.URI(source.Key), Source: source}})
+	}
 }
 
-// restoreSeed starts a cluster anew on a new seed restored from a snapshot: its Pod, rendered
-// as the operator's, fetches the snapshot and restores it with etcdutl before etcd starts.
-func (f *floor) restoreSeed(name, version string, source v1alpha1.SnapshotSource) {
-	f.create(resources.MemberSpec{Name: name, Version: version, Seed: true, InitialCluster: []string{name + "=" + vocab.PeerURL(f.c.Name, f.c.Namespace, name, false)},
-		Restore: &resources.Restore{From: source.URI(source.Key), Source: source}})
+// retain labels a member's claim as the operator labels a survivor's whose cluster was
+// restored: kept, and no longer the cluster's.
+func (f *floor) retain(name string) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	pvc := resources.MemberPVC(f.c, name)
+	patch := client.MergeFrom(pvc.DeepCopy())
+	pvc.Labels[v1alpha1.LabelRetained] = "true"
+	require.NoError(f.t, framework.Env.Client.Patch(ctx, pvc, patch))
 }
 
 // snapshot stores a snapshot of a member's data on a claim of the floor's namespace, where

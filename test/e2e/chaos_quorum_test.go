@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,8 +89,9 @@ func runQuorumLoss(t *testing.T, seed uint64, all bool) {
 // "none". The wipes are drawn within a second of each other, yet the operator may replace a
 // wiped member before the next one goes, so that the next wipe costs no quorum (nothing to
 // recover), or a member that joined meanwhile holds the data when every old one is gone (a
-// forced restart of it). Recovered or not, it is the same cluster unless restored from the
-// backup, and a recovery is on record, finished, under the cluster's ID.
+// forced restart of it). With the backup's destination known, a survivor is snapshotted and
+// restored on every member rather than restarted alone. Recovered or not, it is the same
+// cluster unless restored, and a recovery is on record, finished, under the cluster's ID.
 func (r *chaosRun) recovery(c *v1alpha1.EtcdCluster, before string, backup *v1alpha1.EtcdBackup) string {
 	l := c.Status.LastRecovery
 	if l == nil {
@@ -98,11 +100,19 @@ func (r *chaosRun) recovery(c *v1alpha1.EtcdCluster, before string, backup *v1al
 	}
 	require.NotNil(r.t, l.FinishedAt, "%+v", l)
 	require.Equal(r.t, c.Status.ClusterID, l.ClusterID, "%+v", l)
-	if l.Action == string(plan.RestoreFromBackup) {
+	switch {
+	case l.Action == string(plan.RestoreFromBackup) && strings.Contains(l.Backup, "-survivor-"):
+		// The survivor's snapshot, restored on every member at once.
+		snap := framework.WaitBackup(r.t, r.ns, l.Backup, v1alpha1.BackupSucceeded)
+		require.Equal(r.t, before, snap.Status.Artifact.ClusterID, "a snapshot of the cluster that lost its quorum")
+		require.Equal(r.t, snap.Status.Artifact.URI, c.Status.RestoredFrom, "restored from the survivor's snapshot")
+		require.NotEqual(r.t, before, c.Status.ClusterID)
+		return "RestoreFromBackup (survivor's snapshot)"
+	case l.Action == string(plan.RestoreFromBackup):
 		require.Equal(r.t, backup.Name, l.Backup)
 		require.Equal(r.t, backup.Status.Artifact.URI, c.Status.RestoredFrom, "restored from the backup")
 		require.NotEqual(r.t, before, c.Status.ClusterID)
-	} else {
+	default:
 		require.Equal(r.t, before, c.Status.ClusterID, "a forced restart keeps the cluster")
 	}
 	return l.Action

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +108,58 @@ func TestScaleDownMovesLeadershipFirst(t *testing.T) {
 	framework.CheckMembership(t, ns, "demo")
 	w.stopAndVerify()
 	framework.RequireHistory(t, c, "TransferLeadership demo-2, RemoveMember demo-2")
+}
+
+// Two of three voters lose their volumes while a backup destination is known (a suspended
+// schedule to a claim): the recovery stores the survivor's snapshot, stops its Pod and
+// restores the snapshot on three new members at once, under a new cluster ID. Every write
+// the survivor had is there; its claim is kept, retained.
+func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	framework.StartOperator(t, ns)
+	createClaim(t, ns, "backups")
+	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: framework.MetaName(ns, "nightly")}
+	sched.Spec.ClusterRef.Name, sched.Spec.Schedule, sched.Spec.Suspend = "demo", "@daily", true
+	sched.Spec.Destination = framework.ClaimDest("backups")
+	require.NoError(t, framework.Env.Client.Create(context.Background(), sched))
+	before := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+	})
+	ctx := context.Background()
+	cli := framework.ClusterClient(t, ns, "demo")
+	written := map[string]string{}
+	putData(t, cli, written, 0, 200)
+	survivor := framework.EtcdClient(t, []string{podEndpoint(t, ns, "demo-0")})
+	resp, err := survivor.Get(ctx, "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.EqualValues(t, len(written), resp.Count, "the survivor applied every write")
+
+	for _, m := range []string{"demo-1", "demo-2"} {
+		require.NoError(t, framework.Env.Stack.WipePVC(ctx, ns, m))
+	}
+	for _, m := range []string{"demo-1", "demo-2"} {
+		require.NoError(t, framework.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: framework.MetaName(ns, m)}))
+	}
+	c := framework.WaitFor(t, ns, "demo", 5*time.Minute, "three voters again, none of the lost ones", func(c *v1alpha1.EtcdCluster) bool {
+		return framework.Ready(c) && len(c.Status.Members) == 3 && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
+			return m.Name == "demo-0" || m.Name == "demo-1" || m.Name == "demo-2"
+		})
+	})
+	require.NotEqual(t, before.Status.ClusterID, c.Status.ClusterID, "a new etcd cluster")
+	framework.RequireHistory(t, c, "SnapshotSurvivor demo-0")
+	framework.RequireHistory(t, c, "StopMember demo-0, RestoreFromBackup demo-3")
+	l := c.Status.LastRecovery
+	require.Equal(t, "RestoreFromBackup demo-3", l.Action+" "+l.Member)
+	require.True(t, strings.HasPrefix(l.Backup, "demo-0-survivor-"), l.Backup)
+	snap := framework.WaitBackup(t, ns, l.Backup, v1alpha1.BackupSucceeded)
+	require.Equal(t, before.Status.ClusterID, snap.Status.Artifact.ClusterID, "the snapshot is of the cluster that lost its quorum")
+	require.Equal(t, snap.Status.Artifact.URI, c.Status.RestoredFrom)
+	require.Len(t, framework.CheckMembership(t, ns, "demo").Members, 3)
+	require.Equal(t, written, keys(t, ns, "demo", "/data/"), "every write the survivor had")
+	var claim corev1.PersistentVolumeClaim
+	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &claim))
+	require.Equal(t, "true", claim.Labels[v1alpha1.LabelRetained], "the survivor's claim is kept")
 }
 
 // Two of three voters lose their volumes: the recovery plan waits for approval, then the
