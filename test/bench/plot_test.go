@@ -167,22 +167,25 @@ figures of both swing by up to twice between runs; compare the ratios within one
   old operator stops (releasing its lease) and one member Pod of each cluster is deleted;
   the time runs from the new operator's start until every cluster is whole; the floor
   re-creates the same Pods itself.
-- **Quorum loss** (a cluster of 3 whose ` + "`spec.recovery`" + ` lets a recovery run without approval;
-  each scenario runs ` + "`BENCH_REPEAT`" + ` times): the volumes of two members (**2 of 3 wiped**) or of
-  all three (**all 3 wiped**, after a backup to a volume claim) are wiped and their Pods
-  deleted, and the run ends when the cluster has three voters again, none of the wiped
-  members. The operator must first show that the data is gone: it starts each wiped member
+- **Quorum loss** (a cluster of 3 whose ` + "`spec.recovery`" + ` lets a recovery run without approval,
+  with a suspended backup schedule to a volume claim as its destination; each scenario runs
+  ` + "`BENCH_REPEAT`" + ` times): the volumes of two members (**2 of 3 wiped**) or of all three
+  (**all 3 wiped**, after a backup to that claim) are wiped and their Pods deleted, and the
+  run ends when the cluster has three voters again, none of the wiped members nor the
+  survivor. The operator must first show that the data is gone: it starts each wiped member
   again (a wiped member's old Pod must be gone before the new one starts), and the Pod's
   preflight check finds no data; no survivor is named, nor a restore chosen, before every
-  voter has shown what it holds. Then it restarts the survivor alone with
-  ` + "`--force-new-cluster`" + ` (or restores the backup on a new seed), removes the wiped members'
-  Pods and claims, and two members join. The floor knows what it wiped: it deletes the wiped
-  claims, replaces the survivor's Pod with one rendered with ` + "`--force-new-cluster`" + ` (or creates
-  a new seed whose Pod restores, with the same init containers and etcdutl, a snapshot of the
-  floor's own cluster taken as the backup was) and joins two members. The table of recoveries
-  gives the moments of both runs in seconds after the fault (the operator's from its step
-  records), and when the operator's status first said Ready. Writes fail while no quorum
-  answers (each after its 2 s timeout), in both runs.
+  voter has shown what it holds. Then it stores the survivor's snapshot (an EtcdBackup of it,
+  taken by a Pod that mounts the claim), stops the survivor, and restores that snapshot (or,
+  all 3 wiped, the backup) on three new members at once; the wiped members' Pods and claims
+  go. The floor knows what it wiped: it deletes the wiped claims, streams the survivor's
+  snapshot to the claim itself, stops the survivor, and creates three members whose Pods
+  restore it with the same init containers and etcdutl (all 3 wiped: a snapshot of the
+  floor's own cluster taken as the backup was). No member joins in either run, so neither
+  waits out etcd's publish timeout. The table of recoveries gives the moments of both runs in
+  seconds after the fault (the operator's from its step records), and when the operator's
+  status first said Ready. Writes fail while no quorum answers (each after its 2 s timeout),
+  in both runs.
 - **Where a recovery's time goes**: while no quorum answers, a look asks every member's
   status first (250 ms at most) and skips the read through a quorum when no member that
   answers knows a leader; a wiped member's preflight check ending, or a member's etcd

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +27,9 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/agent"
+	"github.com/etcdplan/etcdplan/executor/backup"
+	"github.com/etcdplan/etcdplan/executor/etcd"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/test/framework"
 )
@@ -58,8 +63,8 @@ func (b *bench) quorumLosses(runs int) []benchResult {
 // it run without approval, with a backup destination known (a suspended schedule to a
 // claim): from the fault (the volumes wiped, their Pods deleted) until the cluster has three
 // voters again, none of those wiped. The floor does the same work with nothing in between:
-// it knows what was lost, so it streams the survivor's snapshot to the claim itself, stops
-// the survivor, and restores the snapshot on three new members at once (or, with all three
+// it knows what was lost, so it stores the survivor's snapshot on the claim with the
+// operator's snapshot Pod, stops the survivor, and restores the snapshot on three new members at once (or, with all three
 // wiped, its own snapshot taken as the operator's backup was).
 func (b *bench) quorumLoss(all bool, run int) benchResult {
 	t, ctx := b.t, context.Background()
@@ -108,7 +113,7 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 		}
 		if !all {
 			survivor := qlCluster + "-0"
-			source = fl.snapshot(survivor, "backups", fmt.Sprintf("floor/%s-survivor-%d.db", qlCluster, run))
+			source = fl.snapshotByPod(survivor, "backups", fmt.Sprintf("floor-survivor-%d", run))
 			mark("snapshot stored")
 			// As the operator stops a member while no quorum can form: no graceful stop,
 			// which could only wait out etcd's timeouts (planner.StopAtOnce).
@@ -315,6 +320,40 @@ func (f *floor) retain(name string) {
 	patch := client.MergeFrom(pvc.DeepCopy())
 	pvc.Labels[v1alpha1.LabelRetained] = "true"
 	require.NoError(f.t, framework.Env.Client.Patch(ctx, pvc, patch))
+}
+
+// snapshotByPod stores a snapshot of a member on a claim with the Pod the operator's backup
+// of it runs, rendered by the same code (only a Pod that mounts a claim writes to it), and
+// returns where: the key the Pod says it stored.
+func (f *floor) snapshotByPod(member, claim, name string) v1alpha1.SnapshotSource {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	cli := f.client(member)
+	defer cli.Close()
+	st, err := cli.Status(ctx, cli.Endpoints()[0])
+	require.NoError(f.t, err)
+	b := &v1alpha1.EtcdBackup{ObjectMeta: framework.MetaName(f.c.Namespace, name)}
+	b.Spec.Destination = framework.ClaimDest(claim)
+	p := resources.SnapshotPod(b, f.c, f.images(), agent.Snapshot{Endpoint: f.endpoint(member), Member: member, MemberID: etcd.ID(st.Header.MemberId),
+		ClusterID: etcd.ID(st.Header.ClusterId), Namespace: f.c.Namespace, Cluster: f.c.Name, At: time.Now(), Unique: "floor"})
+	require.NoError(f.t, framework.Env.Client.Create(ctx, p))
+	defer func() { _ = framework.Env.Client.Delete(context.Background(), p) }()
+	var taken backup.Taken
+	require.NoError(f.t, kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+		if err := framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return false, nil
+		}
+		if p.Status.Phase == corev1.PodFailed {
+			return false, fmt.Errorf("the snapshot Pod %s failed", p.Name)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && p.Status.Phase == corev1.PodSucceeded {
+				return true, json.Unmarshal([]byte(t.Message), &taken)
+			}
+		}
+		return false, nil
+	}), "the snapshot Pod %s stores the snapshot of %s", p.Name, member)
+	return v1alpha1.SnapshotSource{BackupDestination: b.Spec.Destination, Key: taken.Key}
 }
 
 // snapshot stores a snapshot of a member's data on a claim of the floor's namespace, where
