@@ -39,7 +39,8 @@ type member struct {
 	pvc          bool
 	pvcDeleting  bool
 	forcing      bool    // chosen to restart alone with --force-new-cluster (marked on its claim)
-	copied       bool    // on a volume, and its snapshot taken in a recovery succeeded: chosen to be restored
+	snapshotted  bool    // chosen to have its snapshot taken in a recovery under way (marked on its claim)
+	copied       bool    // and that snapshot succeeded: the recovery restores it
 	retained     bool    // left in a recovery while holding data: its claim is kept (marked)
 	restoring    *Backup // the new seed of a recovery from this backup (marked on its claim)
 	version      string  // the version the member runs (or will run once its Pod starts)
@@ -215,7 +216,7 @@ func (mm *member) fromPod(p *Pod) {
 // joined, a recovery's marks, its class and size. A claim that records another ID than etcd
 // gives the name holds another member's data, and blocks.
 func (m *model) fromClaim(mm *member, c *PVC) {
-	mm.pvc, mm.pvcDeleting, mm.pvcID, mm.forcing = true, c.Deleting, c.MemberID, c.ForceNewCluster
+	mm.pvc, mm.pvcDeleting, mm.pvcID, mm.forcing, mm.snapshotted = true, c.Deleting, c.MemberID, c.ForceNewCluster, c.SurvivorSnapshot
 	mm.restoring, mm.retained = cmp.Or(c.Restoring, mm.restoring), c.Retained
 	mm.class, mm.bytes, mm.expandable = c.StorageClass, c.Bytes, c.Expandable
 	if mm.ran == "" {
@@ -292,7 +293,7 @@ func (m *model) finish(d Desired, o Observed) {
 	m.bumpOrdinal()
 	for _, mm := range m.members {
 		mm.source = o.Join.sourceID(mm.id)
-		mm.copied = !d.Memory && m.snapshotOf(mm) != nil && m.snapshotOf(mm).Phase == SnapshotSucceeded
+		mm.copied = mm.snapshotted && !d.Memory && m.snapshotOf(mm) != nil && m.snapshotOf(mm).Phase == SnapshotSucceeded
 	}
 	for _, r := range o.Recorded {
 		if n := vocab.Ordinal(d.Name, r.Name); n >= m.nextOrdinal {

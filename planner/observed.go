@@ -306,6 +306,9 @@ type PVC struct {
 	// ForceNewCluster: the member was chosen to restart alone with --force-new-cluster (a
 	// recovery from quorum loss is under way): its Pod may be gone meanwhile.
 	ForceNewCluster bool `json:"forceNewCluster,omitempty"`
+	// SurvivorSnapshot: the member was chosen, in a recovery from quorum loss under way, to
+	// have its snapshot taken and restored on every member: its Pod may be gone meanwhile.
+	SurvivorSnapshot bool `json:"survivorSnapshot,omitempty"`
 	// Restoring is the backup the member is the new seed of (a recovery from the loss of
 	// every voter's data is under way), until the new cluster answers.
 	Restoring *Backup `json:"restoring,omitempty"`

@@ -91,8 +91,10 @@ type wmember struct {
 	// index is how far the member's raft log goes beyond the others'.
 	index uint64
 	// restoring: the new seed of a recovery from this backup, marked on its claim until
-	// its cluster answers.
-	restoring *Backup
+	// its cluster answers; snapshotted: a survivor whose snapshot a recovery takes, marked
+	// alike.
+	restoring   *Backup
+	snapshotted bool
 	// preflightErr: its Pod ended because its preflight check could not read its data; the
 	// executor keeps that Pod for a person, and the data may be intact.
 	preflightErr string
@@ -273,9 +275,9 @@ func (w *world) observe() Observed {
 				km.PVC.MemberID, km.PVC.PeerURL = m.id, m.peerURL(w.cluster, m.name)
 			}
 			if w.hasQuorum() {
-				m.restoring = nil // the executor removes the mark on a linearizable view
+				m.restoring, m.snapshotted = nil, false // the executor removes the marks on a linearizable view
 			}
-			km.PVC.Restoring, km.PVC.Retained = m.restoring, m.retained
+			km.PVC.Restoring, km.PVC.Retained, km.PVC.SurvivorSnapshot = m.restoring, m.retained, m.snapshotted
 		}
 		if km.Pod != nil || km.PVC != nil {
 			o.Members = append(o.Members, km)
@@ -834,6 +836,7 @@ func (w *world) snapshot(s plan.Step, m *wmember) error {
 	case slices.ContainsFunc(w.snapshots, func(x MemberSnapshot) bool { return x.Name == s.Backup }):
 		return fmt.Errorf("SnapshotSurvivor %s a second time", s.Member)
 	}
+	m.snapshotted = !w.memory
 	snap := MemberSnapshot{Backup: Backup{Name: s.Backup}, MemberID: m.id, Member: m.name, Phase: SnapshotSucceeded}
 	if w.snapshotFails != "" {
 		snap.Phase, snap.Message = SnapshotFailed, w.snapshotFails

@@ -15,12 +15,13 @@ import (
 // marked true do something of their own per action and must name every one: a new action
 // fails here until each decides it. The others word or count only some actions.
 var switches = map[string]bool{
-	"executor/controller/steps.go effect": true,  // what the executor does
-	"executor/controller/status.go hint":  true,  // what to look at when the step stalls
-	"planner/model.go apply":              true,  // what the planner foresees the step does
-	"planner/sim_test.go apply":           true,  // what the simulated cluster does
-	"planner/review.go loses":             false, // the data lost, per Deletes (TestLosesSaysWhatEachActionDeletes)
-	"test/bench/bench_test.go waits":      false, // which effects wait on Pods, for benchmarks
+	"executor/controller/steps.go effect":   true,  // what the executor does
+	"executor/controller/status.go hint":    true,  // what to look at when the step stalls
+	"planner/model.go apply":                true,  // what the planner foresees the step does
+	"planner/sim_test.go apply":             true,  // what the simulated cluster does
+	"planner/review.go loses":               false, // the data lost, per Deletes (TestLosesSaysWhatEachActionDeletes)
+	"test/bench/bench_test.go waits":        false, // which effects wait on Pods, for benchmarks
+	"test/bench/quorum_test.go quorumMarks": false, // the moments of a recovery, for benchmarks
 }
 
 // TestSwitchesOverActions finds every switch with a case of an action in the repository and

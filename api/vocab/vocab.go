@@ -46,6 +46,11 @@ const (
 	// recovery from the loss of every voter's data starts the cluster anew from. The
 	// claim's goes once the new cluster answers through a quorum.
 	AnnotationRestoreSeed = "etcdplan.io/restore-seed"
+	// AnnotationSurvivorSnapshot, on a member's volume claim, carries the member ID of a
+	// survivor whose snapshot a recovery from quorum loss takes to restore every member from
+	// (it is marked before the snapshot is asked for). It goes once a quorum answers again:
+	// a snapshot of an earlier loss never counts for a later one.
+	AnnotationSurvivorSnapshot = "etcdplan.io/survivor-snapshot"
 
 	// On a snapshot Pod: what its artifact says besides what the Pod reports.
 	AnnotationMember    = "etcdplan.io/member"

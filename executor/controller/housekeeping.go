@@ -137,7 +137,7 @@ func (r *Reconciler) retainVolumes(ctx context.Context, c *v1alpha1.EtcdCluster,
 
 // recoveryMarks are the annotations a recovery from quorum loss marks a member with. They go
 // once a quorum answers: a later loss must choose afresh.
-var recoveryMarks = []string{vocab.AnnotationForceNewCluster, vocab.AnnotationRestoreSeed}
+var recoveryMarks = []string{vocab.AnnotationForceNewCluster, vocab.AnnotationRestoreSeed, vocab.AnnotationSurvivorSnapshot}
 
 // marked: the object carries a recovery's mark, and a quorum answers.
 func marked(o *observation, annotations map[string]string) bool {

@@ -15,14 +15,25 @@ import (
 )
 
 // snapshotMember has the snapshot of a member stored: one that still runs alone with its
-// data in memory (SnapshotSurvivor), or a voter of an adopted cluster before the first source
-// member leaves (SnapshotSource). It creates the step's EtcdBackup, naming the member by ID
+// data in memory (SnapshotSurvivor), a survivor on its volume whose snapshot every member
+// is restored from (SnapshotSurvivor, its claim marked first), or a voter of an adopted
+// cluster before the first source member leaves (SnapshotSource). It creates the step's EtcdBackup, naming the member by ID
 // (spec.member), at the destination of the newest backup or the backup schedule, and the
 // backup reconciler takes it. A later look finds the backup it created and waits for it;
 // the plan goes on once it succeeded (a survivor's failure blocks the next plan,
 // SurvivorSnapshotFailed; a source's stalls the step until the backup is deleted). No
 // owner: the snapshot outlives the cluster, as any backup taken by hand.
 func (r *Reconciler) snapshotMember(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	if s.Why == plan.WhySurvivorSnapshot {
+		// The claim is marked first: only a snapshot asked for in this loss of quorum counts.
+		pvc := o.pvcs[s.Member]
+		if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[vocab.AnnotationMemberID] != s.MemberID {
+			return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
+		}
+		if err := r.mark(ctx, pvc, vocab.AnnotationSurvivorSnapshot, s.MemberID); err != nil {
+			return err
+		}
+	}
 	b := &v1alpha1.EtcdBackup{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Backup}, b)
 	switch {

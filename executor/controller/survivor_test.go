@@ -175,6 +175,9 @@ func TestSurvivorOnAVolumeIsSnapshottedAndEveryMemberRestored(t *testing.T) {
 		"the most recent of the voters that kept their data, as EtcdBackup demo-0-survivor-1 (this loses nothing)")
 	f.approve(c.Status.Plan.ID)
 	f.fixture.reconcile()
+	pvc := &corev1.PersistentVolumeClaim{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
+	require.Equal(t, "1", pvc.Annotations[vocab.AnnotationSurvivorSnapshot], "the survivor's claim is marked before its snapshot is asked for")
 	key := client.ObjectKey{Namespace: "ns", Name: "demo-0-survivor-1"}
 	_, err := f.br.Reconcile(ctx, reconcile.Request{NamespacedName: key})
 	require.NoError(t, err)
@@ -191,7 +194,6 @@ func TestSurvivorOnAVolumeIsSnapshottedAndEveryMemberRestored(t *testing.T) {
 	f.approve(c.Status.Plan.ID)
 	f.fixture.reconcile() // the survivor's Pod goes
 	f.fixture.reconcile() // then every seed restores the snapshot
-	pvc := &corev1.PersistentVolumeClaim{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
 	require.Equal(t, "true", pvc.Labels[v1alpha1.LabelRetained], "the survivor's claim is kept")
 	for _, seed := range []string{"demo-3", "demo-4", "demo-5"} {

@@ -65,6 +65,8 @@ func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 			// under the name is not this one's.
 			ForceNewCluster: c.Annotations[vocab.AnnotationForceNewCluster] != "" &&
 				c.Annotations[vocab.AnnotationForceNewCluster] == c.Annotations[vocab.AnnotationMemberID],
+			SurvivorSnapshot: c.Annotations[vocab.AnnotationSurvivorSnapshot] != "" &&
+				c.Annotations[vocab.AnnotationSurvivorSnapshot] == c.Annotations[vocab.AnnotationMemberID],
 			Restoring:    restoring(objs.Backups, c.Annotations[vocab.AnnotationRestoreSeed]),
 			Retained:     c.Labels[v1alpha1.LabelRetained] != "",
 			StorageClass: class,
