@@ -36,12 +36,7 @@ func TestQuorumLossRecoveryWaitsForApproval(t *testing.T) {
 	f := newFixture(t, 3, nil)
 	ctx := context.Background()
 	f.dataLost("demo-1", "demo-2")
-	f.setView(func(v *planner.EtcdView) {
-		v.Linearizable, v.LeaderID = false, ""
-		for i := range v.Members {
-			v.Members[i].Leader, v.Members[i].Answering = "", i == 0
-		}
-	})
+	f.setView(firstAloneAnswers)
 	c, _ := f.reconcile()
 	require.Nil(t, c.Status.Plan.Blocked)
 	s := c.Status.Plan.Steps[0]
@@ -530,6 +525,15 @@ func restoredView(c *v1alpha1.EtcdCluster) *planner.EtcdView {
 	return v
 }
 
+// firstAloneAnswers makes a view of the first member alone answering, without a quorum:
+// the others lost their data, or do not run.
+func firstAloneAnswers(v *planner.EtcdView) {
+	v.Linearizable, v.LeaderID = false, ""
+	for i := range v.Members {
+		v.Members[i].Leader, v.Members[i].Answering = "", i == 0
+	}
+}
+
 // running sets a member Pod's status to running etcd at ip.
 func (f *fixture) running(pod *corev1.Pod, ip string) {
 	f.t.Helper()
@@ -557,18 +561,12 @@ func (f *fixture) deletes() *[]string {
 // one second: the survivor restarted alone, and an old Pod some other hand deleted, which
 // a step waits for. With a quorum, Pods keep their grace period.
 func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
-	noQuorum := func(v *planner.EtcdView) {
-		v.Linearizable, v.LeaderID = false, ""
-		for i := range v.Members {
-			v.Members[i].Leader, v.Members[i].Answering = "", i == 0
-		}
-	}
 	t.Run("the survivor restarted alone", func(t *testing.T) {
 		f := newFixture(t, 3, func(c *v1alpha1.EtcdCluster) {
 			c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
 		})
 		f.dataLost("demo-1", "demo-2")
-		f.setView(noQuorum)
+		f.setView(firstAloneAnswers)
 		got := f.deletes()
 		c, _ := f.reconcile()
 		require.Equal(t, plan.ForceNewCluster, c.Status.Plan.Steps[0].Action)
@@ -585,7 +583,7 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		p.Finalizers = []string{"test/hold"}
 		require.NoError(t, f.kube.Update(ctx, p))
 		require.NoError(t, f.kube.Delete(ctx, p)) // stays, terminating, while the finalizer holds it
-		f.setView(noQuorum)
+		f.setView(firstAloneAnswers)
 		got := f.deletes()
 		c, _ := f.reconcile()
 		require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
@@ -604,7 +602,7 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		p.Finalizers, p.Labels["test/old"] = []string{"test/hold"}, "yes"
 		require.NoError(t, f.kube.Update(ctx, p))
 		require.NoError(t, f.kube.Delete(ctx, p))
-		f.setView(noQuorum)
+		f.setView(firstAloneAnswers)
 		go func() { // the kubelet ends it a moment later
 			time.Sleep(100 * time.Millisecond)
 			p := &corev1.Pod{}

@@ -23,7 +23,6 @@ import (
 	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
-	"github.com/etcdplan/etcdplan/planner"
 )
 
 // backupFixture is the cluster fixture with a backup reconciler whose destinations all
@@ -58,12 +57,7 @@ func memorySurvivor(t *testing.T) *backupFixture {
 	for _, name := range []string{"demo-1", "demo-2"} {
 		require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}))
 	}
-	f.setView(func(v *planner.EtcdView) {
-		v.Linearizable, v.LeaderID = false, ""
-		for i := range v.Members {
-			v.Members[i].Leader, v.Members[i].Answering = "", i == 0
-		}
-	})
+	f.setView(firstAloneAnswers)
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
 	b.Spec.ClusterRef.Name = "demo"
 	b.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups", Prefix: "etcd"}
@@ -155,12 +149,7 @@ func TestSurvivorOnAVolumeIsSnapshottedAndEveryMemberRestored(t *testing.T) {
 	f := newBackupFixture(t)
 	ctx := context.Background()
 	f.dataLost("demo-1", "demo-2")
-	f.setView(func(v *planner.EtcdView) {
-		v.Linearizable, v.LeaderID = false, ""
-		for i := range v.Members {
-			v.Members[i].Leader, v.Members[i].Answering = "", i == 0
-		}
-	})
+	f.setView(firstAloneAnswers)
 	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
 	sched.Spec.ClusterRef.Name, sched.Spec.Schedule = "demo", "0 3 * * *"
 	sched.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups", Prefix: "etcd"}
