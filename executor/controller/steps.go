@@ -459,8 +459,10 @@ func (r *Reconciler) recreatePod(ctx context.Context, c *v1alpha1.EtcdCluster, o
 
 // soonWait bounds how long a step waits within one reconcile for what usually follows its
 // action in a moment (a deleted Pod going, a new claim binding): another look would cost
-// more than the wait. Longer waits go on across reconciles.
-const soonWait = time.Second
+// more than the wait, most of all while no quorum answers. It covers a Pod deleted with
+// stopAtOnceGrace and the kubelet's report that it ended. Longer waits go on across
+// reconciles.
+const soonWait = stopAtOnceGrace*time.Second + time.Second
 
 // soon polls done every 50 ms for up to soonWait and reports whether it held.
 func (r *Reconciler) soon(ctx context.Context, done func() bool) bool {
@@ -473,7 +475,7 @@ func (r *Reconciler) soon(ctx context.Context, done func() bool) bool {
 }
 
 // goneSoon reports whether the Pod (this one, by UID) is gone, read around the cache, waiting
-// soonWait at most: a Pod whose etcd ended or stops at once goes within a second, and the
+// soonWait at most: a Pod whose etcd ended or stops at once goes within that, and the
 // look the step runs on may be older than the Pod's end.
 func (r *Reconciler) goneSoon(ctx context.Context, p *corev1.Pod) bool {
 	return r.soon(ctx, func() bool {
