@@ -113,7 +113,9 @@ func TestScaleDownMovesLeadershipFirst(t *testing.T) {
 // Two of three voters lose their volumes while a backup destination is known (a suspended
 // schedule to a claim): the recovery stores the survivor's snapshot, stops its Pod and
 // restores the snapshot on three new members at once, under a new cluster ID. Every write
-// the survivor had is there; its claim is kept, retained.
+// the survivor had is there; its claim is kept, retained. The cluster serves TLS on both
+// sides: the snapshot Pod dials the survivor with the operator's certificate, and the new
+// members get theirs.
 func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
@@ -125,12 +127,13 @@ func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
 	require.NoError(t, framework.Env.Client.Create(context.Background(), sched))
 	before := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) {
 		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
 	})
 	ctx := context.Background()
 	cli := framework.ClusterClient(t, ns, "demo")
 	written := map[string]string{}
 	putData(t, cli, written, 0, 200)
-	survivor := framework.EtcdClient(t, []string{podEndpoint(t, ns, "demo-0")})
+	survivor := framework.EtcdClientTLS(t, []string{podEndpoint(t, ns, "demo-0")}, framework.ClientTLS(t, ns, "demo"))
 	resp, err := survivor.Get(ctx, "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	require.NoError(t, err)
 	require.EqualValues(t, len(written), resp.Count, "the survivor applied every write")
