@@ -514,6 +514,39 @@ func TestRestoreGoesOnAfterTheSeedAnswered(t *testing.T) {
 	require.Equal(t, "nightly", pod.Annotations[vocab.AnnotationRestoreSeed])
 }
 
+// A seed answers alone, before its peers: the restore goes on under the cluster ID its
+// answer set, and a peer whose Pod went gets one again from the restore, now expecting its
+// data: a member of the restored cluster never restores again.
+func TestRestoreGoesOnWhileASeedAnswersAlone(t *testing.T) {
+	f, backup := totalLoss(t)
+	ctx := context.Background()
+	backup("nightly", "c1", f.now.Add(-time.Hour))
+	c, _ := f.reconcile()
+	id := c.Status.Plan.ID
+	f.approve(id)
+	f.reconcile()
+	pod := &corev1.Pod{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-3"}, pod))
+	require.Contains(t, strings.Join(pod.Spec.InitContainers[0].Command, " "), "--expect-data=false")
+	f.running(pod, "10.88.0.3")
+	alone := restoredView(c)
+	alone.Linearizable, alone.LeaderID = false, ""
+	for i := range alone.Members {
+		alone.Members[i].Leader, alone.Members[i].Answering = "", i == 0
+	}
+	f.etcd.SetView(alone)
+	require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-5"}}))
+	for range 2 {
+		c, _ = f.reconcile()
+	}
+	require.Equal(t, "c2", c.Status.ClusterID, "the seed's answer is the cluster's, kept while its peers start")
+	require.Equal(t, id, c.Status.Plan.ID, "the same restore goes on")
+	require.Equal(t, plan.RestoreFromBackup, c.Status.Plan.Steps[c.Status.Plan.Current].Action)
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-5"}, pod), "the peer's Pod again")
+	require.Contains(t, strings.Join(pod.Spec.InitContainers[0].Command, " "), "--expect-data=true", "never restored twice")
+	require.Len(t, pod.Spec.InitContainers, 1, "no restore: only the preflight check")
+}
+
 // restoredView is the view, read through its quorum, of cluster c2 restored on demo-3 to
 // demo-5 (member IDs 7 to 9), demo-3 leading.
 func restoredView(c *v1alpha1.EtcdCluster) *planner.EtcdView {

@@ -371,6 +371,9 @@ func (r *Reconciler) memberSpec(c *v1alpha1.EtcdCluster, o *observation, s plan.
 		for _, name := range seeds {
 			ms.InitialCluster = append(ms.InitialCluster, name+"="+resources.NewPeerURL(c, name, s.Listen))
 		}
+		// A seed whose Pod is made once its cluster answered is one of its members: it
+		// starts on its own data and never restores again (a voter never forgets).
+		ms.ExpectData = ms.ExpectData || !ms.Seed
 		return ms
 	}
 	if o.Etcd == nil {
