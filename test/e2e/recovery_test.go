@@ -130,13 +130,7 @@ func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
 		c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto}
 	})
 	ctx := context.Background()
-	cli := framework.ClusterClient(t, ns, "demo")
-	written := map[string]string{}
-	putData(t, cli, written, 0, 200)
-	survivor := framework.EtcdClientTLS(t, []string{podEndpoint(t, ns, "demo-0")}, framework.ClientTLS(t, ns, "demo"))
-	resp, err := survivor.Get(ctx, "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	require.NoError(t, err)
-	require.EqualValues(t, len(written), resp.Count, "the survivor applied every write")
+	written := writeToSurvivor(t, ns)
 
 	for _, m := range []string{"demo-1", "demo-2"} {
 		require.NoError(t, framework.Env.Stack.WipePVC(ctx, ns, m))
@@ -175,15 +169,7 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	framework.StartOperator(t, ns)
 	before := framework.CreateReady(t, ns, 3, func(c *v1alpha1.EtcdCluster) { c.Spec.TLS = &v1alpha1.TLSSpec{Mode: v1alpha1.TLSAuto} })
 	ctx := context.Background()
-	cli := framework.ClusterClient(t, ns, "demo")
-	written := map[string]string{}
-	putData(t, cli, written, 0, 200)
-	// A linearizable read through demo-0 returns once it applied every write acknowledged
-	// so far: the survivor has them all.
-	survivor := framework.EtcdClientTLS(t, []string{podEndpoint(t, ns, "demo-0")}, framework.ClientTLS(t, ns, "demo"))
-	resp, err := survivor.Get(ctx, "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	require.NoError(t, err)
-	require.EqualValues(t, len(written), resp.Count)
+	written := writeToSurvivor(t, ns)
 
 	for _, m := range []string{"demo-1", "demo-2"} {
 		require.NoError(t, framework.Env.Stack.WipePVC(ctx, ns, m))
@@ -217,4 +203,17 @@ func TestQuorumLossRecoversFromTheSurvivor(t *testing.T) {
 	var claim corev1.PersistentVolumeClaim
 	require.NoError(t, framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-0"}, &claim))
 	require.NotContains(t, claim.Annotations, vocab.AnnotationForceNewCluster, "the mark goes once a quorum answers")
+}
+
+// writeToSurvivor writes 200 keys to a cluster demo that serves clients TLS, and returns
+// them once demo-0, the member that survives, has them all: a linearizable read through it
+// returns once it applied every write acknowledged so far.
+func writeToSurvivor(t *testing.T, ns string) map[string]string {
+	written := map[string]string{}
+	putData(t, framework.ClusterClient(t, ns, "demo"), written, 0, 200)
+	survivor := framework.EtcdClientTLS(t, []string{podEndpoint(t, ns, "demo-0")}, framework.ClientTLS(t, ns, "demo"))
+	resp, err := survivor.Get(context.Background(), "/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.EqualValues(t, len(written), resp.Count, "the survivor applied every write")
+	return written
 }
