@@ -54,6 +54,20 @@ func summary(p plan.Plan) []string {
 // supersedes a plan whose next step differs from the fresh plan's in any field).
 func converge(t *testing.T, c Desired, w *world) { convergeWith(t, c, w, nil) }
 
+// convergedSteps is converge calling after (when not nil) with each step once it is
+// applied, and returns the steps applied, each as "Action member".
+func convergedSteps(t *testing.T, c Desired, w *world, after func(plan.Step)) []string {
+	t.Helper()
+	var steps []string
+	convergeWith(t, c, w, func(s plan.Step) {
+		steps = append(steps, string(s.Action)+" "+s.Member)
+		if after != nil {
+			after(s)
+		}
+	})
+	return steps
+}
+
 // convergeWith is converge calling after (when not nil) with each step once it is applied.
 func convergeWith(t *testing.T, c Desired, w *world, after func(plan.Step)) {
 	t.Helper()
@@ -855,9 +869,7 @@ func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
 		require.False(t, ok, "no restore of an older backup while a survivor runs")
 		require.Equal(t, "demo-0 kept its data and can restart alone on it: that loses less than a restore", why)
 
-		var steps []string
-		convergeWith(t, c, w, func(s plan.Step) {
-			steps = append(steps, string(s.Action)+" "+s.Member)
+		steps := convergedSteps(t, c, w, func(s plan.Step) {
 			if s.Action == plan.RestoreFromBackup {
 				require.Equal(t, "demo-0-survivor-1", s.Backup)
 				require.Contains(t, s.Reason, "a majority of voters lost their data, and the snapshot of the most recent survivor holds what it kept: "+
@@ -1145,9 +1157,7 @@ func TestSurvivorInMemoryIsSnapshottedFirst(t *testing.T) {
 		require.Equal(t, p.Steps, Plan(c, w.observe()).Steps)
 		w.snapshots = nil
 
-		var steps []string
-		convergeWith(t, c, w, func(s plan.Step) {
-			steps = append(steps, string(s.Action)+" "+s.Member)
+		steps := convergedSteps(t, c, w, func(s plan.Step) {
 			if s.Action == plan.RestoreFromBackup {
 				require.Equal(t, "demo-0-survivor-1", s.Backup)
 				require.Contains(t, s.Reason, "; demo-0-survivor-1, the snapshot of demo-0 taken while it ran alone with its data in memory, "+
@@ -1332,8 +1342,7 @@ func TestEveryVoterWithoutEvidenceStartsFirst(t *testing.T) {
 	}
 	require.Contains(t, strings.Join(p.Warnings, "\n"), "3 of 5 voters lost their data, so the rest can never form a quorum; no recovery is planned yet: "+
 		"waiting for demo-3, demo-4 to show whether it kept its data")
-	var steps []string
-	convergeWith(t, c, w, func(s plan.Step) { steps = append(steps, string(s.Action)+" "+s.Member) })
+	steps := convergedSteps(t, c, w, nil)
 	require.Equal(t, []string{"StartMember demo-3", "StartMember demo-4", "ForceNewCluster demo-4"}, steps[:3])
 }
 
@@ -1419,5 +1428,5 @@ func TestStopAtOnceOnlyWithoutAQuorum(t *testing.T) {
 // of d gives it.
 func restoreAt(b *Backup, d Desired) plan.Step {
 	m := &model{cluster: d.Name}
-	return restoreStep(m, &member{name: "demo-3"}, m.restoreSeeds(d, "demo-3"), b, "", d)
+	return restoreStep(m, &member{name: "demo-3"}, b, "", d)
 }

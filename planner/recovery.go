@@ -119,7 +119,7 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 	}
 	if seed := m.restoreSeed(); seed != nil {
 		_, why := m.restoreSource(seed.restoring.Name)
-		return restoreStep(m, seed, m.restoreSeeds(d, seed.name), seed.restoring, why, d), true
+		return restoreStep(m, seed, seed.restoring, why, d), true
 	}
 	if !m.quorumLost(d) {
 		return plan.Step{}, false
@@ -195,8 +195,7 @@ func recoverFromBackup(m *model, d Desired) (plan.Step, bool) {
 			"the Pod of %s, of the cluster that lost its quorum, stops and goes before the cluster starts anew from a backup: "+
 				"one cluster alone serves behind the client Service", old.name), true
 	}
-	seed := vocab.MemberName(m.cluster, m.nextOrdinal)
-	return restoreStep(m, &member{name: seed}, m.restoreSeeds(d, seed), b, why, d), true
+	return restoreStep(m, &member{name: vocab.MemberName(m.cluster, m.nextOrdinal)}, b, why, d), true
 }
 
 // snapshotStep stores a snapshot of a survivor in memory as a new EtcdBackup of the
@@ -339,12 +338,13 @@ func RestoreSeeds(d Desired, o Observed, first string) []string {
 	return newModel(d, o).restoreSeeds(d, first)
 }
 
-// restoreStep starts the cluster anew from a backup, on new seed members (seeds, seed
-// first) that each restore it; why says why that backup when a survivor's snapshot was in
-// the running. Its reason depends on the backup and the seeds alone (and the backups of the
+// restoreStep starts the cluster anew from a backup, on new seed members (restoreSeeds,
+// seed first) that each restore it; why says why that backup when a survivor's snapshot was
+// in the running. Its reason depends on the backup and the seeds alone (and the backups of the
 // cluster, which do not change while no cluster answers), so it reads the same while the
 // seeds start.
-func restoreStep(m *model, seed *member, seeds []string, b *Backup, why string, d Desired) plan.Step {
+func restoreStep(m *model, seed *member, b *Backup, why string, d Desired) plan.Step {
+	seeds := m.restoreSeeds(d, seed.name)
 	if why != "" {
 		why = "; " + why
 	}
