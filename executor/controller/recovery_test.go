@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -638,11 +639,10 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		f.setView(firstAloneAnswers)
 		go func() { // the kubelet ends it a moment later
 			time.Sleep(100 * time.Millisecond)
-			p := &corev1.Pod{}
-			if f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, p) == nil {
-				p.Finalizers = nil
-				_ = f.kube.Update(ctx, p)
-			}
+			// A patch, not an update: the step may shorten the Pod's grace period meanwhile,
+			// and an update read before that would conflict and leave the Pod held.
+			old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-0"}}
+			_ = f.kube.Patch(ctx, old, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
 		}()
 		c, _ := f.reconcile()
 		require.Equal(t, plan.StartMember, c.Status.Plan.Steps[0].Action)
