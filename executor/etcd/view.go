@@ -20,16 +20,16 @@ import (
 // leaderCheck bounds the look for a leader before a read through a quorum.
 const leaderCheck = 250 * time.Millisecond
 
-// unreachedLeaderRead bounds a read through a quorum whose leader did not answer the look
-// (readTimeout).
+// unreachedLeaderRead bounds a read through a quorum when the look found one member alone
+// answering (readTimeout).
 const unreachedLeaderRead = 300 * time.Millisecond
 
 // look asks every endpoint for its status at once, each for up to leaderCheck, and returns
-// the endpoints that answered for this cluster, the first first, and whether one of them
-// knows a leader, and whether that leader answered itself. It ends as soon as one that
+// the endpoints that answered for this cluster, the first first, how many it asked, whether
+// one of them knows a leader, and whether that leader answered itself. It ends as soon as one that
 // knows a leader and another have answered: enough to try a read through a quorum, and a
 // second try elsewhere.
-func (c *Client) look(ctx context.Context) (answered []string, leader, leaderAnswered bool) {
+func (c *Client) look(ctx context.Context) (answered []string, asked int, leader, leaderAnswered bool) {
 	c.mu.Lock()
 	eps := urls(c.endpoints)
 	c.mu.Unlock()
@@ -58,7 +58,7 @@ func (c *Client) look(ctx context.Context) (answered []string, leader, leaderAns
 			break
 		}
 	}
-	return answered, leader, leaderAnswered
+	return answered, len(eps), leader, leaderAnswered
 }
 
 // View reads etcd's view: the member list, each member's status, and alarms. The member
@@ -94,11 +94,12 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	var answered []string
 	for try := 0; try < 2; try++ {
 		var leader, leaderAnswered bool
-		answered, leader, leaderAnswered = c.look(ctx)
+		var asked int
+		answered, asked, leader, leaderAnswered = c.look(ctx)
 		if !leader && len(answered) > 0 || try > 0 && len(answered) < 2 {
 			break
 		}
-		lctx, cancel := context.WithTimeout(ctx, readTimeout(answered, leaderAnswered))
+		lctx, cancel := context.WithTimeout(ctx, readTimeout(answered, asked, leaderAnswered))
 		list, err = c.cli.MemberList(lctx)
 		cancel()
 		if err == nil {
@@ -117,14 +118,17 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	return list, linearizable, nil
 }
 
-// readTimeout bounds a read through a quorum. When one member alone answered and the leader
-// it names did not, the read must pass through a leader the look could not reach: most
-// often one that just lost its Pod (the member still names it until its election timeout
-// ends, up to two seconds), and the read then waits for an election that cannot be won.
-// A leader that is up answers such a read in a heartbeat's round trip, so the read gets a
-// short clock; failing, the view is one member's, on which nothing destructive is decided.
-func readTimeout(answered []string, leaderAnswered bool) time.Duration {
-	if len(answered) == 1 && !leaderAnswered {
+// readTimeout bounds a read through a quorum, asked of members after a look at asked
+// endpoints. When one member alone answered, the read must pass through a leader that
+// either the look could not reach or that reaches no quorum the look could see: most often
+// a leader that just lost its Pod (the member still names it until its election timeout
+// ends, up to two seconds), or a leader whose peers just lost theirs (it leads until its
+// check of the quorum fails, an election timeout later). Either way the read waits for
+// what cannot come. A leader with a quorum answers in a heartbeat's round trip, so the
+// read gets a short clock; failing, the view is one member's, on which nothing
+// destructive is decided. A cluster of one endpoint gets the full clock.
+func readTimeout(answered []string, asked int, leaderAnswered bool) time.Duration {
+	if len(answered) == 1 && (!leaderAnswered || asked > 1) {
 		return unreachedLeaderRead
 	}
 	return requestTimeout / 3

@@ -86,13 +86,14 @@ func (m *oneMember) MemberList(ctx context.Context, r *etcdserverpb.MemberListRe
 }
 
 // One member alone answers, naming another as its leader (one that lost its Pod a moment
-// ago): the read through a quorum, which must pass through that leader, is tried on a short
-// clock, and the view is the member's own. A member that answers as the leader itself is
-// given the full clock.
+// ago), or itself while its peers do not answer (it leads until its quorum check fails):
+// the read through a quorum is tried on a short clock, and the view is the member's own.
+// The one member of a cluster of one, answering as the leader, is given the full clock.
 func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
-	require.Equal(t, unreachedLeaderRead, readTimeout([]string{"demo-0"}, false), "one member, its leader unreached")
-	require.Equal(t, requestTimeout/3, readTimeout([]string{"demo-0"}, true), "one member, the leader")
-	require.Equal(t, requestTimeout/3, readTimeout([]string{"demo-0", "demo-1"}, false), "more members answered")
+	require.Equal(t, unreachedLeaderRead, readTimeout([]string{"demo-0"}, 3, false), "one member, its leader unreached")
+	require.Equal(t, unreachedLeaderRead, readTimeout([]string{"demo-0"}, 3, true), "one member of three, the leader")
+	require.Equal(t, requestTimeout/3, readTimeout([]string{"demo-0"}, 1, true), "the one member, the leader")
+	require.Equal(t, requestTimeout/3, readTimeout([]string{"demo-0", "demo-1"}, 3, false), "more members answered")
 	for _, tc := range []struct {
 		leader    uint64
 		atLeast   time.Duration

@@ -231,7 +231,10 @@ func TestAdoptionRolledBack(t *testing.T) {
 
 	c := firstJoined(t, ns, src)
 	require.False(t, c.Status.Join.SourceLeft)
-	framework.Update(t, ns, "demo", func(c *v1alpha1.EtcdCluster) { c.Spec.Bootstrap = nil })
+	// A patch lands in one round trip: an update could lose to the operator's status writes
+	// until the first source member left, and nothing would be rolled back then.
+	framework.PatchSpec(t, c, func() { c.Spec.Bootstrap = nil })
+	require.False(t, c.Status.Join.SourceLeft, "the rollback was asked before a source member left")
 	framework.WaitFor(t, ns, "demo", 3*time.Minute, "the rollback done", func(c *v1alpha1.EtcdCluster) bool {
 		return c.Status.Plan != nil && c.Status.Plan.Blocked != nil && c.Status.Plan.Blocked.Reason == plan.BlockAdoptionRolledBack
 	})
