@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +38,11 @@ func (c *Client) ActivePeers(ctx context.Context, members map[string]string) map
 	return out
 }
 
-// activePeerMetric is the gauge etcd sets to 1 for each peer it exchanges raft messages
-// with, labelled Local (itself) and Remote (the peer), by member ID.
+// activePeerMetric is the gauge etcd raises for each peer it exchanges raft messages with,
+// labelled Local (itself) and Remote (the peer), by member ID. It counts what became active
+// towards the peer: most often 1, but 2 on a member that joined, when the remote it used
+// to catch up with that peer also sent a message; etcd never takes that count back (its
+// remotes stop without deactivating). Any count above 0 is an active peer.
 const activePeerMetric = "etcd_network_active_peers{"
 
 // activePeers reads the active peers of member id from its metrics at ep.
@@ -72,11 +76,17 @@ func parseActivePeers(sc *bufio.Scanner, id string) ([]string, error) {
 		switch {
 		case local != id:
 			return nil, fmt.Errorf("member %s answered where %s was expected", local, id)
-		case strings.TrimSpace(value) == "1":
+		case active(value):
 			peers = append(peers, remote)
 		}
 	}
 	return peers, sc.Err()
+}
+
+// active: a gauge's value above 0.
+func active(value string) bool {
+	v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+	return err == nil && v > 0
 }
 
 // label is the value of a Prometheus text label name="value" in labels.

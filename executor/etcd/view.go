@@ -81,30 +81,19 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 }
 
 // memberList reads the member list through a quorum, or else one member's own serializable
-// list (linearizable false). Two short tries: each goes to the next member, and a member
-// that just joined answers a linearizable read only once it applied the log up to the
-// leader's commit. Each try first looks at the members' statuses: when every member that
-// answers knows no leader (one that lost its quorum steps down within an election
-// timeout), no read through a quorum can succeed and none is waited for; nor is a second
-// try when one member alone answered, which is all it could reach. When a majority lost
-// its data, every look would otherwise take seconds.
+// list (linearizable false). It first looks at the members' statuses: when every member
+// that answers knows no leader (one that lost its quorum steps down within an election
+// timeout), no read through a quorum can succeed and none is waited for. Otherwise up to
+// two short tries run at once, each to the next member: a member that just joined answers
+// a linearizable read only once it applied the log up to the leader's commit, and a read
+// the quorum cannot confirm takes its whole clock. While a quorum goes, one clock is all a
+// look waits, not one per try.
 func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, bool, error) {
 	var list *clientv3.MemberListResponse
 	err := errors.New("no member knows a leader")
-	var answered []string
-	for try := 0; try < 2; try++ {
-		var leader, leaderAnswered bool
-		var asked int
-		answered, asked, leader, leaderAnswered = c.look(ctx)
-		if !leader && len(answered) > 0 || try > 0 && len(answered) < 2 {
-			break
-		}
-		lctx, cancel := context.WithTimeout(ctx, readTimeout(answered, asked, leaderAnswered))
-		list, err = c.cli.MemberList(lctx)
-		cancel()
-		if err == nil {
-			break
-		}
+	answered, asked, leader, leaderAnswered := c.look(ctx)
+	if leader || len(answered) == 0 {
+		list, err = c.readMembers(ctx, min(max(len(answered), 1), 2), readTimeout(answered, asked, leaderAnswered))
 	}
 	linearizable := err == nil
 	if err != nil {
@@ -116,6 +105,33 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 		return nil, false, err
 	}
 	return list, linearizable, nil
+}
+
+// readMembers reads the member list through a quorum, tries times at once (the client
+// sends each to the next member), within clock: the first answer wins.
+func (c *Client) readMembers(ctx context.Context, tries int, clock time.Duration) (*clientv3.MemberListResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, clock)
+	defer cancel()
+	type result struct {
+		list *clientv3.MemberListResponse
+		err  error
+	}
+	results := make(chan result, tries)
+	for range tries {
+		go func() {
+			list, err := c.cli.MemberList(ctx)
+			results <- result{list, err}
+		}()
+	}
+	var err error
+	for range tries {
+		r := <-results
+		if r.err == nil {
+			return r.list, nil
+		}
+		err = r.err
+	}
+	return nil, err
 }
 
 // readTimeout bounds a read through a quorum, asked of members after a look at asked

@@ -95,7 +95,7 @@ func TestBench(t *testing.T) {
 	}
 	// BENCH_OPERATOR_ARGS adds flags to the operator's (--zap-log-level=5 logs each
 	// reconcile's start and end).
-	framework.StartOperator(t, opNS, strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))...)
+	b.op = framework.StartOperator(t, opNS, strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))...)
 	// BENCH_ONLY=day2 measures only the upgrade and the defragmentation, each against a
 	// naive rollout, and writes no docs.
 	if os.Getenv("BENCH_ONLY") == "day2" {
@@ -442,6 +442,7 @@ type bench struct {
 	restartNS     string
 	t             *testing.T
 	opNS, floorNS string
+	op            *framework.Operator // the operator of opNS
 }
 
 // run measures one scenario: change starts it for the operator, byFloor (if not nil) does

@@ -98,7 +98,10 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 	var opPods, floorPods *podTrace
 	var opTrace []timedNote
 	seeds := []string{qlCluster + "-3", qlCluster + "-4", qlCluster + "-5"}
+	var cpu int64 // the operator's, in clock ticks, from the fault until its cluster settled
+	var opSettled time.Time
 	r := b.run(name, qlCluster, 3, version, func() {
+		cpu = cpuTicks(t, b.op.PID())
 		opPods = tracePods(t, b.opNS)
 		ready = b.watchReady(b.opNS, qlCluster, 3, wiped)
 		b.wipe(b.opNS, wiped...)
@@ -126,10 +129,15 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 		fl.healthy(seeds[0])
 		mark("quorum answers")
 	}, func(ns string) bool {
-		return !slices.ContainsFunc(append(wiped, qlCluster+"-0"), func(m string) bool { return b.podExists(ns, m) })
+		gone := !slices.ContainsFunc(append(wiped, qlCluster+"-0"), func(m string) bool { return b.podExists(ns, m) })
+		if gone && ns == b.opNS && opSettled.IsZero() {
+			opSettled, cpu = time.Now(), cpuTicks(t, b.op.PID())-cpu
+		}
+		return gone
 	})
 	r.Ready = ready.stop()
 	logNotes(t, name+", operator's status", r.Start, r.Notes)
+	t.Logf("bench: %s: the operator used %d ms of CPU until its cluster settled", name, cpu*10)
 	logNotes(t, name+", operator's Pods", r.Start, opTrace)
 	logNotes(t, name+", floor's Pods", floorStart, floorPods.stop())
 	r.Marks = quorumMarks(r, floorAt)

@@ -466,6 +466,13 @@ func Park(t *testing.T, ns, name string) {
 	})
 }
 
+// PID is the operator's process ID now (a restart gives it another).
+func (op *Operator) PID() int {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.cmd.Process.Pid
+}
+
 // Kill stops the operator as a crash would; it is started again.
 func (op *Operator) Kill() {
 	op.mu.Lock()
