@@ -92,11 +92,19 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	var list *clientv3.MemberListResponse
 	err := errors.New("no member knows a leader")
 	answered, asked, leader, leaderAnswered := c.look(ctx)
+	// A leader alone at the only endpoint (the others' Pods are going or gone) says first
+	// how many voters it has: with a quorum to confirm, the read gets the short clock.
+	var own *clientv3.MemberListResponse
+	if len(answered) == 1 && leaderAnswered && asked == 1 {
+		own = c.ownList(ctx)
+	}
 	if leader || len(answered) == 0 {
-		list, err = c.readMembers(ctx, min(max(len(answered), 1), 2), readTimeout(answered, asked, leaderAnswered))
+		list, err = c.readMembers(ctx, min(max(len(answered), 1), 2), readTimeout(answered, max(asked, votersOf(own)), leaderAnswered))
 	}
 	linearizable := err == nil
-	if err != nil {
+	if err != nil && own != nil {
+		list, err = own, nil
+	} else if err != nil {
 		if list, err = c.localList(ctx, answered); err != nil {
 			return nil, false, err
 		}
@@ -105,6 +113,26 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 		return nil, false, err
 	}
 	return list, linearizable, nil
+}
+
+// votersOf counts the voters of a member list; 0 for none.
+func votersOf(list *clientv3.MemberListResponse) int {
+	if list == nil {
+		return 0
+	}
+	return voters(list.Members)
+}
+
+// ownList is the serializable member list of the client's one endpoint, nil when it does
+// not answer within statusTimeout.
+func (c *Client) ownList(ctx context.Context) *clientv3.MemberListResponse {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	list, err := c.cli.MemberList(ctx, clientv3.WithSerializable())
+	if err != nil {
+		return nil
+	}
+	return list
 }
 
 // readMembers reads the member list through a quorum, tries times at once (the client
@@ -134,17 +162,18 @@ func (c *Client) readMembers(ctx context.Context, tries int, clock time.Duration
 	return nil, err
 }
 
-// readTimeout bounds a read through a quorum, asked of members after a look at asked
-// endpoints. When one member alone answered, the read must pass through a leader that
-// either the look could not reach or that reaches no quorum the look could see: most often
-// a leader that just lost its Pod (the member still names it until its election timeout
-// ends, up to two seconds), or a leader whose peers just lost theirs (it leads until its
-// check of the quorum fails, an election timeout later). Either way the read waits for
-// what cannot come. A leader with a quorum answers in a heartbeat's round trip, so the
-// read gets a short clock; failing, the view is one member's, on which nothing
-// destructive is decided. A cluster of one endpoint gets the full clock.
-func readTimeout(answered []string, asked int, leaderAnswered bool) time.Duration {
-	if len(answered) == 1 && (!leaderAnswered || asked > 1) {
+// readTimeout bounds a read through a quorum, asked of a cluster of members (as far as
+// the look knows: endpoints asked, or voters listed). When one member alone answered, the
+// read must pass through a leader that either the look could not reach or that reaches no
+// quorum the look could see: most often a leader that just lost its Pod (the member still
+// names it until its election timeout ends, up to two seconds), or a leader whose peers
+// just lost theirs (it leads until its check of the quorum fails, an election timeout
+// later). Either way the read waits for what cannot come. A leader with a quorum answers
+// in a heartbeat's round trip, so the read gets a short clock; failing, the view is one
+// member's, on which nothing destructive is decided. The leader of a cluster of one gets
+// the full clock.
+func readTimeout(answered []string, members int, leaderAnswered bool) time.Duration {
+	if len(answered) == 1 && (!leaderAnswered || members > 1) {
 		return unreachedLeaderRead
 	}
 	return requestTimeout / 3

@@ -2,7 +2,9 @@ package etcd
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,6 +69,8 @@ type oneMember struct {
 	etcdserverpb.UnimplementedMaintenanceServer
 	etcdserverpb.UnimplementedClusterServer
 	leader uint64
+	peers  int          // voters its own list names besides itself, at no endpoint
+	clock  atomic.Int64 // the deadline the read through a quorum came with, from its start
 }
 
 func (m *oneMember) header() *etcdserverpb.ResponseHeader {
@@ -79,16 +83,24 @@ func (m *oneMember) Status(context.Context, *etcdserverpb.StatusRequest) (*etcds
 
 func (m *oneMember) MemberList(ctx context.Context, r *etcdserverpb.MemberListRequest) (*etcdserverpb.MemberListResponse, error) {
 	if r.Linearizable {
+		if dl, ok := ctx.Deadline(); ok {
+			m.clock.Store(int64(time.Until(dl)))
+		}
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return &etcdserverpb.MemberListResponse{Header: m.header(), Members: []*etcdserverpb.Member{{ID: 2, Name: "demo-0"}}}, nil
+	members := []*etcdserverpb.Member{{ID: 2, Name: "demo-0"}}
+	for i := range m.peers {
+		members = append(members, &etcdserverpb.Member{ID: uint64(3 + i), Name: fmt.Sprintf("demo-%d", 1+i)})
+	}
+	return &etcdserverpb.MemberListResponse{Header: m.header(), Members: members}, nil
 }
 
 // One member alone answers, naming another as its leader (one that lost its Pod a moment
 // ago), or itself while its peers do not answer (it leads until its quorum check fails):
 // the read through a quorum is tried on a short clock, and the view is the member's own.
-// The one member of a cluster of one, answering as the leader, is given the full clock.
+// So does the leader alone at the only endpoint when its own list names other voters. The
+// one member of a cluster of one, answering as the leader, is given the full clock.
 func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
 	require.Equal(t, unreachedLeaderRead, readTimeout([]string{"demo-0"}, 3, false), "one member, its leader unreached")
 	require.Equal(t, unreachedLeaderRead, readTimeout([]string{"demo-0"}, 3, true), "one member of three, the leader")
@@ -96,16 +108,18 @@ func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
 	require.Equal(t, requestTimeout/3, readTimeout([]string{"demo-0", "demo-1"}, 3, false), "more members answered")
 	for _, tc := range []struct {
 		leader    uint64
-		atLeast   time.Duration
+		peers     int
+		clock     time.Duration
 		whoseLead string
 	}{
-		{leader: 3, atLeast: unreachedLeaderRead, whoseLead: "another member"},
-		{leader: 2, atLeast: requestTimeout / 3, whoseLead: "itself"},
+		{leader: 3, clock: unreachedLeaderRead, whoseLead: "another member"},
+		{leader: 2, clock: requestTimeout / 3, whoseLead: "itself"},
+		{leader: 2, peers: 2, clock: unreachedLeaderRead, whoseLead: "itself, of three voters"},
 	} {
 		t.Run(tc.whoseLead, func(t *testing.T) {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
-			srv, m := grpc.NewServer(), &oneMember{leader: tc.leader}
+			srv, m := grpc.NewServer(), &oneMember{leader: tc.leader, peers: tc.peers}
 			etcdserverpb.RegisterMaintenanceServer(srv, m)
 			etcdserverpb.RegisterClusterServer(srv, m)
 			go func() { _ = srv.Serve(l) }()
@@ -119,8 +133,9 @@ func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
 			took := time.Since(start)
 			require.NoError(t, err)
 			require.False(t, linearizable)
-			require.Len(t, list.Members, 1)
-			require.GreaterOrEqual(t, took, tc.atLeast, "the read waited its clock")
+			require.Len(t, list.Members, 1+tc.peers)
+			require.GreaterOrEqual(t, took, tc.clock, "the read waited its clock")
+			require.LessOrEqual(t, time.Duration(m.clock.Load()), tc.clock, "the read's deadline is its clock")
 		})
 	}
 }
