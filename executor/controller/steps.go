@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -176,68 +177,96 @@ func (r *Reconciler) create(ctx context.Context, c *v1alpha1.EtcdCluster, obj cl
 // member is one, are the members of the new cluster it starts with (itself, or the seeds
 // of a restore).
 func (r *Reconciler) startMember(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seeds []string) error {
-	seed := len(seeds) > 0
+	ms, err := r.prepareMember(ctx, c, o, s, seeds)
+	if err != nil || ms == nil {
+		return err
+	}
+	return r.launch(ctx, c, s, seeds, []*resources.MemberSpec{ms})
+}
+
+// prepareMember readies a member's Pod: the Pod it had gone, its claim bound. It returns the
+// Pod's spec, or nil when the Pod runs.
+func (r *Reconciler) prepareMember(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, seeds []string) (*resources.MemberSpec, error) {
 	if p := o.pods[s.Member]; p != nil {
 		if !owned(c, p, false) {
-			return nameTaken("Pod", s.Member)
+			return nil, nameTaken("Pod", s.Member)
 		}
 		if p.DeletionTimestamp != nil {
 			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
-				return err
+				return nil, err
 			}
 			if !r.goneSoon(ctx, p) {
-				return r.podGoing(ctx, p)
+				return nil, r.podGoing(ctx, p)
 			}
 		} else if podEnded(p) {
-			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s)), seeds); seed && why != "" {
-				return stuck(v1alpha1.ReasonRestoreFailed, "%s", why)
+			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s)), seeds); len(seeds) > 0 && why != "" {
+				return nil, stuck(v1alpha1.ReasonRestoreFailed, "%s", why)
 			}
 			if why := observe.PreflightError(p); why != "" {
-				return preflightFailed(p, why)
+				return nil, preflightFailed(p, why)
 			}
 			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
-				return err
+				return nil, err
 			}
 			if !r.goneSoon(ctx, p) {
-				return status.Waiting("waiting for the ended Pod of %s to go", s.Member)
+				return nil, status.Waiting("waiting for the ended Pod of %s to go", s.Member)
 			}
 		} else {
-			return nil
+			return nil, nil
 		}
 		delete(o.pods, s.Member)
 	}
 	if c.Spec.Storage.Medium != v1alpha1.StorageMediumMemory {
 		if err := r.classExists(ctx, c, o, s.Member); err != nil {
-			return err
+			return nil, err
 		}
 		if err := r.ensurePVC(ctx, c, o, s.Member); err != nil {
-			return err
+			return nil, err
 		}
 		if !r.soon(ctx, func() bool { return !r.binding(ctx, c, o, s.Member) }) {
-			return status.Waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
+			return nil, status.Waiting("waiting for the volume claim of %s to be bound (its storage class binds claims at once)", s.Member)
 		}
 	}
 	ms := r.memberSpec(c, o, s, seeds)
-	if ms.Seed {
+	return &ms, nil
+}
+
+// launch creates the Pods of members prepared for step s, all at once: the seeds of a
+// restore start together. Seeds that start a new cluster wait, once, for every Pod but the
+// seeds' to end, and restore what the step names.
+func (r *Reconciler) launch(ctx context.Context, c *v1alpha1.EtcdCluster, s plan.Step, seeds []string, specs []*resources.MemberSpec) error {
+	if slices.ContainsFunc(specs, func(ms *resources.MemberSpec) bool { return ms.Seed }) {
 		if err := r.seedAlone(ctx, c, seeds); err != nil {
 			return err
 		}
-	}
-	if spec := seedRestore(c, s); ms.Seed && spec != nil {
-		rs, err := r.restoreSource(ctx, c, spec)
-		if err != nil {
-			return err
+		if spec := seedRestore(c, s); spec != nil {
+			rs, err := r.restoreSource(ctx, c, spec)
+			if err != nil {
+				return err
+			}
+			for _, ms := range specs {
+				if ms.Seed {
+					ms.Restore = rs
+				}
+			}
 		}
-		ms.Restore = rs
 	}
-	if s.Action == plan.RestoreFromBackup {
-		ms.RestoreSeed = s.Backup
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, ms := range specs {
+		if s.Action == plan.RestoreFromBackup {
+			ms.RestoreSeed = s.Backup
+		}
+		wg.Go(func() { errs[i] = r.createMemberPod(ctx, c, *ms) })
 	}
-	if err := r.createMemberPod(ctx, c, ms); err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if ms.Restore != nil {
-		c.Status.RestoredFrom = ms.Restore.Source.URI(ms.Restore.Source.Key)
+	for _, ms := range specs {
+		if ms.Restore != nil {
+			c.Status.RestoredFrom = ms.Restore.Source.URI(ms.Restore.Source.Key)
+		}
 	}
 	return nil
 }

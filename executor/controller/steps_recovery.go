@@ -12,6 +12,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -144,14 +145,19 @@ func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		c.Status.ClusterID, c.Status.ClusterVersion = "", ""
 		r.clients.forget(client.ObjectKeyFromObject(c))
 	}
+	var specs []*resources.MemberSpec
 	for _, seed := range seeds {
 		each := s
 		each.Member, each.MemberID = seed, ""
-		if err := r.startMember(ctx, c, o, each, seeds); err != nil {
+		ms, err := r.prepareMember(ctx, c, o, each, seeds)
+		if err != nil {
 			return err
 		}
+		if ms != nil {
+			specs = append(specs, ms)
+		}
 	}
-	return nil
+	return r.launch(ctx, c, s, seeds, specs)
 }
 
 // markSeed creates a seed's claim, unless it exists, and marks it with the backup it
