@@ -466,8 +466,10 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	s := startSampler(t, b.opNS, cluster)
 	opBefore, floorBefore := framework.PodUIDs(t, b.opNS, cluster), framework.PodUIDs(t, b.floorNS, cluster)
 	r.Start = time.Now()
+	cpu := machineCPU(t)
 	change()
 	r.Operator = b.until(r.Start, done(b.opNS))
+	opBusy := cpu.busySince(t)
 	framework.WaitReady(t, b.opNS, cluster)
 	time.Sleep(time.Second) // the sampler reads the last status
 	s.stop()
@@ -481,10 +483,12 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 		r.Samples = p.stop()
 		r.During = statsOf(r.Samples)
 	}
+	floorBusy := "-"
 	if byFloor != nil { // the floor works under the same client load
-		r.Floor, r.FloorWrites = b.probed(b.floorNS, cluster, byFloor, done(b.floorNS))
+		r.Floor, r.FloorWrites, floorBusy = b.probed(b.floorNS, cluster, byFloor, done(b.floorNS))
 		r.FloorPublishes = b.publishWaits(b.floorNS, cluster, floorBefore)
 	}
+	t.Logf("bench: %s: the machine's CPUs were busy %s of the time during the operator's run, %s during the floor's", name, opBusy, floorBusy)
 	t.Logf("bench: %s: operator %v, floor %v; publish waits %d (%d)", name, r.Operator.Round(time.Millisecond), r.Floor.Round(time.Millisecond),
 		r.Publishes, r.FloorPublishes)
 	return r
@@ -493,19 +497,48 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 // probed runs do on a cluster of ns under the probe (unless it has no member yet) and
 // returns how long until done held, and what the probe saw. It starts 6 s after the
 // cluster's last membership change, as run says.
-func (b *bench) probed(ns, cluster string, do func(), done func() bool) (time.Duration, writeStats) {
+func (b *bench) probed(ns, cluster string, do func(), done func() bool) (time.Duration, writeStats, string) {
 	var p *probe
 	if len(framework.Endpoints(b.t, ns, cluster)) > 0 {
 		time.Sleep(6 * time.Second)
 		p = startProbe(b.t, ns, cluster)
 	}
-	start := time.Now()
+	start, cpu := time.Now(), machineCPU(b.t)
 	do()
 	d := b.until(start, done)
+	busy := cpu.busySince(b.t)
 	if p == nil {
-		return d, writeStats{}
+		return d, writeStats{}, busy
 	}
-	return d, statsOf(p.stop())
+	return d, statsOf(p.stop()), busy
+}
+
+// cpuTimes are the machine's CPU times (/proc/stat), in clock ticks: all, and idle.
+type cpuTimes struct{ all, idle int64 }
+
+func machineCPU(t require.TestingT) cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	require.NoError(t, err)
+	line, _, _ := strings.Cut(string(b), "\n")
+	var ct cpuTimes
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		ct.all += v
+		if i == 3 || i == 4 { // idle, iowait
+			ct.idle += v
+		}
+	}
+	return ct
+}
+
+// busySince is the share of CPU time the machine was busy since ct, as a percentage.
+func (ct cpuTimes) busySince(t require.TestingT) string {
+	now := machineCPU(t)
+	all := now.all - ct.all
+	if all <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d%%", 100*(all-(now.idle-ct.idle))/all)
 }
 
 // until polls cond and returns how long after start it first held.

@@ -25,7 +25,7 @@ type naiveRun struct {
 
 // naive runs do on the floor's cluster under the probe, after the floor's run.
 func (b *bench) naive(r *benchResult, how, cluster, version string, do func(), extra func(ns string) bool) {
-	d, writes := b.probed(b.floorNS, cluster, do, func() bool {
+	d, writes, _ := b.probed(b.floorNS, cluster, do, func() bool {
 		return b.settled(b.floorNS, cluster, 3, version) && (extra == nil || extra(b.floorNS))
 	})
 	r.Naive = &naiveRun{How: how, Time: d, Writes: writes}
