@@ -25,10 +25,10 @@ const leaderCheck = 250 * time.Millisecond
 const unreachedLeaderRead = 300 * time.Millisecond
 
 // look asks every endpoint for its status at once, each for up to leaderCheck, and returns
-// the endpoints that answered for this cluster, the first first, how many it asked, whether
-// one of them knows a leader, and whether that leader answered itself. It ends as soon as one that
-// knows a leader and another have answered: enough to try a read through a quorum, and a
-// second try elsewhere.
+// the endpoints that answered for this cluster, the first first, how many it asked,
+// whether one of them knows a leader, and whether that leader answered itself. It ends as
+// soon as one that knows a leader and another have answered: enough for two tries of a
+// read through a quorum.
 func (c *Client) look(ctx context.Context) (answered []string, asked int, leader, leaderAnswered bool) {
 	c.mu.Lock()
 	eps := urls(c.endpoints)
@@ -93,7 +93,8 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	err := errors.New("no member knows a leader")
 	answered, asked, leader, leaderAnswered := c.look(ctx)
 	// A leader alone at the only endpoint (the others' Pods are going or gone) says first
-	// how many voters it has: with a quorum to confirm, the read gets the short clock.
+	// how many voters it has: with others to confirm its reads, the read gets the short
+	// clock.
 	var own *clientv3.MemberListResponse
 	if len(answered) == 1 && leaderAnswered && asked == 1 {
 		own = c.ownList(ctx)
