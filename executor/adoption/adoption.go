@@ -128,7 +128,12 @@ func FirstLook(ctx context.Context, cli etcd.Cluster, c *v1alpha1.EtcdCluster, o
 	if !view.Linearizable { // one member's own view may miss members: all are recorded, or none
 		return nil, errors.New("the source's member list could not be read through a quorum")
 	}
-	record(c, view, membersAt(ctx, Spec(c).Endpoints, cfg))
+	at := membersAt(ctx, Spec(c).Endpoints, cfg)
+	if name := unreached(view, at); name != "" {
+		return nil, fmt.Errorf("source member %s answered at none of spec.bootstrap.join.endpoints and lists no client URL yet "+
+			"(it has not published itself, or it is down): waiting for it, as every source member must be healthy", name)
+	}
+	record(c, view, at)
 	endpoints := Endpoints(c)
 	maps.Copy(endpoints, own)
 	cli.SetCluster(view.ClusterID, endpoints)
@@ -137,6 +142,18 @@ func FirstLook(ctx context.Context, cli etcd.Cluster, c *v1alpha1.EtcdCluster, o
 		err = errors.New("the source lists no member")
 	}
 	return view, err
+}
+
+// unreached names a member of view the operator has no client URL for: it answered at none
+// of spec's endpoints (at), and etcd lists none for it, as for a member that has not
+// published itself yet. The record is made once, so it waits for such a member.
+func unreached(view *planner.EtcdView, at map[string]string) string {
+	for _, m := range view.Members {
+		if _, ok := at[m.ID]; !ok && len(m.ClientURLs) == 0 {
+			return m.MemberName()
+		}
+	}
+	return ""
 }
 
 // record puts the source's members in status, each member's client URLs starting with the

@@ -3,6 +3,7 @@ package adoption
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,6 +59,10 @@ func TestSourceEndpointsAndItsEnd(t *testing.T) {
 		{ID: "a1", Name: "old-0", ClientURLs: []string{"http://old-0.elsewhere:2379", "http://10.88.0.5:2379"}},
 		{ID: "a2", Name: "old-1", ClientURLs: []string{"http://old-1.elsewhere:2379"}},
 	}}
+	require.Equal(t, "", unreached(view, map[string]string{"a1": "http://10.88.0.5:2379"}), "each answered, or lists a client URL")
+	unpublished := append(slices.Clone(view.Members), planner.EtcdMember{ID: "a3", PeerURLs: []string{"http://old-2.elsewhere:2380"}})
+	require.Equal(t, "old-2", unreached(&planner.EtcdView{Members: unpublished}, map[string]string{"a1": "http://10.88.0.5:2379"}),
+		"a member that has not published itself and answered at no endpoint cannot be reached: the record waits for it")
 	record(c, view, map[string]string{"a1": "http://10.88.0.5:2379"})
 	require.Equal(t, map[string]string{"old-0": "http://10.88.0.5:2379", "old-1": "http://old-1.elsewhere:2379"}, Endpoints(c))
 	require.True(t, Running(c))
