@@ -196,7 +196,8 @@ func preflight(c *v1alpha1.EtcdCluster) bool {
 
 // chain advances the plan, then goes on in this reconcile while the step it applied shows
 // within moments (etcd's answer to a membership call, a deletion once the cache has its
-// event): a fresh look takes the next step instead of a requeue. Status is written while
+// event) and the spec is as this reconcile read it: a fresh look takes the next step
+// instead of a requeue. Status is written while
 // the look goes on, and the next step waits for the write, so each step is on record
 // before the next one starts. It returns the last look.
 func (r *Reconciler) chain(ctx context.Context, c *v1alpha1.EtcdCluster, writer *status.Writer, o *observation, fresh plan.Plan) (reconcile.Result, *observation, error) {
@@ -207,13 +208,21 @@ func (r *Reconciler) chain(ctx context.Context, c *v1alpha1.EtcdCluster, writer 
 		if err := written(); err != nil {
 			return reconcile.Result{}, o, err
 		}
-		if !done {
-			break // the requeue looks again
+		if !done || r.specChanged(ctx, c) {
+			break // the requeue looks again; an edit brings its own reconcile
 		}
 		o = next
 		result, err = r.advance(ctx, c, o, fresh)
 	}
 	return result, o, err
+}
+
+// specChanged: the spec was edited since this reconcile read it. A chain stops there, so
+// the next step is planned for the spec as it is now: an edit made while a step ran (a
+// rollback asked, a change undone) is never outrun by the steps chained after it.
+func (r *Reconciler) specChanged(ctx context.Context, c *v1alpha1.EtcdCluster) bool {
+	now := &v1alpha1.EtcdCluster{}
+	return r.Get(ctx, client.ObjectKeyFromObject(c), now) == nil && now.Generation != c.Generation
 }
 
 // untilDefrag has the reconcile back when the defrag schedule next comes, if sooner.

@@ -106,6 +106,25 @@ func TestStepsThatShowAtOnceRunInOneReconcile(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(f.kube.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "demo-2"}, &corev1.Pod{})))
 }
 
+// A spec edited while a step runs ends the chain: the next step is planned for the spec as
+// it is now, in the reconcile the edit brings, never taken on the spec this one read.
+func TestAnEditEndsTheChain(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	f.setView(func(v *planner.EtcdView) { v.LeaderID = "3" })
+	f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 2 })
+	f.r.AfterEffect = func(_ string, step int) {
+		if step == 0 {
+			f.update(func(c *v1alpha1.EtcdCluster) { c.Spec.Replicas = 3 }) // undone while the leader moves
+		}
+	}
+	f.reconcile()
+	require.Equal(t, []string{"MoveLeader 3 1"}, f.etcd.Calls(), "the member is not removed on the spec the reconcile began with")
+	f.r.AfterEffect = nil
+	c, _ := f.reconcile()
+	require.Equal(t, []string{"MoveLeader 3 1"}, f.etcd.Calls(), "nor after: spec.replicas is 3 again")
+	require.Nil(t, c.Status.Plan)
+}
+
 // statusWrites records the plan's current step as the server holds it after each status
 // write, leaving out repeats.
 type statusWrites struct {
