@@ -182,7 +182,8 @@ func readTimeout(answered []string, members int, leaderAnswered bool) time.Durat
 
 // localList reads one member's own member list, serializable: first from the member that
 // answered its status first, on a short clock (any endpoint may be a member still
-// stopping, which holds a call for long), else from any endpoint.
+// stopping, which holds a call for long), else from any endpoint, on the same clock when
+// some member answered the look (the others are likely stopping too), else on a full one.
 func (c *Client) localList(ctx context.Context, answered []string) (*clientv3.MemberListResponse, error) {
 	var list *clientv3.MemberListResponse
 	if len(answered) > 0 {
@@ -196,7 +197,11 @@ func (c *Client) localList(ctx context.Context, answered []string) (*clientv3.Me
 			return list, nil
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	clock := requestTimeout
+	if len(answered) > 0 {
+		clock = statusTimeout
+	}
+	sctx, cancel := context.WithTimeout(ctx, clock)
 	defer cancel()
 	return c.cli.MemberList(sctx, clientv3.WithSerializable())
 }
@@ -348,7 +353,7 @@ func setStatus(em *planner.EtcdMember, st *clientv3.StatusResponse, v *planner.E
 // support, major.minor.0). The gRPC API does not tell it; the /version endpoint does. It is
 // "" when the member does not answer.
 func clusterVersionAt(ctx context.Context, endpoint string) string {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout) // as a status: a member answers at once, or is stopping
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/version", nil)
 	if err != nil {
