@@ -197,9 +197,9 @@ func preflight(c *v1alpha1.EtcdCluster) bool {
 // chain advances the plan, then goes on in this reconcile while the step it applied shows
 // within moments (etcd's answer to a membership call, a deletion once the cache has its
 // event) and the spec is as this reconcile read it: a fresh look takes the next step
-// instead of a requeue. Status is written while
-// the look goes on, and the next step waits for the write, so each step is on record
-// before the next one starts. It returns the last look.
+// instead of a requeue. Status is written while the look goes on, and the next step waits
+// for the write, so each step is on record before the next one starts. It returns the
+// last look.
 func (r *Reconciler) chain(ctx context.Context, c *v1alpha1.EtcdCluster, writer *status.Writer, o *observation, fresh plan.Plan) (reconcile.Result, *observation, error) {
 	result, err := r.advance(ctx, c, o, fresh)
 	for n := 0; err == nil && n < maxChained && settleLooks(o.applied) > 0; n++ {
