@@ -21,11 +21,7 @@ import (
 // mark keeps the plan and the check on it (Check decided on a fresh look that it may).
 // The new Pod runs etcd once, as every member Pod does.
 func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	pvc := o.pvcs[s.Member]
-	if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[vocab.AnnotationMemberID] != s.MemberID {
-		return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
-	}
-	if err := r.mark(ctx, pvc, vocab.AnnotationForceNewCluster, s.MemberID); err != nil {
+	if err := r.markChosen(ctx, c, o, s, vocab.AnnotationForceNewCluster); err != nil {
 		return err
 	}
 	if err := r.retainOthers(ctx, c, o, s, fmt.Sprintf("%s (ID %s) restarted alone with --force-new-cluster", s.Member, s.MemberID)); err != nil {
@@ -158,6 +154,16 @@ func (r *Reconciler) restoreFromBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		}
 	}
 	return r.launch(ctx, c, s, seeds, specs)
+}
+
+// markChosen marks the claim of the member a recovery chose (the step's member, by ID) with
+// key, its member ID: only a claim of this cluster that records that ID is marked.
+func (r *Reconciler) markChosen(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step, key string) error {
+	pvc := o.pvcs[s.Member]
+	if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[vocab.AnnotationMemberID] != s.MemberID {
+		return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
+	}
+	return r.mark(ctx, pvc, key, s.MemberID)
 }
 
 // markSeed creates a seed's claim, unless it exists, and marks it with the backup it

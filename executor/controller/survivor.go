@@ -26,11 +26,7 @@ import (
 func (r *Reconciler) snapshotMember(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
 	if s.Why == plan.WhySurvivorSnapshot {
 		// The claim is marked first: only a snapshot asked for in this loss of quorum counts.
-		pvc := o.pvcs[s.Member]
-		if pvc == nil || !owned(c, pvc, true) || pvc.Annotations[vocab.AnnotationMemberID] != s.MemberID {
-			return fmt.Errorf("member %s has no volume claim of this cluster recording member ID %s", s.Member, s.MemberID)
-		}
-		if err := r.mark(ctx, pvc, vocab.AnnotationSurvivorSnapshot, s.MemberID); err != nil {
+		if err := r.markChosen(ctx, c, o, s, vocab.AnnotationSurvivorSnapshot); err != nil {
 			return err
 		}
 	}
