@@ -97,7 +97,7 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	// clock.
 	var own *clientv3.MemberListResponse
 	if len(answered) == 1 && leaderAnswered && asked == 1 {
-		own = c.ownList(ctx)
+		own, _ = c.ownList(ctx, statusTimeout)
 	}
 	if leader || len(answered) == 0 {
 		list, err = c.readMembers(ctx, min(max(len(answered), 1), 2), readTimeout(answered, max(asked, votersOf(own)), leaderAnswered))
@@ -124,16 +124,12 @@ func votersOf(list *clientv3.MemberListResponse) int {
 	return voters(list.Members)
 }
 
-// ownList is the serializable member list of the client's one endpoint, nil when it does
-// not answer within statusTimeout.
-func (c *Client) ownList(ctx context.Context) *clientv3.MemberListResponse {
-	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+// ownList is the serializable member list of an endpoint the client reaches (its one
+// endpoint, when it has one), within clock.
+func (c *Client) ownList(ctx context.Context, clock time.Duration) (*clientv3.MemberListResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, clock)
 	defer cancel()
-	list, err := c.cli.MemberList(ctx, clientv3.WithSerializable())
-	if err != nil {
-		return nil
-	}
-	return list
+	return c.cli.MemberList(ctx, clientv3.WithSerializable())
 }
 
 // readMembers reads the member list through a quorum, tries times at once (the client
@@ -201,9 +197,7 @@ func (c *Client) localList(ctx context.Context, answered []string) (*clientv3.Me
 	if len(answered) > 0 {
 		clock = statusTimeout
 	}
-	sctx, cancel := context.WithTimeout(ctx, clock)
-	defer cancel()
-	return c.cli.MemberList(sctx, clientv3.WithSerializable())
+	return c.ownList(ctx, clock)
 }
 
 // statuses asks every started member with an endpoint for its status and records the
