@@ -56,21 +56,17 @@ func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 		class := ptr.Deref(c.Spec.StorageClassName, "")
 		req := c.Spec.Resources.Requests[corev1.ResourceStorage]
 		get(name).PVC = &planner.PVC{
-			Bound:    c.Status.Phase == corev1.ClaimBound,
-			Deleting: c.DeletionTimestamp != nil,
-			MemberID: c.Annotations[vocab.AnnotationMemberID],
-			Version:  c.Annotations[vocab.AnnotationRanVersion],
-			PeerURL:  c.Annotations[vocab.AnnotationPeerURL],
-			// Only the member ID the claim records counts: a mark of an earlier member
-			// under the name is not this one's.
-			ForceNewCluster: c.Annotations[vocab.AnnotationForceNewCluster] != "" &&
-				c.Annotations[vocab.AnnotationForceNewCluster] == c.Annotations[vocab.AnnotationMemberID],
-			SurvivorSnapshot: c.Annotations[vocab.AnnotationSurvivorSnapshot] != "" &&
-				c.Annotations[vocab.AnnotationSurvivorSnapshot] == c.Annotations[vocab.AnnotationMemberID],
-			Restoring:    restoring(objs.Backups, c.Annotations[vocab.AnnotationRestoreSeed]),
-			Retained:     c.Labels[v1alpha1.LabelRetained] != "",
-			StorageClass: class,
-			Bytes:        req.Value(),
+			Bound:            c.Status.Phase == corev1.ClaimBound,
+			Deleting:         c.DeletionTimestamp != nil,
+			MemberID:         c.Annotations[vocab.AnnotationMemberID],
+			Version:          c.Annotations[vocab.AnnotationRanVersion],
+			PeerURL:          c.Annotations[vocab.AnnotationPeerURL],
+			ForceNewCluster:  markedForID(c.Annotations, vocab.AnnotationForceNewCluster),
+			SurvivorSnapshot: markedForID(c.Annotations, vocab.AnnotationSurvivorSnapshot),
+			Restoring:        restoring(objs.Backups, c.Annotations[vocab.AnnotationRestoreSeed]),
+			Retained:         c.Labels[v1alpha1.LabelRetained] != "",
+			StorageClass:     class,
+			Bytes:            req.Value(),
 		}
 		if ok, known := objs.Expandable[class]; known {
 			get(name).PVC.Expandable = &ok
@@ -257,4 +253,10 @@ func FailedContainer(statuses []corev1.ContainerStatus, skip ...string) string {
 		}
 	}
 	return ""
+}
+
+// markedForID: a claim carries a recovery's mark of the member ID it records. Only that ID
+// counts: a mark of an earlier member under the name is not this one's.
+func markedForID(annotations map[string]string, key string) bool {
+	return annotations[key] != "" && annotations[key] == annotations[vocab.AnnotationMemberID]
 }
