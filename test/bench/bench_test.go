@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -64,7 +67,7 @@ func TestBench(t *testing.T) {
 	}
 	ctrllog.SetLogger(logr.Discard()) // the sampler's informers log through it
 	opNS, floorNS := framework.Namespace(t), framework.Namespace(t)
-	b := &bench{t: t, opNS: opNS, floorNS: floorNS}
+	b := &bench{t: t, opNS: opNS, floorNS: floorNS, kube: watchCache(t)}
 	// BENCH_ONLY=clusters measures only the operator restart and the many clusters
 	// (restart: the restart alone), and writes no docs: for looking into those alone.
 	if only := os.Getenv("BENCH_ONLY"); only == "clusters" || only == "restart" {
@@ -180,7 +183,7 @@ func TestBench(t *testing.T) {
 		delete(fl.members, "demo-1")
 		require.NoError(t, client.IgnoreNotFound(framework.Env.Client.Delete(context.Background(), resources.MemberPVC(fl.c, "demo-1"))))
 		fl.join("demo-0", fl.fresh(), "3.6.16")
-	}, func(ns string) bool { return !b.podExists(ns, "demo-1") }))
+	}, func(ns string) bool { return !b.podSeen(ns, "demo-1") }))
 	results = append(results, b.quorumLosses(runs)...)
 
 	results = append(results, b.upgrade(), b.defrag())
@@ -443,6 +446,7 @@ type bench struct {
 	t             *testing.T
 	opNS, floorNS string
 	op            *framework.Operator // the operator of opNS
+	kube          cache.Cache         // what the bench's own looks read (watchCache)
 }
 
 // run measures one scenario: change starts it for the operator, byFloor (if not nil) does
@@ -463,7 +467,7 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 		r.Idle = statsOf(idle.stop())
 		p = startProbe(t, b.opNS, cluster)
 	}
-	s := startSampler(t, b.opNS, cluster)
+	s := startSampler(t, b.kube, b.opNS, cluster)
 	opBefore, floorBefore := framework.PodUIDs(t, b.opNS, cluster), framework.PodUIDs(t, b.floorNS, cluster)
 	r.Start = time.Now()
 	cpu := machineCPU(t)
@@ -513,14 +517,25 @@ func (b *bench) probed(ns, cluster string, do func(), done func() bool) (time.Du
 	return d, statsOf(p.stop()), busy
 }
 
-// cpuTimes are the machine's CPU times (/proc/stat), in clock ticks: all, and idle.
-type cpuTimes struct{ all, idle int64 }
+// cpuTimes are the machine's CPU times (/proc/stat), in clock ticks: all, and idle; each
+// process's; and the API server's request counts.
+type cpuTimes struct {
+	all, idle int64
+	procs     map[int]procTime
+	api       map[string]float64
+}
+
+// procTime is one process's CPU time, in clock ticks, and a name to tell it by.
+type procTime struct {
+	name  string
+	ticks int64
+}
 
 func machineCPU(t require.TestingT) cpuTimes {
 	b, err := os.ReadFile("/proc/stat")
 	require.NoError(t, err)
 	line, _, _ := strings.Cut(string(b), "\n")
-	var ct cpuTimes
+	ct := cpuTimes{procs: map[int]procTime{}}
 	for i, f := range strings.Fields(line)[1:] {
 		v, _ := strconv.ParseInt(f, 10, 64)
 		ct.all += v
@@ -528,17 +543,100 @@ func machineCPU(t require.TestingT) cpuTimes {
 			ct.idle += v
 		}
 	}
+	ct.api = apiRequests(t)
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if pid, err := strconv.Atoi(d.Name()); err == nil {
+			if pt, ok := readProc(pid); ok {
+				ct.procs[pid] = pt
+			}
+		}
+	}
 	return ct
 }
 
-// busySince is the share of CPU time the machine was busy since ct, as a percentage.
+// readProc reads a process's CPU time; an etcd is named with its --name, to tell members apart.
+func readProc(pid int) (procTime, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procTime{}, false
+	}
+	open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+	if open < 0 || end < open {
+		return procTime{}, false
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 13 {
+		return procTime{}, false
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	pt := procTime{name: string(b[open+1 : end]), ticks: utime + stime}
+	if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && pt.name == "etcd" {
+		args := strings.Split(string(cmd), "\x00")
+		for i, a := range args { // the member's advertised client URL names its namespace too
+			for _, flag := range []string{"--name", "--advertise-client-urls"} {
+				if v, ok := strings.CutPrefix(a, flag+"="); ok {
+					pt.name += " " + v
+				} else if a == flag && i+1 < len(args) {
+					pt.name += " " + args[i+1]
+				}
+			}
+		}
+	}
+	return pt, true
+}
+
+// busySince is the share of CPU time the machine was busy since ct, as a percentage, and
+// the processes that used the most of it (those that ended meanwhile are not counted).
 func (ct cpuTimes) busySince(t require.TestingT) string {
 	now := machineCPU(t)
 	all := now.all - ct.all
 	if all <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%d%%", 100*(all-(now.idle-ct.idle))/all)
+	used := map[string]int64{}
+	for pid, pt := range now.procs {
+		used[pt.name] += pt.ticks - ct.procs[pid].ticks // a process started meanwhile counts whole
+	}
+	names := slices.Collect(maps.Keys(used))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(used[b], used[a]) })
+	var top []string
+	for _, n := range names[:min(8, len(names))] {
+		top = append(top, fmt.Sprintf("%s %d ms", n, used[n]*10))
+	}
+	var reqs []string
+	for _, k := range topKeys(now.api, ct.api, 6) {
+		reqs = append(reqs, fmt.Sprintf("%s %.0f", k, now.api[k]-ct.api[k]))
+	}
+	return fmt.Sprintf("%d%% (%s; API requests: %s)", 100*(all-(now.idle-ct.idle))/all, strings.Join(top, ", "), strings.Join(reqs, ", "))
+}
+
+// apiRequests counts the API server's requests by verb and resource.
+func apiRequests(t require.TestingT) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(apiMetrics(t), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		label := func(l string) string {
+			_, v, _ := strings.Cut(line, l+`="`)
+			v, _, _ = strings.Cut(v, `"`)
+			return v
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			v, _ := strconv.ParseFloat(line[i+1:], 64)
+			out[label("verb")+" "+label("resource")+"/"+label("subresource")] += v
+		}
+	}
+	return out
+}
+
+// topKeys are the n keys whose values grew most from before to now.
+func topKeys(now, before map[string]float64, n int) []string {
+	keys := slices.Collect(maps.Keys(now))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(now[b]-before[b], now[a]-before[a]) })
+	return keys[:min(n, len(keys))]
 }
 
 // until polls cond and returns how long after start it first held.
@@ -562,7 +660,7 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 	sel := client.MatchingLabels{v1alpha1.LabelCluster: cluster}
 	var pods corev1.PodList
 	var pvcs corev1.PersistentVolumeClaimList
-	if framework.Env.Client.List(ctx, &pods, client.InNamespace(ns), sel) != nil || framework.Env.Client.List(ctx, &pvcs, client.InNamespace(ns), sel) != nil {
+	if b.kube.List(ctx, &pods, client.InNamespace(ns), sel) != nil || b.kube.List(ctx, &pvcs, client.InNamespace(ns), sel) != nil {
 		return false
 	}
 	// A retained claim (a survivor's, kept in a recovery) is no longer the cluster's.
@@ -601,6 +699,11 @@ func (b *bench) settled(ns, cluster string, replicas int, version string) bool {
 
 func (b *bench) podExists(ns, name string) bool {
 	return framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}) == nil
+}
+
+// podSeen: the bench's cache holds the Pod (a look of settled's, not the floor's own).
+func (b *bench) podSeen(ns, name string) bool {
+	return b.kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}) == nil
 }
 
 // publishWaits counts the times etcd, in the cluster's member Pods not in before, waited

@@ -244,15 +244,14 @@ type sample struct {
 // every 20 ms took enough of the two cores to slow a scale-down of five members by a third.
 const sampleEvery = 50 * time.Millisecond
 
-func startSampler(t *testing.T, ns, name string) *sampler {
-	t.Helper()
-	s := &sampler{done: make(chan struct{}), plans: map[string]*v1alpha1.PlanStatus{}}
+// watchCache starts an informer cache of the stack's Pods, claims and EtcdClusters. The
+// bench's own looks (settled, watchReady, the sampler) read from it, as the operator reads
+// its cache: looking every few milliseconds must load neither the API server nor the etcd
+// behind it that the operator and the floor work against.
+func watchCache(t *testing.T) cache.Cache {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	// Reads come from an informer cache, as the operator's do: looking often must not load
-	// the API server the operator works against.
-	kube, err := cache.New(framework.Env.Stack.RESTConfig(), cache.Options{Scheme: framework.Env.Client.Scheme(),
-		DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	t.Cleanup(cancel)
+	kube, err := cache.New(framework.Env.Stack.RESTConfig(), cache.Options{Scheme: framework.Env.Client.Scheme()})
 	require.NoError(t, err)
 	go func() { _ = kube.Start(ctx) }()
 	for _, obj := range []client.Object{&v1alpha1.EtcdCluster{}, &corev1.Pod{}, &corev1.PersistentVolumeClaim{}} {
@@ -260,7 +259,14 @@ func startSampler(t *testing.T, ns, name string) *sampler {
 		require.NoError(t, err)
 	}
 	require.True(t, kube.WaitForCacheSync(ctx))
-	s.kube = kube
+	return kube
+}
+
+func startSampler(t *testing.T, kube cache.Cache, ns, name string) *sampler {
+	t.Helper()
+	s := &sampler{done: make(chan struct{}), plans: map[string]*v1alpha1.PlanStatus{}, kube: kube}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
 	go func() {
 		defer close(s.done)
 		var cli etcd.Cluster

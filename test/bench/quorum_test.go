@@ -129,7 +129,7 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 		fl.healthy(seeds[0])
 		mark("quorum answers")
 	}, func(ns string) bool {
-		gone := !slices.ContainsFunc(append(wiped, qlCluster+"-0"), func(m string) bool { return b.podExists(ns, m) })
+		gone := !slices.ContainsFunc(append(wiped, qlCluster+"-0"), func(m string) bool { return b.podSeen(ns, m) })
 		if gone && ns == b.opNS && opSettled.IsZero() {
 			opSettled, cpu = time.Now(), cpuTicks(t, b.op.PID())-cpu
 		}
@@ -233,7 +233,7 @@ func (b *bench) watchReady(ns, cluster string, replicas int, gone []string) *rea
 		for ctx.Err() == nil {
 			at := time.Now()
 			var c v1alpha1.EtcdCluster
-			if framework.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, &c) == nil && framework.Ready(&c) &&
+			if b.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, &c) == nil && framework.Ready(&c) &&
 				len(c.Status.Members) == replicas && !slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool {
 				return slices.Contains(gone, m.Name)
 			}) {
