@@ -102,6 +102,8 @@ func precondition(m *model, d Desired, s plan.Step) (bool, string) {
 		return m.mayRestore(d, s)
 	case plan.PreSurvivorInMemory, plan.PreSurvivorNewest:
 		return m.maySnapshot(d, s)
+	case plan.PreQuorumDown:
+		return m.mayEarly(d, s)
 	}
 	return false, fmt.Sprintf("unknown precondition %q", p.Kind)
 }

@@ -162,6 +162,7 @@ func randomWorld(r *bytesReader) (Desired, *world) {
 		if r.flag(2) {
 			w.backup, w.backupOf = &Backup{Name: "nightly", Revision: 40, TakenAt: "2026-11-23T03:00:00Z"}, w.clusterID
 		}
+		c.RecoveryApproved = r.flag(2) // a survivor's snapshot is then taken as soon as no quorum answers
 	}
 	return c, w
 }

@@ -496,7 +496,11 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		}
 		m.leader = s.Member
 	case plan.SnapshotSurvivor:
-		m.halt = true
+		if s.Why != plan.WhySurvivorSnapshotEarly {
+			m.halt = true
+			break
+		}
+		m.snapshots = append(slices.Clone(m.snapshots), MemberSnapshot{Backup: Backup{Name: s.Backup}, MemberID: s.MemberID, Member: s.Member})
 	case plan.SnapshotSource:
 		m.snapshots = append(slices.Clone(m.snapshots), MemberSnapshot{Backup: Backup{Name: s.Backup}, MemberID: s.MemberID, Member: s.Member, Phase: SnapshotSucceeded})
 	case plan.Acknowledge:

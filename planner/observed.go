@@ -207,6 +207,10 @@ type MemberSnapshot struct {
 	MemberID string `json:"memberID"`
 	// Member is that member's name.
 	Member string `json:"member,omitempty"`
+	// RaftTerm and RaftIndex are the member's when the snapshot was asked for (0: not
+	// recorded): a member that reports the same has committed nothing since.
+	RaftTerm  uint64 `json:"raftTerm,omitempty"`
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
 	// Phase is the EtcdBackup's: Pending, Running, Succeeded or Failed.
 	Phase string `json:"phase,omitempty"`
 	// Message says why it failed.

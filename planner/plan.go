@@ -35,6 +35,10 @@ type Desired struct {
 	ConfigFields string `json:"configFields,omitempty"`
 	// Memory: member data lives in memory, so it is gone with the Pod.
 	Memory bool `json:"memory,omitempty"`
+	// RecoveryApproved: spec.recovery lets a recovery from quorum loss run without
+	// approval; the snapshot of a survivor is then stored as soon as no quorum answers
+	// (snapshotEarly).
+	RecoveryApproved bool `json:"recoveryApproved,omitempty"`
 	// StorageClass is spec.storage.storageClassName: members whose volume is of another
 	// class are replaced by new members. Empty asks for none in particular.
 	StorageClass string `json:"storageClass,omitempty"`
@@ -327,8 +331,8 @@ func retainedClaims(o Observed) string {
 }
 
 // next returns the first step towards the desired state, in a fixed order of concerns:
-// bootstrap, repairs that restore quorum (start voters' Pods, recover from a lost
-// majority, restart voters that are down on the new spec), finish a membership change in
+// bootstrap, repairs that restore quorum (a survivor's snapshot asked for early, start
+// voters' Pods, recover from a lost majority, restart voters that are down on the new spec), finish a membership change in
 // flight, renew certificates, replace lost members, delete leftovers,
 // grow volumes, park, switch auth (it waits for a TLS switch), scale down (and replace),
 // scale up, switch TLS, rotate the CA, upgrade, configuration, then
@@ -336,7 +340,7 @@ func retainedClaims(o Observed) string {
 // adopted cluster's source members are stopped, which waits for the user alone.
 func next(m *model, d Desired) (plan.Step, bool) {
 	rules := []func(*model, Desired) (plan.Step, bool){
-		bootstrap, startVoters, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
+		bootstrap, snapshotEarly, startVoters, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
 		expandVolumes, stopMembers, switchAuth,
 		scaleDown, scaleUp, switchTLS, rotateCA, upgrade, reconfigure, recoverSpace, defragFragmented, acknowledgeSource,
 	}

@@ -897,7 +897,7 @@ func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
 		ok, why := Check(c, plan.Step{Action: plan.SnapshotSurvivor, Member: "demo-2", MemberID: "3", Backup: "demo-2-survivor-3",
 			Precondition: plan.Precondition{Kind: plan.PreSurvivorNewest, Member: "demo-2"}}, o)
 		require.False(t, ok)
-		require.Equal(t, "demo-2 is not the survivor a recovery restores, or its snapshot failed", why)
+		require.Equal(t, "demo-2 is not the survivor a recovery restores, or its snapshot failed or is not current", why)
 		snap := Plan(c, o).Steps[0]
 		w.members["demo-2"].up, w.members["demo-2"].starting = false, true
 		require.Empty(t, Plan(c, w.observe()).Steps)
@@ -916,6 +916,111 @@ func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
 		require.False(t, stuck)
 		require.Equal(t, "ForceNewCluster demo-0", summary(Plan(c, w.observe()))[0])
 		converge(t, c, w)
+	})
+}
+
+// As soon as no quorum answers, and spec.recovery lets a recovery run on its own, the
+// snapshot of the most recent voter that answers is asked for, before the others' Pods
+// start to show what they hold: a recovery that then restores from that voter finds it
+// stored, as long as the voter committed nothing since. It decides nothing.
+func TestQuorumDownSnapshotsTheSurvivorEarly(t *testing.T) {
+	twoPodsGone := func(approved bool) (Desired, *world) {
+		c := cluster(3, "3.6.16")
+		c.RecoveryApproved = approved
+		w := running(c, 3, "3.6.16")
+		w.snapshotTo, w.snapshotRev = "s3://backups/etcd/", 50
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].pod, w.members[n].up = false, false // wiped or not: their Pods will say
+		}
+		w.elect()
+		return c, w
+	}
+	early := plan.Step{Action: plan.SnapshotSurvivor, Member: "demo-0", MemberID: "1", Backup: "demo-0-survivor-1",
+		Precondition: plan.Precondition{Kind: plan.PreQuorumDown, Member: "demo-0"}, Why: plan.WhySurvivorSnapshotEarly,
+		Reason: "no quorum of voters answers: while the others show whether they kept their data, the snapshot of demo-0, the most recent voter " +
+			"that answers, is stored as EtcdBackup demo-0-survivor-1 at s3://backups/etcd/ (a snapshot needs no quorum and loses nothing); " +
+			"should a recovery restore the cluster from demo-0, it restores this snapshot, taken before anything more could be committed"}
+	t.Run("the snapshot is asked for first, and the Pods start meanwhile", func(t *testing.T) {
+		c, w := twoPodsGone(true)
+		o := w.observe()
+		p := Plan(c, o)
+		require.Equal(t, []string{"SnapshotSurvivor demo-0", "StartMember demo-1", "StartMember demo-2"}, summary(p))
+		require.Equal(t, early, p.Steps[0])
+		ok, why := Check(c, p.Steps[0], o)
+		require.True(t, ok, why)
+
+		// Asked for, it is done: the Pods start, whatever phase it is in.
+		w.snapshots = []MemberSnapshot{{Backup: Backup{Name: "demo-0-survivor-1"}, MemberID: "1", Member: "demo-0", Phase: "Running", RaftTerm: 2, RaftIndex: 100}}
+		o = w.observe()
+		require.Equal(t, []string{"StartMember demo-1", "StartMember demo-2"}, summary(Plan(c, o)))
+		require.Equal(t, 1, SpaceStepsShown(c, []plan.Step{early}, o))
+		ok, why = Check(c, early, o)
+		require.False(t, ok)
+		require.Equal(t, "demo-0 is not the most recent voter that answers while no quorum does, or a recovery chose its survivor, "+
+			"or its snapshot was asked for already", why)
+	})
+	t.Run("only when a recovery may run on its own, to a known destination, without a quorum", func(t *testing.T) {
+		c, w := twoPodsGone(false)
+		require.Equal(t, []string{"StartMember demo-1", "StartMember demo-2"}, summary(Plan(c, w.observe())), "a recovery needs approval")
+		ok, _ := Check(c, early, w.observe())
+		require.False(t, ok)
+
+		c, w = twoPodsGone(true)
+		w.snapshotTo = ""
+		require.Equal(t, []string{"StartMember demo-1", "StartMember demo-2"}, summary(Plan(c, w.observe())), "nowhere to store it")
+
+		c, w = twoPodsGone(true)
+		w.members["demo-1"].pod, w.members["demo-1"].up = true, true
+		w.elect()
+		require.Equal(t, []string{"StartMember demo-2"}, summary(Plan(c, w.observe())), "a quorum answers")
+	})
+	t.Run("the recovery restores it when the others lost their data", func(t *testing.T) {
+		c, w := twoPodsGone(true)
+		for _, s := range Plan(c, w.observe()).Steps {
+			stuck, err := w.apply(s, c)
+			require.NoError(t, err)
+			require.False(t, stuck)
+		}
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].dataLost, w.members[n].up = true, false // their Pods' preflight checks found no data
+		}
+		steps := convergedSteps(t, c, w, func(s plan.Step) {
+			if s.Action == plan.RestoreFromBackup {
+				require.Equal(t, "demo-0-survivor-1", s.Backup)
+			}
+		})
+		require.Equal(t, []string{"SnapshotSurvivor demo-0", "StopMember demo-0", "RestoreFromBackup demo-3"}, steps[:3],
+			"the recovery's SnapshotSurvivor marks the claim, and finds the snapshot stored")
+		require.Len(t, w.snapshots, 1)
+	})
+	lostAfterEarly := func(phase string, term, index uint64) (Desired, *world) {
+		c, w := twoPodsGone(true)
+		for _, n := range []string{"demo-1", "demo-2"} {
+			w.members[n].pod, w.members[n].dataLost = true, true
+		}
+		w.snapshots = []MemberSnapshot{{Backup: Backup{Name: "demo-0-survivor-1", Revision: 50}, MemberID: "1", Member: "demo-0", Phase: phase,
+			RaftTerm: term, RaftIndex: index}}
+		return c, w
+	}
+	t.Run("one still taken is waited for", func(t *testing.T) {
+		c, w := lostAfterEarly("Running", 2, 100)
+		p := Plan(c, w.observe())
+		require.Equal(t, []string{"SnapshotSurvivor demo-0"}, summary(p))
+		require.Equal(t, plan.WhySurvivorSnapshot, p.Steps[0].Why)
+		require.Equal(t, 0, SpaceStepsShown(c, p.Steps, w.observe()), "not done before the claim is marked")
+	})
+	t.Run("one the survivor is no longer current with is not restored", func(t *testing.T) {
+		c, w := lostAfterEarly(SnapshotSucceeded, 2, 99) // the member committed more since
+		o := w.observe()
+		require.Equal(t, "ForceNewCluster demo-0", summary(Plan(c, o))[0], "its name is taken: the survivor restarts alone")
+		ok, why := Check(c, plan.Step{Action: plan.SnapshotSurvivor, Member: "demo-0", MemberID: "1", Backup: "demo-0-survivor-1",
+			Precondition: plan.Precondition{Kind: plan.PreSurvivorNewest, Member: "demo-0"}, Why: plan.WhySurvivorSnapshot}, o)
+		require.False(t, ok)
+		require.Equal(t, "demo-0 is not the survivor a recovery restores, or its snapshot failed or is not current", why)
+		converge(t, c, w)
+
+		c, w = lostAfterEarly(SnapshotSucceeded, 0, 0) // not recorded
+		require.Equal(t, "ForceNewCluster demo-0", summary(Plan(c, w.observe()))[0])
 	})
 }
 

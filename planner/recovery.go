@@ -154,10 +154,82 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 // a time: a snapshot needs no quorum, and members restored at once serve in seconds where
 // each join waits out etcd's publish timeout (docs/design/etcd-publish-wait.md). It holds
 // the same writes: a survivor without a quorum commits nothing more. It needs a destination
-// for the snapshot; one that failed falls back to the restart alone.
+// for the snapshot; one that failed falls back to the restart alone, as does an early
+// snapshot (snapshotEarly) the survivor is no longer current with: its name is taken.
 func (m *model) copies(target *member) bool {
 	s := m.snapshotOf(target)
-	return m.snapshotTo != "" && !target.forcing && (s == nil || s.Phase != SnapshotFailed)
+	return m.snapshotTo != "" && !target.forcing && (s == nil || s.Phase != SnapshotFailed && (target.snapshotted || current(target, s)))
+}
+
+// current: the snapshot was asked for when the member reported the raft term and index it
+// reports now. A member that commits nothing in between (it has no quorum) holds nothing
+// the snapshot lacks.
+func current(mm *member, s *MemberSnapshot) bool {
+	return mm.up && s.RaftIndex != 0 && s.RaftTerm == mm.raftTerm && s.RaftIndex == mm.raftIndex
+}
+
+// snapshotEarly stores the snapshot of the most recent voter that answers as soon as no
+// quorum answers, when spec.recovery lets a recovery run on its own (earlySurvivor). It
+// loses nothing and decides nothing: while the other voters show whether they kept their
+// data (their Pods start first, as startVoters would), the snapshot is taken; if they did
+// not, the recovery that restores every member from this voter (copyStep) finds it stored.
+// The step is done once the EtcdBackup is asked for; it comes before startVoters, which
+// goes on meanwhile.
+func snapshotEarly(m *model, d Desired) (plan.Step, bool) {
+	sv := m.earlySurvivor(d)
+	if sv == nil {
+		return plan.Step{}, false
+	}
+	s := step(plan.SnapshotSurvivor, sv, plan.PreQuorumDown, plan.WhySurvivorSnapshotEarly,
+		"no quorum of voters answers: while the others show whether they kept their data, the snapshot of %s, the most recent voter that "+
+			"answers, is stored as EtcdBackup %s at %s (a snapshot needs no quorum and loses nothing); should a recovery restore the "+
+			"cluster from %s, it restores this snapshot, taken before anything more could be committed",
+		sv.name, SnapshotName(sv.name, sv.id), m.snapshotTo, sv.name)
+	s.Backup = SnapshotName(sv.name, sv.id)
+	return s, true
+}
+
+// earlySurvivor is the voter snapshotEarly snapshots, if any: a recovery may run on its
+// own, members keep their data on volumes, a destination is known, the cluster formed and
+// is not restored or adopted under way, no recovery chose its survivor, fewer than a
+// quorum of voters answer and the member list was not read through one; the voter answers,
+// is the most recent of those that do (raft term, then index), and has no snapshot yet.
+func (m *model) earlySurvivor(d Desired) *member {
+	if !d.RecoveryApproved || d.Memory || d.Replicas == 0 || !m.bootstrapped || m.linearizable || m.snapshotTo == "" ||
+		m.restoreSeed() != nil || m.adopting() {
+		return nil
+	}
+	var best *member
+	voters, up := 0, 0
+	for _, mm := range m.members {
+		switch {
+		case mm.forcing || mm.snapshotted:
+			return nil
+		case !mm.voter():
+			continue
+		}
+		voters++
+		if mm.up {
+			up++
+			if best == nil || newer(mm, best) {
+				best = mm
+			}
+		}
+	}
+	if best == nil || up >= quorum(voters) || m.snapshotOf(best) != nil {
+		return nil
+	}
+	return best
+}
+
+// mayEarly checks, on a fresh look, that an early snapshot of the step's member may be
+// asked for (earlySurvivor).
+func (m *model) mayEarly(d Desired, s plan.Step) (bool, string) {
+	if sv := m.earlySurvivor(d); sv == nil || sv.name != s.Member || sv.id != s.MemberID {
+		return false, fmt.Sprintf("%s is not the most recent voter that answers while no quorum does, or a recovery chose its survivor, "+
+			"or its snapshot was asked for already", s.Member)
+	}
+	return true, ""
 }
 
 // copyStep stores the snapshot of the survivor on a volume a recovery restores every
@@ -406,7 +478,7 @@ func (m *model) maySnapshot(d Desired, s plan.Step) (bool, string) {
 	mm := m.get(s.Member)
 	if s.Precondition.Kind == plan.PreSurvivorNewest {
 		if t := m.forceTarget(d); mm == nil || t != mm || !m.copies(mm) {
-			return false, fmt.Sprintf("%s is not the survivor a recovery restores, or its snapshot failed", s.Member)
+			return false, fmt.Sprintf("%s is not the survivor a recovery restores, or its snapshot failed or is not current", s.Member)
 		}
 		if ok, why := m.mayForce(d, s.Member); !ok {
 			return false, why

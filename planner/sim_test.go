@@ -798,9 +798,12 @@ func (w *world) source() *Backup {
 	return b
 }
 
-// saved: a snapshot of the member succeeded.
+// saved: a snapshot of the member succeeded, taken at the raft term and index it has
+// (when the snapshot records them).
 func (w *world) saved(m *wmember) bool {
-	return slices.ContainsFunc(w.snapshots, func(s MemberSnapshot) bool { return s.MemberID == m.id && s.Phase == SnapshotSucceeded })
+	return slices.ContainsFunc(w.snapshots, func(s MemberSnapshot) bool {
+		return s.MemberID == m.id && s.Phase == SnapshotSucceeded && (s.RaftIndex == 0 || s.RaftTerm == 2+m.term && s.RaftIndex == 100+m.index)
+	})
 }
 
 // savedNewest: a snapshot succeeded of a voter that kept its data on its volume, and no
@@ -828,16 +831,24 @@ func (w *world) newest(m *wmember) bool {
 // (it needs no quorum), once per member: one in memory, or the voter with the most recent
 // log of those that kept their data on their volumes.
 func (w *world) snapshot(s plan.Step, m *wmember) error {
+	// An early one is taken before the others showed their data (a look may not see a
+	// quorum that answers): it decides nothing, and counts only while the member is current.
+	early := s.Why == plan.WhySurvivorSnapshotEarly
 	switch {
-	case m == nil || !m.live() || w.hasQuorum() || w.snapshotTo == "" || !m.inEtcd || m.learner:
+	case m == nil || !m.live() || (w.hasQuorum() && !early) || w.snapshotTo == "" || !m.inEtcd || m.learner:
 		return fmt.Errorf("SnapshotSurvivor %s, which is not a voter that runs in a cluster without quorum, or with nowhere to store it", s.Member)
-	case !w.memory && (w.lostData(m) || !w.newest(m)):
+	case !w.memory && !early && (w.lostData(m) || !w.newest(m)):
 		return fmt.Errorf("SnapshotSurvivor %s, which is not the survivor with the most recent log", s.Member)
 	case slices.ContainsFunc(w.snapshots, func(x MemberSnapshot) bool { return x.Name == s.Backup }):
+		if !early && !w.memory && !m.snapshotted && w.saved(m) {
+			m.snapshotted = true // the recovery takes the early snapshot, which holds all the member has
+			return nil
+		}
 		return fmt.Errorf("SnapshotSurvivor %s a second time", s.Member)
 	}
-	m.snapshotted = !w.memory
-	snap := MemberSnapshot{Backup: Backup{Name: s.Backup}, MemberID: m.id, Member: m.name, Phase: SnapshotSucceeded}
+	m.snapshotted = !w.memory && !early
+	snap := MemberSnapshot{Backup: Backup{Name: s.Backup}, MemberID: m.id, Member: m.name, Phase: SnapshotSucceeded,
+		RaftTerm: 2 + m.term, RaftIndex: 100 + m.index}
 	if w.snapshotFails != "" {
 		snap.Phase, snap.Message = SnapshotFailed, w.snapshotFails
 	} else {

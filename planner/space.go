@@ -206,14 +206,27 @@ func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) int {
 		case s.Action == plan.Compact && m.historyCompacted:
 		case s.Action == plan.Defragment && mm != nil && mm.id == s.MemberID && mm.up && !fragmented(mm, nospacePercent):
 		case s.Action == plan.DisarmAlarm && !slices.Contains(m.alarmed(AlarmNoSpace), s.MemberID):
-		case s.Action == plan.SnapshotSurvivor && mm != nil && mm.id == s.MemberID && m.snapshotOf(mm) != nil &&
-			m.snapshotOf(mm).Phase == SnapshotSucceeded:
+		case s.Action == plan.SnapshotSurvivor && mm != nil && mm.id == s.MemberID && m.snapshotShown(mm, s.Why):
 		case s.Why == plan.WhyShowData && mm != nil && mm.id == s.MemberID && (mm.pod && !mm.podDeleting || mm.dataLost):
 		default:
 			return i
 		}
 	}
 	return len(steps)
+}
+
+// snapshotShown: a survivor's snapshot step shows done: an early one once its EtcdBackup
+// is there, a recovery's once it succeeded on the claim the step marked, one in memory once
+// it succeeded.
+func (m *model) snapshotShown(mm *member, why plan.Why) bool {
+	s := m.snapshotOf(mm)
+	switch {
+	case s == nil:
+		return false
+	case why == plan.WhySurvivorSnapshotEarly:
+		return true
+	}
+	return s.Phase == SnapshotSucceeded && (why != plan.WhySurvivorSnapshot || mm.snapshotted)
 }
 
 // mib renders a size in MiB.

@@ -45,6 +45,11 @@ const (
 	// its volume and answers, no other survivor is more recent, and a destination for its
 	// snapshot is known.
 	PreSurvivorNewest PreconditionKind = "SurvivorNewest"
+	// PreQuorumDown: fewer than a quorum of voters answer and etcd's member list is not
+	// read through a quorum; no recovery chose its survivor yet, the member answers and is
+	// the most recent of the voters that do, it has no snapshot yet, and a destination for
+	// one is known.
+	PreQuorumDown PreconditionKind = "QuorumDown"
 	// PrePeersConnected: every source member of an adoption exchanges raft messages with
 	// the member (etcd counts it an active peer), and it with each of them.
 	PrePeersConnected PreconditionKind = "PeersConnected"

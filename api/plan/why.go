@@ -98,6 +98,12 @@ const (
 	// backup destination is known: its snapshot is stored, and every member is restored
 	// from it at once (faster than a restart alone and joins one by one).
 	WhySurvivorSnapshot Why = "SurvivorSnapshot"
+	// WhySurvivorSnapshotEarly: no quorum answers, and spec.recovery lets a recovery run
+	// on its own: the snapshot of the most recent voter that answers is stored at once,
+	// while the others show whether they kept their data. A recovery that restores every
+	// member from that voter takes it as its own, as long as the voter committed nothing
+	// since; else it is one more backup.
+	WhySurvivorSnapshotEarly Why = "SurvivorSnapshotEarly"
 	// WhyOldClusterPod: a Pod of the cluster that lost its quorum stops before the cluster
 	// starts anew from a backup.
 	WhyOldClusterPod Why = "OldClusterPod"
@@ -237,7 +243,7 @@ var Whys = []Why{
 	WhyScaleUp, WhyScaleDown, WhyReplacement, WhyReplaced, WhyTemporaryMember, WhyNotAMember, WhyLeftInRecovery, WhyParked,
 	WhyLeaderLeaves, WhyLeaderRestartsLast, WhyLeaderDefragmentedLast,
 	WhyVersionChanged, WhyConfigChanged, WhySizeChanged,
-	WhySurvivorRestartsAlone, WhySurvivorInMemory, WhySurvivorSnapshot, WhyOldClusterPod, WhyNoSurvivor,
+	WhySurvivorRestartsAlone, WhySurvivorInMemory, WhySurvivorSnapshot, WhySurvivorSnapshotEarly, WhyOldClusterPod, WhyNoSurvivor,
 	WhyNoSpaceCompact, WhyNoSpaceDefragment, WhyNoSpaceDisarm, WhyDefragScheduled, WhyDefragThreshold,
 	WhyCertificateDue, WhyCertificateUnserved,
 	WhyTLSBeside, WhyPeerURLToTLS, WhyClientPlainTextOff, WhyPlainTextOff,

@@ -51,6 +51,9 @@ const (
 	// (it is marked before the snapshot is asked for). It goes once a quorum answers again:
 	// a snapshot of an earlier loss never counts for a later one.
 	AnnotationSurvivorSnapshot = "etcdplan.io/survivor-snapshot"
+	// On a survivor's EtcdBackup: the member's raft term and index when its snapshot was
+	// asked for, "<term>/<index>": a member that reports the same committed nothing since.
+	AnnotationRaftAt = "etcdplan.io/raft-at"
 
 	// On a snapshot Pod: what its artifact says besides what the Pod reports.
 	AnnotationMember    = "etcdplan.io/member"

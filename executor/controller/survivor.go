@@ -16,9 +16,11 @@ import (
 
 // snapshotMember has the snapshot of a member stored: one that still runs alone with its
 // data in memory (SnapshotSurvivor), a survivor on its volume whose snapshot every member
-// is restored from (SnapshotSurvivor, its claim marked first), or a voter of an adopted
-// cluster before the first source member leaves (SnapshotSource). It creates the step's EtcdBackup, naming the member by ID
-// (spec.member), at the destination of the newest backup or the backup schedule, and the
+// is restored from (SnapshotSurvivor, its claim marked first), the most recent voter that
+// answers while no quorum does (SnapshotSurvivor, early: done once asked for), or a voter
+// of an adopted cluster before the first source member leaves (SnapshotSource). It creates
+// the step's EtcdBackup, naming the member by ID (spec.member) and recording its raft term
+// and index, at the destination of the newest backup or the backup schedule, and the
 // backup reconciler takes it. A later look finds the backup it created and waits for it;
 // the plan goes on once it succeeded (a survivor's failure blocks the next plan,
 // SurvivorSnapshotFailed; a source's stalls the step until the backup is deleted). No
@@ -40,6 +42,9 @@ func (r *Reconciler) snapshotMember(ctx context.Context, c *v1alpha1.EtcdCluster
 	case b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID || b.Labels[vocab.LabelManagedBy] != vocab.ManagerName:
 		return nameTaken("EtcdBackup", s.Backup)
 	}
+	if s.Why == plan.WhySurvivorSnapshotEarly {
+		return nil // taken: a recovery that restores from the member waits for it
+	}
 	if b.Status.Phase == v1alpha1.BackupFailed {
 		return status.Waiting("EtcdBackup %s failed to store the snapshot of %s: %s; delete it to take the snapshot again", b.Name, s.Member, readyMessage(b))
 	}
@@ -53,11 +58,28 @@ func (r *Reconciler) createSnapshot(ctx context.Context, c *v1alpha1.EtcdCluster
 	}
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: s.Backup,
 		Labels: map[string]string{v1alpha1.LabelCluster: c.Name, vocab.LabelManagedBy: vocab.ManagerName}}}
+	if at := raftAt(o, s.MemberID); at != "" {
+		b.Annotations = map[string]string{vocab.AnnotationRaftAt: at}
+	}
 	b.Spec.ClusterRef, b.Spec.Destination, b.Spec.Member = v1alpha1.ClusterReference{Name: c.Name}, *o.snapshotTo.DeepCopy(), s.MemberID
 	if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating EtcdBackup %s: %w", s.Backup, err)
 	}
 	return nil
+}
+
+// raftAt is the raft term and index the member of that ID reports on this look,
+// "<term>/<index>"; "" when it does not answer.
+func raftAt(o *observation, id string) string {
+	if o.Etcd == nil {
+		return ""
+	}
+	for _, m := range o.Etcd.Members {
+		if m.ID == id && m.Answering && m.RaftIndex > 0 {
+			return fmt.Sprintf("%d/%d", m.RaftTerm, m.RaftIndex)
+		}
+	}
+	return ""
 }
 
 // readyMessage is what a backup's Ready condition says.

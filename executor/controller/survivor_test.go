@@ -23,6 +23,7 @@ import (
 	"github.com/etcdplan/etcdplan/executor/status"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // backupFixture is the cluster fixture with a backup reconciler whose destinations all
@@ -191,4 +192,64 @@ func TestSurvivorOnAVolumeIsSnapshottedAndEveryMemberRestored(t *testing.T) {
 		require.Equal(t, "EtcdBackup demo-0-survivor-1", pod.Annotations[vocab.AnnotationRestore])
 	}
 	require.True(t, apierrors.IsNotFound(f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, &corev1.Pod{})))
+}
+
+// As soon as no quorum answers, a cluster whose spec.recovery lets a recovery run on its
+// own has the snapshot of the voter that answers asked for, recording its raft term and
+// index, and the other voters' Pods start meanwhile. Once their preflight checks found no
+// data, the recovery takes that snapshot as its own: it marks the claim, and takes none
+// again.
+func TestQuorumDownSnapshotIsAskedForEarly(t *testing.T) {
+	f := newBackupFixture(t)
+	ctx := context.Background()
+	f.update(func(c *v1alpha1.EtcdCluster) {
+		c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossAutomatic, AutoApproveDataLoss: true}
+	})
+	for _, name := range []string{"demo-1", "demo-2"} {
+		require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}))
+	}
+	f.setView(func(v *planner.EtcdView) {
+		firstAloneAnswers(v)
+		v.Members[0].RaftTerm, v.Members[0].RaftIndex = 3, 120
+	})
+	sched := &v1alpha1.EtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly"}}
+	sched.Spec.ClusterRef.Name, sched.Spec.Schedule = "demo", "0 3 * * *"
+	sched.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups", Prefix: "etcd"}
+	require.NoError(t, f.kube.Create(ctx, sched))
+
+	c, _ := f.fixture.reconcile()
+	s := c.Status.Plan.Steps[0]
+	require.Equal(t, "SnapshotSurvivor demo-0 demo-0-survivor-1 SurvivorSnapshotEarly", string(s.Action)+" "+s.Member+" "+s.Backup+" "+string(s.Why))
+	snap := &v1alpha1.EtcdBackup{}
+	key := client.ObjectKey{Namespace: "ns", Name: "demo-0-survivor-1"}
+	require.NoError(t, f.kube.Get(ctx, key, snap))
+	require.Equal(t, "3/120", snap.Annotations[vocab.AnnotationRaftAt])
+	require.Equal(t, "1", snap.Spec.Member)
+	pvc := &corev1.PersistentVolumeClaim{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
+	require.Empty(t, pvc.Annotations[vocab.AnnotationSurvivorSnapshot], "an early snapshot chooses nothing")
+	for range 3 {
+		f.fixture.reconcile()
+	}
+	for _, name := range []string{"demo-1", "demo-2"} {
+		require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, &corev1.Pod{}), "%s starts meanwhile", name)
+	}
+	_, err := f.br.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	require.NoError(t, err)
+	require.NoError(t, f.kube.Get(ctx, key, snap))
+	require.Equal(t, v1alpha1.BackupSucceeded, snap.Status.Phase, "read without a quorum: %v", snap.Status.Conditions)
+
+	f.dataLost("demo-1", "demo-2")
+	c, _ = f.fixture.reconcile()
+	s = c.Status.Plan.Steps[0]
+	require.Equal(t, "SnapshotSurvivor demo-0 SurvivorSnapshot", string(s.Action)+" "+s.Member+" "+string(s.Why))
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pvc))
+	require.Equal(t, "1", pvc.Annotations[vocab.AnnotationSurvivorSnapshot], "the recovery chose demo-0, on the evidence")
+	c, _ = f.fixture.reconcile()
+	steps := c.Status.Plan.Steps
+	require.Equal(t, "StopMember demo-0", string(steps[0].Action)+" "+steps[0].Member)
+	require.Equal(t, "RestoreFromBackup demo-3 demo-0-survivor-1", string(steps[1].Action)+" "+steps[1].Member+" "+steps[1].Backup)
+	backups := &v1alpha1.EtcdBackupList{}
+	require.NoError(t, f.kube.List(ctx, backups))
+	require.Len(t, backups.Items, 1, "one snapshot, taken once")
 }

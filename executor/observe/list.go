@@ -85,6 +85,9 @@ func snapshots(backups []v1alpha1.EtcdBackup, clusterIDs ...string) []planner.Me
 			continue
 		}
 		s := planner.MemberSnapshot{Backup: planner.Backup{Name: b.Name}, MemberID: b.Spec.Member, Phase: string(b.Status.Phase)}
+		if _, err := fmt.Sscanf(b.Annotations[vocab.AnnotationRaftAt], "%d/%d", &s.RaftTerm, &s.RaftIndex); err != nil {
+			s.RaftTerm, s.RaftIndex = 0, 0 // not recorded: never taken as current
+		}
 		if a := b.Status.Artifact; b.Status.Phase == v1alpha1.BackupSucceeded {
 			if !ofCluster(b, clusterIDs) {
 				continue

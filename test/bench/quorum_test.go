@@ -166,12 +166,14 @@ func quorumMarks(r benchResult, floorAt map[string]time.Duration) []benchMark {
 		if !plan.Action(st.Action).Recovers() || st.Applied.IsZero() {
 			continue
 		}
-		if first == nil {
+		if first == nil && !early(st) { // an early snapshot decides nothing: the recovery starts once the data is shown lost
 			first = st
 		}
 		switch plan.Action(st.Action) {
 		case plan.SnapshotSurvivor:
-			snap = st
+			if !early(st) {
+				snap = st
+			}
 		case plan.RestoreFromBackup, plan.ForceNewCluster:
 			restore = st
 		}
@@ -196,6 +198,9 @@ func quorumMarks(r benchResult, floorAt map[string]time.Duration) []benchMark {
 	marks[0].Floor = 0
 	return append(marks, benchMark{What: "settled", Operator: r.Operator, Floor: r.Floor})
 }
+
+// early: the step is a survivor's snapshot asked for as soon as no quorum answered.
+func early(st *stepTiming) bool { return st.Precondition == string(plan.PreQuorumDown) }
 
 func markMS(d time.Duration) string {
 	if d < 0 {

@@ -151,6 +151,13 @@ func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
 	require.True(t, strings.HasPrefix(l.Backup, "demo-0-survivor-"), l.Backup)
 	snap := framework.WaitBackup(t, ns, l.Backup, v1alpha1.BackupSucceeded)
 	require.Equal(t, before.Status.ClusterID, snap.Status.Artifact.ClusterID, "the snapshot is of the cluster that lost its quorum")
+	// Asked for as soon as no quorum answered (while the wiped members' Pods show their data
+	// gone, unless they did first), it records the survivor's raft position; the recovery
+	// took it as its own, and took no other.
+	require.NotEmpty(t, snap.Annotations[vocab.AnnotationRaftAt], "the survivor's raft term and index when it was asked for")
+	var backups v1alpha1.EtcdBackupList
+	require.NoError(t, framework.Env.Client.List(ctx, &backups, client.InNamespace(ns)))
+	require.Len(t, slices.DeleteFunc(backups.Items, func(b v1alpha1.EtcdBackup) bool { return b.Spec.Member == "" }), 1, "one snapshot of the survivor")
 	require.Equal(t, snap.Status.Artifact.URI, c.Status.RestoredFrom)
 	require.Len(t, framework.CheckMembership(t, ns, "demo").Members, 3)
 	require.Equal(t, written, keys(t, ns, "demo", "/data/"), "every write the survivor had")
