@@ -61,12 +61,14 @@ func needsPod(mm *member) bool { return !mm.pod || mm.podDeleting }
 // whose Pod is gone gets one to show whether it kept its own (its preflight check, or its
 // answer); one whose Pod starts needs no step: recoverQuorum waits for what it shows. No
 // voter starts once a recovery restores the survivor's snapshot (its Pods stop for it),
-// and the seeds of a restore under way get their Pods from that step.
+// and the seeds of a restore under way get their Pods from that step. Voters whose Pods are
+// gone start before those whose Pods are still going: each step waits for the old Pod.
 func startVoters(m *model, d Desired) (plan.Step, bool) {
 	if d.Replicas == 0 {
 		return plan.Step{}, false
 	}
 	restoring := m.quorumLost(d) && slices.ContainsFunc(m.members, func(x *member) bool { return x.copied && x.voter() })
+	var going *member // the first whose Pod is still going: its step waits for it, so those whose Pods are gone start first
 	for _, mm := range m.members {
 		if !mm.voter() || !mm.started || mm.source || m.lost(mm, d) || (mm.forcing && m.quorumLost(d)) || restoring || (mm.restoring != nil && m.restoreSeed() != nil) {
 			continue
@@ -74,15 +76,27 @@ func startVoters(m *model, d Desired) (plan.Step, bool) {
 		if !needsPod(mm) || d.Memory && mm.podDeleting {
 			continue
 		}
-		s := step(plan.StartMember, mm, plan.PreNone, plan.WhyPodGone, "member %s needs a new Pod%s", mm.name, preflightFailed(mm))
-		if !d.Memory && !mm.holdsData() && m.quorumLost(d) && mm.preflightErr == "" {
-			s = step(plan.StartMember, mm, plan.PreNone, plan.WhyShowData,
-				"a majority of voters lost their data: %s runs, to show whether it kept its own before a recovery compares the survivors", mm.name)
+		if mm.pod {
+			going = cmp.Or(going, mm)
+			continue
 		}
-		s.Version = cmp.Or(mm.version, d.Version)
-		return s, true
+		return startStep(m, d, mm), true
+	}
+	if going != nil {
+		return startStep(m, d, going), true
 	}
 	return plan.Step{}, false
+}
+
+// startStep starts a voter's Pod (startVoters).
+func startStep(m *model, d Desired, mm *member) plan.Step {
+	s := step(plan.StartMember, mm, plan.PreNone, plan.WhyPodGone, "member %s needs a new Pod%s", mm.name, preflightFailed(mm))
+	if !d.Memory && !mm.holdsData() && m.quorumLost(d) && mm.preflightErr == "" {
+		s = step(plan.StartMember, mm, plan.PreNone, plan.WhyShowData,
+			"a majority of voters lost their data: %s runs, to show whether it kept its own before a recovery compares the survivors", mm.name)
+	}
+	s.Version = cmp.Or(mm.version, d.Version)
+	return s
 }
 
 // preflightFailed says, for a member whose last Pod's preflight check could not read its

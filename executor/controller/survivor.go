@@ -42,10 +42,12 @@ func (r *Reconciler) snapshotMember(ctx context.Context, c *v1alpha1.EtcdCluster
 	case b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID || b.Labels[vocab.LabelManagedBy] != vocab.ManagerName:
 		return nameTaken("EtcdBackup", s.Backup)
 	}
-	if s.Why == plan.WhySurvivorSnapshotEarly {
-		return nil // taken: a recovery that restores from the member waits for it
-	}
-	if b.Status.Phase == v1alpha1.BackupFailed {
+	switch {
+	case s.Why == plan.WhySurvivorSnapshotEarly:
+		return nil // asked for: a recovery that restores from the member waits for it
+	case b.Status.Phase == v1alpha1.BackupSucceeded:
+		return nil // stored (an early snapshot, the recovery's now): the next look shows it
+	case b.Status.Phase == v1alpha1.BackupFailed:
 		return status.Waiting("EtcdBackup %s failed to store the snapshot of %s: %s; delete it to take the snapshot again", b.Name, s.Member, readyMessage(b))
 	}
 	return status.Waiting("waiting for EtcdBackup %s to store the snapshot of %s (phase %q): %s", b.Name, s.Member, b.Status.Phase, readyMessage(b))

@@ -469,8 +469,8 @@ func (b *bench) run(name, cluster string, replicas int, version string, change, 
 	}
 	s := startSampler(t, b.kube, b.opNS, cluster)
 	opBefore, floorBefore := framework.PodUIDs(t, b.opNS, cluster), framework.PodUIDs(t, b.floorNS, cluster)
+	cpu := machineCPU(t) // before the clock starts: it reads every process's times
 	r.Start = time.Now()
-	cpu := machineCPU(t)
 	change()
 	r.Operator = b.until(r.Start, done(b.opNS))
 	opBusy := cpu.busySince(t)
@@ -507,7 +507,8 @@ func (b *bench) probed(ns, cluster string, do func(), done func() bool) (time.Du
 		time.Sleep(6 * time.Second)
 		p = startProbe(b.t, ns, cluster)
 	}
-	start, cpu := time.Now(), machineCPU(b.t)
+	cpu := machineCPU(b.t)
+	start := time.Now()
 	do()
 	d := b.until(start, done)
 	busy := cpu.busySince(b.t)
