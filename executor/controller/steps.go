@@ -195,7 +195,7 @@ func (r *Reconciler) prepareMember(ctx context.Context, c *v1alpha1.EtcdCluster,
 			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
 				return nil, err
 			}
-			if !r.goneSoon(ctx, p) {
+			if !r.goneSoon(ctx, c, o, p) {
 				return nil, r.podGoing(ctx, p)
 			}
 		} else if podEnded(p) {
@@ -208,7 +208,7 @@ func (r *Reconciler) prepareMember(ctx context.Context, c *v1alpha1.EtcdCluster,
 			if err := r.deleteMemberPod(ctx, c, o, s.Member); err != nil {
 				return nil, err
 			}
-			if !r.goneSoon(ctx, p) {
+			if !r.goneSoon(ctx, c, o, p) {
 				return nil, status.Waiting("waiting for the ended Pod of %s to go", s.Member)
 			}
 		} else {
@@ -508,13 +508,38 @@ func (r *Reconciler) soon(ctx context.Context, done func() bool) bool {
 
 // goneSoon reports whether the Pod (this one, by UID) is gone, read around the cache, waiting
 // soonWait at most: a Pod whose etcd ended or stops at once goes within that, and the
-// look the step runs on may be older than the Pod's end.
-func (r *Reconciler) goneSoon(ctx context.Context, p *corev1.Pod) bool {
-	return r.soon(ctx, func() bool {
+// look the step runs on may be older than the Pod's end. It stops waiting once another
+// member Pod the look saw staying starts to go (as the cache shows): that may change the
+// plan (a quorum goes, and a survivor's snapshot is asked for early), and the next look,
+// which the Pod's event brings, says how.
+func (r *Reconciler) goneSoon(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, p *corev1.Pod) bool {
+	gone := false
+	r.soon(ctx, func() bool {
 		now := &corev1.Pod{}
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(p), now)
-		return apierrors.IsNotFound(err) || err == nil && now.UID != p.UID
+		gone = apierrors.IsNotFound(err) || err == nil && now.UID != p.UID
+		return gone || r.othersGoing(ctx, c, o, p.Name)
 	})
+	return gone
+}
+
+// othersGoing: a member Pod other than the named one, there and staying at the look, is
+// going or gone in the cache.
+func (r *Reconciler) othersGoing(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, name string) bool {
+	pods, err := observe.MemberPods(ctx, r.Client, c)
+	if err != nil {
+		return false
+	}
+	for n, was := range o.pods {
+		if n == name || was.DeletionTimestamp != nil {
+			continue
+		}
+		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == n })
+		if i < 0 || pods[i].UID != was.UID || pods[i].DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // removePod deletes a member's Pod and waits, within its grace period, until it is gone.
