@@ -155,7 +155,8 @@ func recoverQuorum(m *model, d Desired) (plan.Step, bool) {
 // each join waits out etcd's publish timeout (docs/design/etcd-publish-wait.md). It holds
 // the same writes: a survivor without a quorum commits nothing more. It needs a destination
 // for the snapshot; one that failed falls back to the restart alone, as does an early
-// snapshot (snapshotEarly) the survivor is no longer current with: its name is taken.
+// snapshot (snapshotEarly) the survivor is no longer current with: its name is taken
+// until the executor forgets it, once the member serves in a quorum again.
 func (m *model) copies(target *member) bool {
 	s := m.snapshotOf(target)
 	return m.snapshotTo != "" && !target.forcing && (s == nil || s.Phase != SnapshotFailed && (target.snapshotted || current(target, s)))

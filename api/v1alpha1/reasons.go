@@ -72,6 +72,9 @@ const (
 	ReasonStepStalled     = "StepStalled"
 	ReasonRecoveryStarted = "RecoveryStarted"
 	ReasonRecovered       = "Recovered"
+	// ReasonSnapshotForgotten: a survivor's snapshot no recovery restored is deleted, its
+	// member serving in a quorum again (its stored object stays).
+	ReasonSnapshotForgotten = "SnapshotForgotten"
 	// etcd's leader refused a member add for long, every voter answering: leadership moved.
 	ReasonLeaderUnconnected = "LeaderUnconnected"
 	// ReasonSourceRemoved: every source member of an adoption left; the plan waits for the

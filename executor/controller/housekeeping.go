@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -56,7 +57,47 @@ func (r *Reconciler) housekeep(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 	if err := r.applyOwned(ctx, c, resources.PDB(c, voters)); err != nil {
 		return err
 	}
+	if err := r.forgetSnapshots(ctx, c, o); err != nil {
+		return err
+	}
 	return r.retainVolumes(ctx, c, o)
+}
+
+// forgetSnapshots deletes the EtcdBackups of survivors' snapshots (SnapshotName) no recovery
+// restored: their member is a voter again in a view read through a quorum, under the same
+// member ID, so the cluster holds all they hold. Their name is free then, and a later loss
+// takes a fresh snapshot (an early one, or the recovery's) rather than find this one stale.
+// The stored object stays, as for any EtcdBackup deleted. One still being taken waits.
+func (r *Reconciler) forgetSnapshots(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
+	if o.Etcd == nil || !o.Etcd.Linearizable {
+		return nil
+	}
+	for _, s := range o.Snapshots {
+		if s.Phase != planner.SnapshotSucceeded && s.Phase != string(v1alpha1.BackupFailed) || !survivorVoter(o.Etcd, s) {
+			continue
+		}
+		b := &v1alpha1.EtcdBackup{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Name}, b); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if b.Labels[vocab.LabelManagedBy] != vocab.ManagerName || b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID {
+			continue
+		}
+		if err := r.Delete(ctx, b, client.Preconditions{UID: &b.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting EtcdBackup %s, the snapshot of voter %s: %w", b.Name, s.MemberID, err)
+		}
+		r.event(c, corev1.EventTypeNormal, v1alpha1.ReasonSnapshotForgotten, "EtcdBackup %s, the snapshot of %s taken while no quorum answered, is deleted: "+
+			"the member serves in a quorum again, and the cluster holds all it holds (its stored object stays)", b.Name, s.Member)
+	}
+	return nil
+}
+
+// survivorVoter: the snapshot is a survivor's (named by SnapshotName) whose member is a
+// voter of the view, under the ID it records.
+func survivorVoter(v *planner.EtcdView, s planner.MemberSnapshot) bool {
+	return slices.ContainsFunc(v.Members, func(m planner.EtcdMember) bool {
+		return !m.Learner && m.ID == s.MemberID && m.Name != "" && s.Name == planner.SnapshotName(m.Name, m.ID)
+	})
 }
 
 // appliedSet remembers what was last applied of each object, so a reconcile applies only

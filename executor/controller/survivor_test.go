@@ -253,3 +253,36 @@ func TestQuorumDownSnapshotIsAskedForEarly(t *testing.T) {
 	require.NoError(t, f.kube.List(ctx, backups))
 	require.Len(t, backups.Items, 1, "one snapshot, taken once")
 }
+
+// A survivor's snapshot no recovery restored is deleted once its member is a voter again in
+// a view read through a quorum, under the ID it records: the cluster holds all it holds, and
+// a later loss takes a fresh one under that name. One still being taken, and one of a
+// member that is not a voter of the cluster, stay.
+func TestSnapshotOfAVoterServingAgainIsForgotten(t *testing.T) {
+	f := newBackupFixture(t)
+	ctx := context.Background()
+	snapshot := func(name, member string, phase v1alpha1.BackupPhase) {
+		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Labels: map[string]string{v1alpha1.LabelCluster: "demo", vocab.LabelManagedBy: vocab.ManagerName}}}
+		b.Spec.ClusterRef.Name, b.Spec.Member = "demo", member
+		b.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups", Prefix: "etcd"}
+		require.NoError(t, f.kube.Create(ctx, b))
+		b.Status.Phase = phase
+		if phase == v1alpha1.BackupSucceeded {
+			b.Status.Artifact = &v1alpha1.Artifact{URI: "s3://backups/etcd/" + name + ".db", Revision: 42, ClusterID: "c1", Member: "demo-0",
+				TakenAt: metav1.NewTime(f.now.Add(-time.Minute))}
+		}
+		require.NoError(t, f.kube.Status().Update(ctx, b))
+	}
+	snapshot("demo-0-survivor-1", "1", v1alpha1.BackupSucceeded)
+	snapshot("demo-1-survivor-2", "2", v1alpha1.BackupRunning)
+	snapshot("demo-7-survivor-9", "9", v1alpha1.BackupSucceeded)
+	f.fixture.reconcile()
+	gone := func(name string) bool {
+		return apierrors.IsNotFound(f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, &v1alpha1.EtcdBackup{}))
+	}
+	require.True(t, gone("demo-0-survivor-1"), "demo-0 serves in a quorum again")
+	require.False(t, gone("demo-1-survivor-2"), "still being taken")
+	require.False(t, gone("demo-7-survivor-9"), "not of a voter")
+	require.Contains(t, strings.Join(f.drain(), "\n"), "Normal SnapshotForgotten EtcdBackup demo-0-survivor-1")
+}
