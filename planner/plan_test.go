@@ -1276,7 +1276,7 @@ func TestSurvivorInMemoryIsSnapshottedFirst(t *testing.T) {
 		steps := convergedSteps(t, c, w, func(s plan.Step) {
 			if s.Action == plan.RestoreFromBackup {
 				require.Equal(t, "demo-0-survivor-1", s.Backup)
-				require.Contains(t, s.Reason, "; demo-0-survivor-1, the snapshot of demo-0 taken while it ran alone with its data in memory, "+
+				require.Contains(t, s.Reason, "; demo-0-survivor-1, the snapshot of demo-0 taken while no quorum answered, "+
 					"holds a higher revision than the newest backup, EtcdBackup nightly (revision 42")
 			}
 		})
@@ -1292,7 +1292,7 @@ func TestSurvivorInMemoryIsSnapshottedFirst(t *testing.T) {
 		require.Equal(t, []string{"StopMember demo-0", "RestoreFromBackup demo-3"}, summary(p)[:2])
 		require.Equal(t, "nightly", p.Steps[1].Backup)
 		require.Contains(t, p.Steps[1].Reason, "; nightly holds a revision at least as high as demo-0-survivor-1, the snapshot of demo-0 "+
-			"taken while it ran alone with its data in memory (revision 40): that member had fallen behind")
+			"taken while no quorum answered (revision 40): that member had fallen behind")
 		ok, why := Check(c, p.Steps[1], o)
 		require.False(t, ok)
 		require.Equal(t, "waiting for the Pod of demo-0 to stop and go: one cluster alone serves behind the client Service", why)

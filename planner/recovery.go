@@ -317,14 +317,14 @@ func (m *model) restoreSource(name string) (*Backup, string) {
 	switch {
 	case snap == nil:
 	case b == nil:
-		b, why = &snap.Backup, fmt.Sprintf("%s is the snapshot of %s, taken while it ran alone with its data in memory; the cluster has no other backup",
+		b, why = &snap.Backup, fmt.Sprintf("%s is the snapshot of %s, taken while no quorum answered; the cluster has no other backup",
 			snap.Name, snap.Member)
 	case snap.Revision > b.Revision:
-		why = fmt.Sprintf("%s, the snapshot of %s taken while it ran alone with its data in memory, holds a higher revision than the newest backup, %s",
+		why = fmt.Sprintf("%s, the snapshot of %s taken while no quorum answered, holds a higher revision than the newest backup, %s",
 			snap.Name, snap.Member, b)
 		b = &snap.Backup
 	default:
-		why = fmt.Sprintf("%s holds a revision at least as high as %s, the snapshot of %s taken while it ran alone with its data in memory (revision %d): "+
+		why = fmt.Sprintf("%s holds a revision at least as high as %s, the snapshot of %s taken while no quorum answered (revision %d): "+
 			"that member had fallen behind", b.Name, snap.Name, snap.Member, snap.Revision)
 	}
 	if b != nil && name != "" && b.Name != name {

@@ -118,7 +118,7 @@ func TestSurvivorInMemoryIsSnapshottedBeforeTheRestore(t *testing.T) {
 	steps := c.Status.Plan.Steps
 	require.Equal(t, []plan.Action{plan.StopMember, plan.RestoreFromBackup}, []plan.Action{steps[0].Action, steps[1].Action})
 	require.Equal(t, "demo-0-survivor-1", steps[1].Backup)
-	require.Contains(t, steps[1].Reason, "demo-0-survivor-1, the snapshot of demo-0 taken while it ran alone with its data in memory, "+
+	require.Contains(t, steps[1].Reason, "demo-0-survivor-1, the snapshot of demo-0 taken while no quorum answered, "+
 		"holds a higher revision than the newest backup, EtcdBackup nightly (revision 42")
 	require.Equal(t, v1alpha1.PlanAwaitingApproval, c.Status.Plan.Phase, "the restore is approved on its own")
 	require.Contains(t, conditions.GetMessage(c, meta.StalledCondition), "starts the cluster anew from EtcdBackup demo-0-survivor-1 (revision 4711")

@@ -168,9 +168,12 @@ func (c *Client) readMembers(ctx context.Context, tries int, clock time.Duration
 // later). Either way the read waits for what cannot come. A leader with a quorum answers
 // in a heartbeat's round trip, so the read gets a short clock; failing, the view is one
 // member's, on which nothing destructive is decided. The leader of a cluster of one gets
-// the full clock.
+// the full clock. When no member answered at all, they are down or starting: the members
+// of a new cluster (a restore's seeds) answer nothing before they elect a leader, and a
+// read waiting a full clock would leave the operator blind to the leader they elect
+// meanwhile; the next look, which the poll or a Pod event brings, reads again.
 func readTimeout(answered []string, members int, leaderAnswered bool) time.Duration {
-	if len(answered) == 1 && (!leaderAnswered || members > 1) {
+	if len(answered) == 0 || len(answered) == 1 && (!leaderAnswered || members > 1) {
 		return unreachedLeaderRead
 	}
 	return requestTimeout / 3

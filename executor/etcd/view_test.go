@@ -100,12 +100,14 @@ func (m *oneMember) MemberList(ctx context.Context, r *etcdserverpb.MemberListRe
 // ago), or itself while its peers do not answer (it leads until its quorum check fails):
 // the read through a quorum is tried on a short clock, and the view is the member's own.
 // So does the leader alone at the only endpoint when its own list names other voters. The
-// one member of a cluster of one, answering as the leader, is given the full clock.
+// one member of a cluster of one, answering as the leader, is given the full clock. With no
+// member answering, the read is short too.
 func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
 	require.Equal(t, unreachedLeaderRead, readTimeout([]string{"demo-0"}, 3, false), "one member, its leader unreached")
 	require.Equal(t, unreachedLeaderRead, readTimeout([]string{"demo-0"}, 3, true), "one member of three, the leader")
 	require.Equal(t, requestTimeout/3, readTimeout([]string{"demo-0"}, 1, true), "the one member, the leader")
 	require.Equal(t, requestTimeout/3, readTimeout([]string{"demo-0", "demo-1"}, 3, false), "more members answered")
+	require.Equal(t, unreachedLeaderRead, readTimeout(nil, 3, false), "no member answered: they are down, or a new cluster forms")
 	for _, tc := range []struct {
 		leader    uint64
 		peers     int
