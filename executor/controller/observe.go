@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -93,6 +94,68 @@ func (cs *clients) forget(uid types.NamespacedName) {
 }
 
 func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
+	for tries := 1; ; tries++ {
+		o, err := r.observeOnce(ctx, c, tries < maxLooks)
+		if !errors.Is(err, errEndpointGoing) {
+			return o, err
+		}
+	}
+}
+
+// maxLooks bounds the looks observe starts again when a member Pod it asks goes meanwhile.
+const maxLooks = 3
+
+// errEndpointGoing: a member Pod whose etcd the look asks started to go (the cache shows
+// it deleted, or going) while the look waited for etcd.
+var errEndpointGoing = errors.New("a member Pod the look asks started to go")
+
+// viewWhileServing reads etcd's view, and gives it up (errEndpointGoing) once a member Pod
+// it asks starts to go: a stopping etcd holds calls until their clocks end, seconds in all,
+// while a look without it takes moments. A look that gives up is started again, on the
+// Pods the cache holds then.
+func (r *Reconciler) viewWhileServing(ctx context.Context, c *v1alpha1.EtcdCluster, cli etcd.Cluster, asked map[string]string) (*planner.EtcdView, error) {
+	vctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-vctx.Done():
+				return
+			case <-tick.C:
+			}
+			if r.askedGoing(vctx, c, asked) {
+				cancel(errEndpointGoing)
+				return
+			}
+		}
+	}()
+	view, err := cli.View(vctx)
+	if cause := context.Cause(vctx); errors.Is(cause, errEndpointGoing) {
+		return nil, cause
+	}
+	return view, err
+}
+
+// askedGoing: a member Pod of the asked endpoints is gone or going in the cache.
+func (r *Reconciler) askedGoing(ctx context.Context, c *v1alpha1.EtcdCluster, asked map[string]string) bool {
+	pods, err := observe.MemberPods(ctx, r.Client, c)
+	if err != nil {
+		return false
+	}
+	for name := range asked {
+		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == name })
+		if i < 0 || pods[i].DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// observeOnce is one look; with watch, it gives up its view of etcd once a member Pod it
+// asks starts to go (viewWhileServing).
+func (r *Reconciler) observeOnce(ctx context.Context, c *v1alpha1.EtcdCluster, watch bool) (*observation, error) {
 	objs, err := observe.List(ctx, r, c)
 	if err != nil {
 		return nil, err
@@ -151,7 +214,15 @@ func (r *Reconciler) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*obs
 		return o, nil
 	}
 	o.etcd = cli
-	view, err := cli.View(ctx)
+	var view *planner.EtcdView
+	if watch {
+		view, err = r.viewWhileServing(ctx, c, cli, own)
+	} else {
+		view, err = cli.View(ctx)
+	}
+	if errors.Is(err, errEndpointGoing) {
+		return nil, err
+	}
 	if err != nil || len(view.Members) == 0 {
 		if adoption.Running(c) && c.Status.Join == nil {
 			o.Join = joinFailed(o.Join, err)

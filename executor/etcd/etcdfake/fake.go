@@ -45,7 +45,9 @@ type Cluster struct {
 	// Held is what Contents answers, at any revision.
 	Held etcd.Contents
 	// Cut, when set, names members whose raft messages pass to no peer (ActivePeers).
-	Cut       []string
+	Cut []string
+	// Looking, when set, runs as View starts, with its context: a look that etcd holds.
+	Looking   func(ctx context.Context)
 	calls     []string
 	nextID    uint64
 	clusterID string // set by SetCluster: a view of another cluster is refused, as Client does
@@ -78,7 +80,10 @@ func (c *Cluster) call(format string, args ...any) error {
 	return c.Err
 }
 
-func (c *Cluster) View(context.Context) (*planner.EtcdView, error) {
+func (c *Cluster) View(ctx context.Context) (*planner.EtcdView, error) {
+	if c.Looking != nil {
+		c.Looking(ctx)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view == nil {
