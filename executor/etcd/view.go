@@ -96,11 +96,27 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	// how many voters it has: with others to confirm its reads, the read gets the short
 	// clock.
 	var own *clientv3.MemberListResponse
-	if len(answered) == 1 && leaderAnswered && asked == 1 {
+	var owned chan *clientv3.MemberListResponse
+	switch {
+	case len(answered) == 1 && leaderAnswered && asked == 1:
 		own, _ = c.ownList(ctx, statusTimeout)
+	case len(answered) == 0:
+		// No member answered: they are down, or starting (a new cluster's members answer
+		// nothing before they elect a leader). The read and a member's own list run at once,
+		// both on the short clock; failing both, the next look asks again.
+		owned = make(chan *clientv3.MemberListResponse, 1)
+		go func() {
+			l, _ := c.ownList(ctx, unreachedLeaderRead)
+			owned <- l
+		}()
 	}
 	if leader || len(answered) == 0 {
 		list, err = c.readMembers(ctx, min(max(len(answered), 1), 2), readTimeout(answered, max(asked, votersOf(own)), leaderAnswered))
+	}
+	if owned != nil {
+		if own = <-owned; err != nil && own == nil {
+			return nil, false, err
+		}
 	}
 	linearizable := err == nil
 	if err != nil && own != nil {

@@ -71,13 +71,21 @@ type oneMember struct {
 	leader uint64
 	peers  int          // voters its own list names besides itself, at no endpoint
 	clock  atomic.Int64 // the deadline the read through a quorum came with, from its start
+	// starting: its status answers nothing, as a new cluster's member before its leader is
+	// elected; own is the deadline its serializable list came with.
+	starting bool
+	own      atomic.Int64
 }
 
 func (m *oneMember) header() *etcdserverpb.ResponseHeader {
 	return &etcdserverpb.ResponseHeader{ClusterId: 1, MemberId: 2}
 }
 
-func (m *oneMember) Status(context.Context, *etcdserverpb.StatusRequest) (*etcdserverpb.StatusResponse, error) {
+func (m *oneMember) Status(ctx context.Context, _ *etcdserverpb.StatusRequest) (*etcdserverpb.StatusResponse, error) {
+	if m.starting {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return &etcdserverpb.StatusResponse{Header: m.header(), Leader: m.leader, Version: "3.6.16"}, nil
 }
 
@@ -88,6 +96,9 @@ func (m *oneMember) MemberList(ctx context.Context, r *etcdserverpb.MemberListRe
 		}
 		<-ctx.Done()
 		return nil, ctx.Err()
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		m.own.Store(int64(time.Until(dl)))
 	}
 	members := []*etcdserverpb.Member{{ID: 2, Name: "demo-0"}}
 	for i := range m.peers {
@@ -140,4 +151,28 @@ func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
 			require.LessOrEqual(t, time.Duration(m.clock.Load()), tc.clock, "the read's deadline is its clock")
 		})
 	}
+}
+
+// A member that answers no status (a new cluster's member before its leader is elected) is
+// read through a quorum and asked for its own list at once, each on the short clock: the
+// look returns its own list, not read through a quorum, instead of waiting a clock for each.
+func TestNoMemberAnsweringIsReadOnTheShortClock(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv, m := grpc.NewServer(), &oneMember{starting: true, peers: 2}
+	etcdserverpb.RegisterMaintenanceServer(srv, m)
+	etcdserverpb.RegisterClusterServer(srv, m)
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	c, err := dial(map[string]string{"demo-0": "http://" + l.Addr().String()}, nil)
+	require.NoError(t, err)
+	defer c.Close()
+
+	list, linearizable, err := c.memberList(context.Background())
+	require.NoError(t, err)
+	require.False(t, linearizable)
+	require.Len(t, list.Members, 3)
+	require.LessOrEqual(t, time.Duration(m.clock.Load()), unreachedLeaderRead, "the read's deadline is the short clock")
+	require.LessOrEqual(t, time.Duration(m.own.Load()), unreachedLeaderRead, "so is the own list's")
+	require.Positive(t, m.own.Load(), "the own list was asked")
 }
