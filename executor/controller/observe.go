@@ -113,7 +113,7 @@ var errEndpointGoing = errors.New("a member Pod the look asks started to go")
 // it asks starts to go: a stopping etcd holds calls until their clocks end, seconds in all,
 // while a look without it takes moments. A look that gives up is started again, on the
 // Pods the cache holds then.
-func (r *Reconciler) viewWhileServing(ctx context.Context, c *v1alpha1.EtcdCluster, cli etcd.Cluster, asked map[string]string) (*planner.EtcdView, error) {
+func (r *Reconciler) viewWhileServing(ctx context.Context, c *v1alpha1.EtcdCluster, cli etcd.Cluster, asked map[string]types.UID) (*planner.EtcdView, error) {
 	vctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -125,7 +125,7 @@ func (r *Reconciler) viewWhileServing(ctx context.Context, c *v1alpha1.EtcdClust
 				return
 			case <-tick.C:
 			}
-			if r.askedGoing(vctx, c, asked) {
+			if r.podsGoing(vctx, c, asked) {
 				cancel(errEndpointGoing)
 				return
 			}
@@ -138,19 +138,31 @@ func (r *Reconciler) viewWhileServing(ctx context.Context, c *v1alpha1.EtcdClust
 	return view, err
 }
 
-// askedGoing: a member Pod of the asked endpoints is gone or going in the cache.
-func (r *Reconciler) askedGoing(ctx context.Context, c *v1alpha1.EtcdCluster, asked map[string]string) bool {
+// podsGoing: one of the member Pods seen (by name, with its UID) is gone, replaced or
+// going in the cache.
+func (r *Reconciler) podsGoing(ctx context.Context, c *v1alpha1.EtcdCluster, seen map[string]types.UID) bool {
 	pods, err := observe.MemberPods(ctx, r.Client, c)
 	if err != nil {
 		return false
 	}
-	for name := range asked {
+	for name, uid := range seen {
 		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == name })
-		if i < 0 || pods[i].DeletionTimestamp != nil {
+		if i < 0 || pods[i].UID != uid || pods[i].DeletionTimestamp != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// staying are the look's member Pods not going, by name and UID, but the one named.
+func staying(o *observation, except string) map[string]types.UID {
+	out := map[string]types.UID{}
+	for name, p := range o.pods {
+		if name != except && p.DeletionTimestamp == nil {
+			out[name] = p.UID
+		}
+	}
+	return out
 }
 
 // observeOnce is one look; with watch, it gives up its view of etcd once a member Pod it
@@ -216,7 +228,11 @@ func (r *Reconciler) observeOnce(ctx context.Context, c *v1alpha1.EtcdCluster, w
 	o.etcd = cli
 	var view *planner.EtcdView
 	if watch {
-		view, err = r.viewWhileServing(ctx, c, cli, own)
+		asked := map[string]types.UID{}
+		for name := range own {
+			asked[name] = o.pods[name].UID
+		}
+		view, err = r.viewWhileServing(ctx, c, cli, asked)
 	} else {
 		view, err = cli.View(ctx)
 	}

@@ -518,28 +518,9 @@ func (r *Reconciler) goneSoon(ctx context.Context, c *v1alpha1.EtcdCluster, o *o
 		now := &corev1.Pod{}
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(p), now)
 		gone = apierrors.IsNotFound(err) || err == nil && now.UID != p.UID
-		return gone || r.othersGoing(ctx, c, o, p.Name)
+		return gone || r.podsGoing(ctx, c, staying(o, p.Name))
 	})
 	return gone
-}
-
-// othersGoing: a member Pod other than the named one, there and staying at the look, is
-// going or gone in the cache.
-func (r *Reconciler) othersGoing(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, name string) bool {
-	pods, err := observe.MemberPods(ctx, r.Client, c)
-	if err != nil {
-		return false
-	}
-	for n, was := range o.pods {
-		if n == name || was.DeletionTimestamp != nil {
-			continue
-		}
-		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == n })
-		if i < 0 || pods[i].UID != was.UID || pods[i].DeletionTimestamp != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // removePod deletes a member's Pod and waits, within its grace period, until it is gone.
