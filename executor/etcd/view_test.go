@@ -130,17 +130,8 @@ func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
 		{leader: 2, peers: 2, clock: unreachedLeaderRead, whoseLead: "itself, of three voters"},
 	} {
 		t.Run(tc.whoseLead, func(t *testing.T) {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			srv, m := grpc.NewServer(), &oneMember{leader: tc.leader, peers: tc.peers}
-			etcdserverpb.RegisterMaintenanceServer(srv, m)
-			etcdserverpb.RegisterClusterServer(srv, m)
-			go func() { _ = srv.Serve(l) }()
-			defer srv.Stop()
-			c, err := dial(map[string]string{"demo-0": "http://" + l.Addr().String()}, nil)
-			require.NoError(t, err)
-			defer c.Close()
-
+			m := &oneMember{leader: tc.leader, peers: tc.peers}
+			c := serveOne(t, m)
 			start := time.Now()
 			list, linearizable, err := c.memberList(context.Background())
 			took := time.Since(start)
@@ -157,22 +148,27 @@ func TestReadThroughAnUnreachedLeaderIsShort(t *testing.T) {
 // read through a quorum and asked for its own list at once, each on the short clock: the
 // look returns its own list, not read through a quorum, instead of waiting a clock for each.
 func TestNoMemberAnsweringIsReadOnTheShortClock(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv, m := grpc.NewServer(), &oneMember{starting: true, peers: 2}
-	etcdserverpb.RegisterMaintenanceServer(srv, m)
-	etcdserverpb.RegisterClusterServer(srv, m)
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Stop()
-	c, err := dial(map[string]string{"demo-0": "http://" + l.Addr().String()}, nil)
-	require.NoError(t, err)
-	defer c.Close()
-
-	list, linearizable, err := c.memberList(context.Background())
+	m := &oneMember{starting: true, peers: 2}
+	list, linearizable, err := serveOne(t, m).memberList(context.Background())
 	require.NoError(t, err)
 	require.False(t, linearizable)
 	require.Len(t, list.Members, 3)
 	require.LessOrEqual(t, time.Duration(m.clock.Load()), unreachedLeaderRead, "the read's deadline is the short clock")
 	require.LessOrEqual(t, time.Duration(m.own.Load()), unreachedLeaderRead, "so is the own list's")
 	require.Positive(t, m.own.Load(), "the own list was asked")
+}
+
+// serveOne serves m at a local address until the test ends, and dials it as demo-0.
+func serveOne(t *testing.T, m *oneMember) *Client {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	etcdserverpb.RegisterMaintenanceServer(srv, m)
+	etcdserverpb.RegisterClusterServer(srv, m)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	c, err := dial(map[string]string{"demo-0": "http://" + l.Addr().String()}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
