@@ -77,8 +77,10 @@ func (r *Reconciler) forgetSnapshots(ctx context.Context, c *v1alpha1.EtcdCluste
 			continue
 		}
 		b := &v1alpha1.EtcdBackup{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Name}, b); err != nil {
-			return client.IgnoreNotFound(err)
+		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: s.Name}, b); apierrors.IsNotFound(err) {
+			continue // gone already; the others are still looked at
+		} else if err != nil {
+			return err
 		}
 		if b.Labels[vocab.LabelManagedBy] != vocab.ManagerName || b.Spec.ClusterRef.Name != c.Name || b.Spec.Member != s.MemberID {
 			continue
