@@ -176,21 +176,32 @@ const (
 	ShowsLater Showing = iota
 	// ShowsAtOnce: etcd's answer to the call says the effect is in place.
 	ShowsAtOnce
-	// ShowsInCache: a deletion or a grown claim, shown once the cache has the watch event,
-	// a few ms later.
+	// ShowsInCache: an object made, deleted or changed (a member's new Pod, a deletion, a
+	// grown claim), shown once the cache has the watch event, a few ms later.
 	ShowsInCache
 )
 
-// Shows says how soon a look shows the action's effect.
+// Shows says how soon a look shows the action's effect. A member's Pod started shows once
+// it exists: the planner starts a member that has none, and whether it runs is for the
+// next steps' preconditions to say.
 func (a Action) Shows() Showing {
 	switch a {
 	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL, RotateCA,
 		EnableAuth, DisableAuth, UpdateUsers, Acknowledge:
 		return ShowsAtOnce
-	case DeleteMember, ExpandVolume:
+	case DeleteMember, ExpandVolume, StartMember:
 		return ShowsInCache
 	}
 	return ShowsLater
+}
+
+// Shows says how soon a look shows the step's effect: as its action's, but an early
+// snapshot of a survivor is done once its EtcdBackup is asked for, an object made.
+func (s Step) Shows() Showing {
+	if s.Why == WhySurvivorSnapshotEarly {
+		return ShowsInCache
+	}
+	return s.Action.Shows()
 }
 
 // Data is the data an action can delete.

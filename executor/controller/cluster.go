@@ -239,8 +239,8 @@ func untilDefrag(result reconcile.Result, next, now time.Time) reconcile.Result 
 // settleLooks is how many looks an applied step's effect gets to show in before the
 // reconcile ends: one when etcd's answer says it is in place; a few, settleGap apart, for
 // the cache to have the watch event; none for effects that take seconds.
-func settleLooks(a plan.Action) int {
-	switch a.Shows() {
+func settleLooks(s plan.Step) int {
+	switch s.Shows() {
 	case plan.ShowsAtOnce:
 		return 1
 	case plan.ShowsInCache:
@@ -478,7 +478,7 @@ func (r *Reconciler) runStep(ctx context.Context, c *v1alpha1.EtcdCluster, o *ob
 		switch {
 		case err == nil:
 			r.recoveryStarted(c, rec.ID, s, from, now)
-			o.applied = s.Action
+			o.applied = s
 			why, pr.Errors = "applied; waiting for the cluster to show it", 0
 			if pr.AppliedAt == nil {
 				pr.AppliedAt = v1alpha1.At(now)

@@ -32,8 +32,8 @@ type observation struct {
 	pods    map[string]*corev1.Pod
 	pvcs    map[string]*corev1.PersistentVolumeClaim
 	etcd    etcd.Cluster // nil when no member has an address
-	// applied is the action applied on this look, if any.
-	applied plan.Action
+	// applied is the step applied on this look, if any.
+	applied plan.Step
 	// defragNext is when spec.maintenance.defrag.schedule comes next (zero: no schedule).
 	defragNext time.Time
 	// snapshotTo is where a survivor's snapshot goes (Observed.SnapshotTo); nil for none.
@@ -226,6 +226,7 @@ func (r *Reconciler) observeOnce(ctx context.Context, c *v1alpha1.EtcdCluster, w
 		return o, nil
 	}
 	o.etcd = cli
+	cli.SetStopping(observe.Stopping(objs.Pods))
 	var view *planner.EtcdView
 	if watch {
 		asked := map[string]types.UID{}

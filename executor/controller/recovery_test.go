@@ -243,11 +243,13 @@ func TestSurvivorWithoutAPodStartsBeforeTheRecoveryIsApproved(t *testing.T) {
 	ctx := context.Background()
 	backup("nightly", "c1", f.now.Add(-time.Hour))
 	require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-0"}}))
+	f.drain()
 	c, _ := f.reconcile()
-	require.Nil(t, c.Status.Plan.Blocked)
-	require.Equal(t, []plan.Step{c.Status.Plan.Steps[0]}, c.Status.Plan.Steps, "no survivor is named before it shows its data")
-	require.Equal(t, "StartMember demo-0", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
-	require.Equal(t, plan.WhyShowData, c.Status.Plan.Steps[0].Why)
+	// The Pod shows in the cache at once: the plan is done within the reconcile.
+	require.Nil(t, c.Status.Plan)
+	require.Equal(t, "StartMember demo-0", c.Status.History[0].Actions, "no survivor is named before it shows its data")
+	require.Equal(t, v1alpha1.PlanSucceeded, c.Status.History[0].Phase)
+	require.Contains(t, strings.Join(f.drain(), "\n"), "StartMember demo-0: a majority of voters lost their data: demo-0 runs, to show whether it kept its own")
 	require.Contains(t, strings.Join(c.Status.Warnings, "\n"), "no recovery is planned yet: waiting for demo-0 to show whether it kept its data")
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod), "started without approval")
@@ -270,9 +272,9 @@ func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 	require.NoError(t, f.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-0"}}))
 	f.etcd.SetView(nil)
 	c, _ := f.reconcile()
-	id := c.Status.Plan.ID
-	require.Equal(t, "StartMember demo-0", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
-	require.Equal(t, v1alpha1.PlanRunning, c.Status.Plan.Phase)
+	require.Nil(t, c.Status.Plan, "the Pod shows in the cache at once: the plan is done within the reconcile")
+	id := c.Status.History[0].ID
+	require.Equal(t, "StartMember demo-0", c.Status.History[0].Actions)
 
 	pod := &corev1.Pod{}
 	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, pod))

@@ -85,6 +85,9 @@ type Cluster interface {
 	// SetCluster points the connection at the members' current endpoints (name -> URL), and
 	// sets the cluster ID every answer must carry ("" until the cluster first answered).
 	SetCluster(clusterID string, endpoints map[string]string)
+	// SetStopping says how many members' Pods are going while their etcd may still run:
+	// they have no endpoint, but may still confirm a read through a quorum.
+	SetStopping(n int)
 	Close() error
 }
 
@@ -101,6 +104,9 @@ type Client struct {
 	// silent holds the endpoints of members that were silent at the last look, by member ID:
 	// their next status is asked on a short clock (silentTimeout).
 	silent map[string]string
+	// stopping is how many members' Pods are going while their etcd may still run; -1
+	// until SetStopping says.
+	stopping int
 }
 
 var _ Cluster = (*Client)(nil)
@@ -140,7 +146,7 @@ func dial(endpoints map[string]string, tlsCfg *tls.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cli: cli, tls: tlsCfg, endpoints: endpoints}, nil
+	return &Client{cli: cli, tls: tlsCfg, endpoints: endpoints, stopping: -1}, nil
 }
 
 // ServerName is the dial option that checks every member's certificate for tlsCfg's
@@ -173,6 +179,13 @@ func (c *Client) SetCluster(clusterID string, endpoints map[string]string) {
 	}
 	c.endpoints = endpoints
 	c.cli.SetEndpoints(urls(endpoints)...)
+}
+
+// SetStopping says how many members' Pods are going while their etcd may still run.
+func (c *Client) SetStopping(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopping = n
 }
 
 // ours fails an answer from another cluster than the one set.

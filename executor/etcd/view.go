@@ -92,14 +92,14 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 	var list *clientv3.MemberListResponse
 	err := errors.New("no member knows a leader")
 	answered, asked, leader, leaderAnswered := c.look(ctx)
-	// A leader alone at the only endpoint (the others' Pods are going or gone) says first
-	// how many voters it has: with others to confirm its reads, the read gets the short
-	// clock.
+	// A member that answers alone says first how many voters it has: a leader alone with
+	// others to confirm its reads gets the short clock, and no read is asked that too few
+	// members run to confirm (mayConfirm).
 	var own *clientv3.MemberListResponse
 	var owned chan *clientv3.MemberListResponse
 	switch {
-	case len(answered) == 1 && leaderAnswered && asked == 1:
-		own, _ = c.ownList(ctx, statusTimeout)
+	case len(answered) == 1 && leader:
+		own, _ = c.localList(ctx, answered)
 	case len(answered) == 0:
 		// No member answered: they are down, or starting (a new cluster's members answer
 		// nothing before they elect a leader). The read and a member's own list run at once,
@@ -110,7 +110,7 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 			owned <- l
 		}()
 	}
-	if leader || len(answered) == 0 {
+	if (leader || len(answered) == 0) && c.mayConfirm(asked, own) {
 		list, err = c.readMembers(ctx, min(max(len(answered), 1), 2), readTimeout(answered, max(asked, votersOf(own)), leaderAnswered))
 	}
 	if owned != nil {
@@ -130,6 +130,19 @@ func (c *Client) memberList(ctx context.Context) (*clientv3.MemberListResponse, 
 		return nil, false, err
 	}
 	return list, linearizable, nil
+}
+
+// mayConfirm: the members that may run etcd, those asked and those whose Pods are going
+// (SetStopping), are at least a quorum of the voters a member's own list names (or either
+// is unknown). Fewer can confirm no read through a quorum: one asked would wait out its
+// clock. Right after a quorum's Pods went, the leader they left leads on until its check
+// of the quorum fails, and each look waited 300 ms for a read it could not get.
+func (c *Client) mayConfirm(asked int, own *clientv3.MemberListResponse) bool {
+	c.mu.Lock()
+	stopping := c.stopping
+	c.mu.Unlock()
+	n := votersOf(own)
+	return stopping < 0 || n == 0 || asked+stopping >= n/2+1
 }
 
 // votersOf counts the voters of a member list; 0 for none.

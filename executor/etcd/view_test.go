@@ -158,6 +158,31 @@ func TestNoMemberAnsweringIsReadOnTheShortClock(t *testing.T) {
 	require.Positive(t, m.own.Load(), "the own list was asked")
 }
 
+// A member that answers alone, of three voters (it leads, or names a leader whose Pod
+// went), while no other member's etcd runs: no read through a quorum is asked, which
+// none could confirm, and the view is its own list at once. With a member whose Pod goes
+// while its etcd may still run, two could confirm it, and the read is asked.
+func TestNoReadIsAskedThatTooFewRunToConfirm(t *testing.T) {
+	for _, leader := range []uint64{2, 3} {
+		t.Run(fmt.Sprintf("leader %d", leader), func(t *testing.T) {
+			m := &oneMember{leader: leader, peers: 2}
+			c := serveOne(t, m)
+			c.SetStopping(0)
+			list, linearizable, err := c.memberList(context.Background())
+			require.NoError(t, err)
+			require.False(t, linearizable)
+			require.Len(t, list.Members, 3)
+			require.Zero(t, m.clock.Load(), "no read through a quorum was asked")
+
+			c.SetStopping(1)
+			_, linearizable, err = c.memberList(context.Background())
+			require.NoError(t, err)
+			require.False(t, linearizable)
+			require.Positive(t, m.clock.Load(), "a member still stopping may confirm the read: it is asked")
+		})
+	}
+}
+
 // serveOne serves m at a local address until the test ends, and dials it as demo-0.
 func serveOne(t *testing.T, m *oneMember) *Client {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -134,6 +134,18 @@ func etcdRunning(p *corev1.Pod) bool {
 	return false
 }
 
+// Stopping counts the member Pods that are going while their etcd may still run: they are
+// no endpoint, but their etcd may still answer its peers.
+func Stopping(pods []corev1.Pod) int {
+	n := 0
+	for i := range pods {
+		if pods[i].DeletionTimestamp != nil && etcdRunning(&pods[i]) {
+			n++
+		}
+	}
+	return n
+}
+
 // Endpoints are the client URLs (by member name) of the member Pods that run etcd, at their
 // Pod IPs, which work from inside and outside the cluster network alike: https when every
 // one serves TLS (one connection dials all one way), plain text while TLS is being

@@ -2,12 +2,14 @@ package observe
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
 )
 
@@ -81,4 +83,23 @@ func TestViewFromStatusSaysWhetherAuthIsOn(t *testing.T) {
 	require.True(t, *FromStatus(c).Auth)
 	c.Status.ClusterID, c.Status.PreviousClusterID = "c2", "c1"
 	require.Nil(t, FromStatus(c).Auth, "read in the cluster it was restored from")
+}
+
+// Member Pods that go while their etcd still runs are counted apart: they are no endpoint,
+// but their etcd may still confirm a read through a quorum. One whose etcd ended, or whose
+// etcd has not started, is not.
+func TestStoppingCountsPodsGoingWhileEtcdRuns(t *testing.T) {
+	pod := func(name string, going bool, state corev1.ContainerState) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{PodIP: "10.0.0.1",
+			ContainerStatuses: []corev1.ContainerStatus{{Name: vocab.ContainerEtcd, State: state}}}}
+		if going {
+			p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		}
+		return p
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	ended := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}
+	pods := []corev1.Pod{pod("demo-0", false, running), pod("demo-1", true, running), pod("demo-2", true, ended), pod("demo-3", true, corev1.ContainerState{})}
+	require.Equal(t, 1, Stopping(pods))
+	require.Len(t, Endpoints(pods), 1, "demo-0 alone is an endpoint")
 }

@@ -343,4 +343,7 @@ func (c *Cluster) SetCluster(clusterID string, _ map[string]string) {
 	c.clusterID = clusterID
 }
 
+// SetStopping is of no use to the fake: its view is what the test sets.
+func (c *Cluster) SetStopping(int) {}
+
 func (c *Cluster) Close() error { return nil }
