@@ -211,6 +211,7 @@ func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster)
 		return nil, nil, nil, err
 	}
 	conn.SetCluster(c.Status.ClusterID, endpoints)
+	conn.SetStopping(observe.Stopping(pods))
 	view, err := conn.View(ctx)
 	if err != nil {
 		_ = conn.Close()
