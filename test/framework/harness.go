@@ -589,8 +589,15 @@ func Fragment(t *testing.T, ns, cluster string, mib int) {
 	value := strings.Repeat("x", 512<<10)
 	var rev int64
 	for range 2 * mib {
-		resp, err := cli.Put(ctx, "/bench/garbage", value)
-		require.NoError(t, err)
+		// A scheduled defragmentation may move leadership meanwhile, and a write then
+		// times out: it is written again.
+		var resp *clientv3.PutResponse
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			resp, last = cli.Put(ctx, "/bench/garbage", value)
+			return last == nil, nil
+		})
+		require.NoError(t, err, "writing garbage: %v", last)
 		rev = resp.Header.Revision
 	}
 	_, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical())
