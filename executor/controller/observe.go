@@ -125,7 +125,7 @@ func (r *Reconciler) viewWhileServing(ctx context.Context, c *v1alpha1.EtcdClust
 				return
 			case <-tick.C:
 			}
-			if r.podsGoing(vctx, c, asked) {
+			if r.podsGoing(vctx, c, asked, nil) {
 				cancel(errEndpointGoing)
 				return
 			}
@@ -138,27 +138,35 @@ func (r *Reconciler) viewWhileServing(ctx context.Context, c *v1alpha1.EtcdClust
 	return view, err
 }
 
-// podsGoing: one of the member Pods seen (by name, with its UID) is gone, replaced or
-// going in the cache.
-func (r *Reconciler) podsGoing(ctx context.Context, c *v1alpha1.EtcdCluster, seen map[string]types.UID) bool {
+// podsGoing: one of the member Pods seen staying (by name, with its UID) is gone, replaced
+// or going in the cache, or one seen going is gone or replaced.
+func (r *Reconciler) podsGoing(ctx context.Context, c *v1alpha1.EtcdCluster, staying, going map[string]types.UID) bool {
 	pods, err := observe.MemberPods(ctx, r.Client, c)
 	if err != nil {
 		return false
 	}
-	for name, uid := range seen {
+	left := func(name string, uid types.UID, goes bool) bool {
 		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == name })
-		if i < 0 || pods[i].UID != uid || pods[i].DeletionTimestamp != nil {
+		return i < 0 || pods[i].UID != uid || goes && pods[i].DeletionTimestamp != nil
+	}
+	for name, uid := range staying {
+		if left(name, uid, true) {
+			return true
+		}
+	}
+	for name, uid := range going {
+		if left(name, uid, false) {
 			return true
 		}
 	}
 	return false
 }
 
-// staying are the look's member Pods not going, by name and UID, but the one named.
-func staying(o *observation, except string) map[string]types.UID {
+// lookPods are the look's member Pods going (or not), by name and UID, but the one named.
+func lookPods(o *observation, except string, going bool) map[string]types.UID {
 	out := map[string]types.UID{}
 	for name, p := range o.pods {
-		if name != except && p.DeletionTimestamp == nil {
+		if name != except && (p.DeletionTimestamp != nil) == going {
 			out[name] = p.UID
 		}
 	}

@@ -673,6 +673,36 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		require.Contains(t, c.Status.Plan.Progress[0].Message, "waiting for the old Pod of demo-0 to go")
 		require.Equal(t, 1, polls, "the wait ends as soon as demo-1's Pod went (not after soonWait): the next look plans anew")
 	})
+	t.Run("another Pod going that is gone ends the wait", func(t *testing.T) {
+		f := newFixture(t, 3, nil)
+		ctx := context.Background()
+		f.dataLost("demo-2")
+		for _, name := range []string{"demo-0", "demo-1"} { // both held: the step for demo-0 waits
+			p := &corev1.Pod{}
+			require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
+			p.Finalizers = []string{"test/hold"}
+			require.NoError(t, f.kube.Update(ctx, p))
+			require.NoError(t, f.kube.Delete(ctx, p))
+		}
+		f.setView(firstAloneAnswers)
+		polls := 0
+		f.r.APIReader = interceptor.NewClient(f.kube.(client.WithWatch), interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*corev1.Pod); ok && key.Name == "demo-0" {
+					if polls++; polls == 1 { // demo-1's Pod goes while the step waits
+						old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-1"}}
+						require.NoError(t, c.Patch(ctx, old, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))))
+					}
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}})
+		c, _ := f.reconcile()
+		require.Equal(t, "StartMember demo-0", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
+		require.Contains(t, c.Status.Plan.Progress[0].Message, "waiting for the old Pod of demo-0 to go")
+		require.Equal(t, 1, polls, "the wait ends as soon as demo-1's Pod is gone (not after soonWait): the next look starts demo-1 first")
+		c, _ = f.reconcile()
+		require.Equal(t, "StartMember demo-1", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
+	})
 	t.Run("a quorum answers", func(t *testing.T) {
 		f := newFixture(t, 3, nil)
 		ctx := context.Background()

@@ -509,16 +509,17 @@ func (r *Reconciler) soon(ctx context.Context, done func() bool) bool {
 // goneSoon reports whether the Pod (this one, by UID) is gone, read around the cache, waiting
 // soonWait at most: a Pod whose etcd ended or stops at once goes within that, and the
 // look the step runs on may be older than the Pod's end. It stops waiting once another
-// member Pod the look saw staying starts to go (as the cache shows): that may change the
-// plan (a quorum goes, and a survivor's snapshot is asked for early), and the next look,
-// which the Pod's event brings, says how.
+// member Pod the look saw staying starts to go, or one it saw going is gone (as the cache
+// shows): that may change the plan (a quorum goes, and a survivor's snapshot is asked for
+// early; a member whose Pod is gone starts before one whose Pod still goes), and the next
+// look, which the Pod's event brings, says how.
 func (r *Reconciler) goneSoon(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, p *corev1.Pod) bool {
 	gone := false
 	r.soon(ctx, func() bool {
 		now := &corev1.Pod{}
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(p), now)
 		gone = apierrors.IsNotFound(err) || err == nil && now.UID != p.UID
-		return gone || r.podsGoing(ctx, c, staying(o, p.Name))
+		return gone || r.podsGoing(ctx, c, lookPods(o, p.Name, false), lookPods(o, p.Name, true))
 	})
 	return gone
 }
