@@ -90,7 +90,7 @@ func TestViewFromStatusSaysWhetherAuthIsOn(t *testing.T) {
 // etcd has not started, is not.
 func TestStoppingCountsPodsGoingWhileEtcdRuns(t *testing.T) {
 	pod := func(name string, going bool, state corev1.ContainerState) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{PodIP: "10.0.0.1",
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{PodIP: "10.88.0.10",
 			ContainerStatuses: []corev1.ContainerStatus{{Name: vocab.ContainerEtcd, State: state}}}}
 		if going {
 			p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
