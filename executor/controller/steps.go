@@ -515,11 +515,12 @@ func (r *Reconciler) soon(ctx context.Context, done func() bool) bool {
 // look, which the Pod's event brings, says how.
 func (r *Reconciler) goneSoon(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, p *corev1.Pod) bool {
 	gone := false
+	staying, going := lookPods(o, p.Name, false), lookPods(o, p.Name, true)
 	r.soon(ctx, func() bool {
 		now := &corev1.Pod{}
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(p), now)
 		gone = apierrors.IsNotFound(err) || err == nil && now.UID != p.UID
-		return gone || r.podsGoing(ctx, c, lookPods(o, p.Name, false), lookPods(o, p.Name, true))
+		return gone || r.podsGoing(ctx, c, staying, going)
 	})
 	return gone
 }
