@@ -150,7 +150,7 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 		}
 		defer st.Close()
 	}
-	conn, view, endpoints, err := r.connect(ctx, c)
+	conn, view, endpoints, err := r.connect(ctx, c, b.Spec.Member != "")
 	if err != nil {
 		return nil, err
 	}
@@ -183,9 +183,10 @@ func (r *BackupReconciler) take(ctx context.Context, b *v1alpha1.EtcdBackup, run
 	return artifact(st.URI(t.Key), t, m.Version, m.Name, view.ClusterID, at), nil
 }
 
-// connect dials the cluster's running members and reads etcd's view through them; the
-// caller closes the connection.
-func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster) (etcd.Cluster, *planner.EtcdView, map[string]string, error) {
+// connect dials the cluster's running members and reads etcd's view through them, a local
+// one for a backup of a named member (the snapshot of a survivor is asked for while no
+// quorum answers); the caller closes the connection.
+func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster, local bool) (etcd.Cluster, *planner.EtcdView, map[string]string, error) {
 	if c.Status.ClusterID == "" {
 		return nil, nil, nil, status.Stuck(v1alpha1.ReasonClusterNotReady, "EtcdCluster %s has not formed yet", c.Name)
 	}
@@ -212,7 +213,11 @@ func (r *BackupReconciler) connect(ctx context.Context, c *v1alpha1.EtcdCluster)
 	}
 	conn.SetCluster(c.Status.ClusterID, endpoints)
 	conn.SetStopping(observe.Stopping(pods))
-	view, err := conn.View(ctx)
+	read := conn.View
+	if local {
+		read = conn.LocalView
+	}
+	view, err := read(ctx)
 	if err != nil {
 		_ = conn.Close()
 		return nil, nil, nil, status.Stuck(v1alpha1.ReasonNoMemberAnswers, "%v", err)

@@ -44,6 +44,9 @@ const silentTimeout = 250 * time.Millisecond
 type Cluster interface {
 	// View reads etcd's view of itself; it fails when no member answers.
 	View(ctx context.Context) (*planner.EtcdView, error)
+	// LocalView is View as the member that answers first holds it, never read through a
+	// quorum (Linearizable false); it fails when no member answers.
+	LocalView(ctx context.Context) (*planner.EtcdView, error)
 	// AddLearner adds a learner with the peer URL, unless a member already has it.
 	AddLearner(ctx context.Context, peerURL string) (uint64, error)
 	// Promote makes a learner a voter, once etcd finds it caught up (ErrNotYet until then).

@@ -70,6 +70,26 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	if err != nil {
 		return nil, err
 	}
+	return c.view(ctx, list, linearizable), nil
+}
+
+// LocalView is View without the read through a quorum: the member list of the member that
+// answers first, serializable. Naming a member to snapshot needs no more, and decides
+// nothing on membership; while the quorum goes, the read would wait out its clock.
+func (c *Client) LocalView(ctx context.Context) (*planner.EtcdView, error) {
+	answered, _, _, _ := c.look(ctx)
+	list, err := c.localList(ctx, answered)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ours(list.Header); err != nil {
+		return nil, err
+	}
+	return c.view(ctx, list, false), nil
+}
+
+// view is etcd's view from a member list: the members' statuses, and alarms.
+func (c *Client) view(ctx context.Context, list *clientv3.MemberListResponse, linearizable bool) *planner.EtcdView {
 	v := &planner.EtcdView{ClusterID: ID(list.Header.ClusterId), Linearizable: linearizable}
 	for _, m := range list.Members {
 		v.Members = append(v.Members, planner.EtcdMember{ID: ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
@@ -77,7 +97,7 @@ func (c *Client) View(ctx context.Context) (*planner.EtcdView, error) {
 	statuses := c.statuses(ctx, v)
 	v.ClusterVersion = c.clusterVersion(ctx, v)
 	c.alarms(ctx, v, statuses)
-	return v, nil
+	return v
 }
 
 // memberList reads the member list through a quorum, or else one member's own serializable

@@ -183,6 +183,26 @@ func TestNoReadIsAskedThatTooFewRunToConfirm(t *testing.T) {
 	}
 }
 
+// The survivor of a quorum that goes still leads for a moment, its stopping peers may still
+// confirm a read: View asks for it and waits its clock, LocalView never does and names the
+// members from the survivor's own list, the survivor answering.
+func TestLocalViewAsksNoReadThroughAQuorum(t *testing.T) {
+	m := &oneMember{leader: 2, peers: 2}
+	c := serveOne(t, m)
+	c.SetStopping(2)
+	v, err := c.LocalView(context.Background())
+	require.NoError(t, err)
+	require.False(t, v.Linearizable)
+	require.Len(t, v.Members, 3)
+	require.True(t, v.Members[0].Answering, "demo-0 answers")
+	require.Zero(t, m.clock.Load(), "no read through a quorum was asked")
+
+	v, err = c.View(context.Background())
+	require.NoError(t, err)
+	require.False(t, v.Linearizable)
+	require.Positive(t, m.clock.Load(), "View asks the read")
+}
+
 // serveOne serves m at a local address until the test ends, and dials it as demo-0.
 func serveOne(t *testing.T, m *oneMember) *Client {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

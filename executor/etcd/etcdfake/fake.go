@@ -97,6 +97,15 @@ func (c *Cluster) View(ctx context.Context) (*planner.EtcdView, error) {
 	return &v, nil
 }
 
+// LocalView is View, not linearizable.
+func (c *Cluster) LocalView(ctx context.Context) (*planner.EtcdView, error) {
+	v, err := c.View(ctx)
+	if v != nil {
+		v.Linearizable = false
+	}
+	return v, err
+}
+
 func (c *Cluster) AddLearner(_ context.Context, peerURL string) (uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
