@@ -75,6 +75,9 @@ const (
 	// ReasonSnapshotForgotten: a survivor's snapshot no recovery restored is deleted, its
 	// member serving in a quorum again (its stored object stays).
 	ReasonSnapshotForgotten = "SnapshotForgotten"
+	// ReasonStoppedAtOnce: a member's Pod that was going has its grace period cut to a
+	// second, no quorum answering for etcd's graceful stop to wait on (planner.StopAtOnce).
+	ReasonStoppedAtOnce = "StoppedAtOnce"
 	// etcd's leader refused a member add for long, every voter answering: leadership moved.
 	ReasonLeaderUnconnected = "LeaderUnconnected"
 	// ReasonSourceRemoved: every source member of an adoption left; the plan waits for the

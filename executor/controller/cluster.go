@@ -286,6 +286,7 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 	if err != nil {
 		return nil, plan.Plan{}, err
 	}
+	o.desired = observe.Desired(c) // from the spec alone
 	if err := r.housekeep(ctx, c, o); err != nil {
 		return nil, plan.Plan{}, err
 	}
@@ -293,7 +294,6 @@ func (r *Reconciler) look(ctx context.Context, c *v1alpha1.EtcdCluster) (*observ
 	markCertificates(c, r.now())
 	r.recoveryFinished(c, o, r.now())
 	o.defragNext = r.scheduleDefrag(c, o)
-	o.desired = observe.Desired(c)
 	fresh := planner.Plan(o.desired, o.Observed)
 	c.Status.Warnings = fresh.Warnings
 	return o, fresh, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -624,6 +625,24 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		require.Equal(t, "demo-0", c.Status.Plan.Steps[0].Member)
 		require.Contains(t, c.Status.Plan.Progress[0].Message, "waiting for the old Pod of demo-0 to go")
 		require.Equal(t, []string{"demo-0 1"}, *got)
+	})
+	t.Run("every voter's Pod going, at the first look", func(t *testing.T) {
+		f := newFixture(t, 3, nil)
+		ctx := context.Background()
+		for _, name := range []string{"demo-0", "demo-1", "demo-2"} { // all held, terminating
+			p := &corev1.Pod{}
+			require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
+			p.Finalizers = []string{"test/hold"}
+			require.NoError(t, f.kube.Update(ctx, p))
+			require.NoError(t, f.kube.Delete(ctx, p))
+		}
+		f.setView(firstAloneAnswers)
+		got := f.deletes()
+		f.reconcile()
+		require.Equal(t, []string{"demo-0 1", "demo-1 1", "demo-2 1"}, *got, "each cut once, not only the Pod of the member the step starts")
+		stopped := slices.DeleteFunc(f.drain(), func(e string) bool { return !strings.HasPrefix(e, "Normal "+v1alpha1.ReasonStoppedAtOnce+" ") })
+		require.Len(t, stopped, 3)
+		require.Contains(t, stopped[0], "Pod demo-0, going, stops within 1s: no quorum answers")
 	})
 	t.Run("an old Pod that goes while the step waits", func(t *testing.T) {
 		f := newFixture(t, 3, nil)

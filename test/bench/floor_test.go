@@ -248,12 +248,21 @@ func (f *floor) deletePod(name string, wait bool, opts ...client.DeleteOption) {
 	p := &corev1.Pod{}
 	p.Namespace, p.Name = f.c.Namespace, name
 	require.NoError(f.t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, p, opts...)))
-	if !wait {
-		return
+	if wait {
+		f.gone(name)
 	}
-	require.NoError(f.t, kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
-		return apierrors.IsNotFound(framework.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})), nil
-	}), "Pod %s goes", name)
+}
+
+// gone waits until members' Pods are gone: their etcd processes ended.
+func (f *floor) gone(names ...string) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	for _, name := range names {
+		key := client.ObjectKey{Namespace: f.c.Namespace, Name: name}
+		require.NoError(f.t, kwait.PollUntilContextCancel(ctx, floorPoll, true, func(ctx context.Context) (bool, error) {
+			return apierrors.IsNotFound(framework.Env.Client.Get(ctx, key, &corev1.Pod{})), nil
+		}), "Pod %s goes", name)
+	}
 }
 
 // restart replaces a member's Pod with one at version on the same volume; a leader hands
