@@ -579,6 +579,20 @@ func (f *fixture) running(pod *corev1.Pod, ip string) {
 	require.NoError(f.t, f.kube.Status().Update(context.Background(), pod))
 }
 
+// holdGoing deletes member Pods that a finalizer holds: they stay, terminating, until it
+// is removed.
+func (f *fixture) holdGoing(names ...string) {
+	f.t.Helper()
+	ctx := context.Background()
+	for _, name := range names {
+		p := &corev1.Pod{}
+		require.NoError(f.t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
+		p.Finalizers = []string{"test/hold"}
+		require.NoError(f.t, f.kube.Update(ctx, p))
+		require.NoError(f.t, f.kube.Delete(ctx, p))
+	}
+}
+
 // deletes records the grace period of every Pod deletion the reconciler asks (-1: none).
 func (f *fixture) deletes() *[]string {
 	var got []string
@@ -628,14 +642,7 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 	})
 	t.Run("every voter's Pod going, at the first look", func(t *testing.T) {
 		f := newFixture(t, 3, nil)
-		ctx := context.Background()
-		for _, name := range []string{"demo-0", "demo-1", "demo-2"} { // all held, terminating
-			p := &corev1.Pod{}
-			require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
-			p.Finalizers = []string{"test/hold"}
-			require.NoError(t, f.kube.Update(ctx, p))
-			require.NoError(t, f.kube.Delete(ctx, p))
-		}
+		f.holdGoing("demo-0", "demo-1", "demo-2")
 		f.setView(firstAloneAnswers)
 		got := f.deletes()
 		f.reconcile()
@@ -694,15 +701,8 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 	})
 	t.Run("another Pod going that is gone ends the wait", func(t *testing.T) {
 		f := newFixture(t, 3, nil)
-		ctx := context.Background()
 		f.dataLost("demo-2")
-		for _, name := range []string{"demo-0", "demo-1"} { // both held: the step for demo-0 waits
-			p := &corev1.Pod{}
-			require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, p))
-			p.Finalizers = []string{"test/hold"}
-			require.NoError(t, f.kube.Update(ctx, p))
-			require.NoError(t, f.kube.Delete(ctx, p))
-		}
+		f.holdGoing("demo-0", "demo-1") // both held: the step for demo-0 waits
 		f.setView(firstAloneAnswers)
 		polls := 0
 		f.r.APIReader = interceptor.NewClient(f.kube.(client.WithWatch), interceptor.Funcs{
