@@ -70,7 +70,8 @@ func (r *Reconciler) housekeep(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 // stopGoingAtOnce cuts to a second the grace period of member Pods already going whose
 // etcd's graceful stop could achieve nothing (planner.StopAtOnce): after a quorum loss the
 // recovery waits for them to end, and each would wait out etcd's request timeout. Whoever
-// deleted them, they go; only sooner. A step that starts a member again cuts its own, later.
+// deleted them, they go; only sooner. A Pod a step deletes gets its grace from
+// deleteMemberPod.
 func (r *Reconciler) stopGoingAtOnce(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
 		p := o.pods[name]

@@ -119,7 +119,7 @@ func (b *bench) quorumLoss(all bool, run int) benchResult {
 			delete(fl.members, m)
 			require.NoError(t, client.IgnoreNotFound(framework.Env.Client.Delete(ctx, resources.MemberPVC(fl.c, m))))
 		}
-		for _, m := range wiped { // stopped at once, as the operator stops a member it starts again (planner.StopAtOnce)
+		for _, m := range wiped { // as the operator's look cuts the grace of member Pods going while no quorum can form (planner.StopAtOnce)
 			fl.deletePod(m, false, client.GracePeriodSeconds(1))
 		}
 		fl.gone(wiped...)
