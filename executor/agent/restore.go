@@ -62,15 +62,42 @@ func restoreFetch(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	st, err := store.Open(ctx, a.Source.BackupDestination, credentials(a.Source))
-	if err == nil {
+	err := retrying(fetchRetryFor, fetchPause, func() error {
+		st, err := store.Open(ctx, a.Source.BackupDestination, credentials(a.Source))
+		if err != nil {
+			return err
+		}
 		defer st.Close()
-		err = fetch(ctx, st, a.Source.Key, a.SHA256, a.Out)
-	}
+		return fetch(ctx, st, a.Source.Key, a.SHA256, a.Out)
+	})
 	if err != nil {
 		return fail(ExitFailed, "fetching %s: %v", a.Source.URI(a.Source.Key), err)
 	}
 	return 0
+}
+
+// A fetch that fails but for a refusal or a corrupt snapshot is tried again, fetchPause
+// apart, for up to fetchRetryFor: a store that does not answer for a moment (a busy node,
+// a link that drops) costs a restore seconds, not a person's work. Each try already calls
+// the store store.Attempts times.
+const (
+	fetchRetryFor = 2 * time.Minute
+	fetchPause    = time.Second
+)
+
+// retrying calls try until it succeeds, fails for good (the store refused, or the snapshot
+// is corrupt), or the next try would start after until; it says on stderr why it tries
+// again.
+func retrying(until, pause time.Duration, try func() error) error {
+	deadline := time.Now().Add(until)
+	for {
+		err := try()
+		if err == nil || errors.Is(err, store.ErrRefused) || errors.Is(err, snapshot.ErrCorrupt) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "%v; trying again in %s\n", err, pause)
+		time.Sleep(pause)
+	}
 }
 
 // credentials reads the source's credentials from the environment; nil when it names no

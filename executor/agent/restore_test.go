@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -76,4 +79,34 @@ func TestRestoreFetchCredentials(t *testing.T) {
 	_, err := store.Open(context.Background(), src.BackupDestination, credentials(src))
 	require.ErrorIs(t, err, store.ErrRefused)
 	require.NoFileExists(t, out)
+}
+
+// A fetch that fails for a moment is tried again until it succeeds or its time is up; a
+// refusal or a corrupt snapshot ends it at once.
+func TestRestoreFetchTriesAgain(t *testing.T) {
+	transient := errors.New("dial tcp 10.88.0.1:9000: i/o timeout")
+	tries := func(fails int, err error) (int, error) {
+		n := 0
+		got := retrying(time.Second, time.Millisecond, func() error {
+			if n++; n <= fails {
+				return err
+			}
+			return nil
+		})
+		return n, got
+	}
+	n, err := tries(2, transient)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	n, err = tries(2, fmt.Errorf("open: %w", store.ErrRefused))
+	require.ErrorIs(t, err, store.ErrRefused)
+	require.Equal(t, 1, n)
+	n, err = tries(2, snapshot.ErrCorrupt)
+	require.ErrorIs(t, err, snapshot.ErrCorrupt)
+	require.Equal(t, 1, n)
+
+	n = 0
+	err = retrying(200*time.Millisecond, time.Millisecond, func() error { n++; return transient })
+	require.ErrorIs(t, err, transient, "it gives up once its time is up, with the last error")
+	require.Greater(t, n, 1, "tried again meanwhile")
 }
