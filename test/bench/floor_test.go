@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -159,7 +161,29 @@ func (f *floor) through(voter string, call func(ctx context.Context, cli *client
 		last = call(cctx, cli)
 		return last == nil, nil
 	})
+	if err != nil {
+		f.report()
+	}
 	require.NoError(f.t, err, "etcd call through %s: %v", voter, last)
+}
+
+// report logs what each of the floor's members says of itself, and its member list, for a
+// call that never succeeded.
+func (f *floor) report() {
+	for _, name := range slices.Sorted(maps.Keys(f.members)) {
+		var p corev1.Pod
+		if err := framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.c.Namespace, Name: name}, &p); err != nil || p.Status.PodIP == "" {
+			f.t.Logf("floor: %s: no Pod with an IP (%v)", name, err)
+			continue
+		}
+		cli := f.client(name)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := cli.Status(ctx, cli.Endpoints()[0])
+		list, lerr := cli.MemberList(ctx, clientv3.WithSerializable())
+		cancel()
+		_ = cli.Close()
+		f.t.Logf("floor: %s: status %+v (%v); its member list %+v (%v)", name, st, err, list, lerr)
+	}
 }
 
 // join adds a member as a learner, starts it and promotes it as soon as etcd allows.
