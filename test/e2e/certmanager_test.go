@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdplan/etcdplan/test/framework"
@@ -59,11 +60,19 @@ func TestCertManagerIssuesFromACAIssuer(t *testing.T) {
 	// A new SAN re-issues the leaf: a new certificate and key from the same CA.
 	start = time.Now()
 	names = append(names, "etcd-1.etcd."+ns+".svc")
-	cert := &unstructured.Unstructured{}
-	cert.SetGroupVersionKind(framework.CertificateGVK)
-	require.NoError(t, framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "server"}, cert))
-	require.NoError(t, unstructured.SetNestedStringSlice(cert.Object, names, "spec", "dnsNames"))
-	require.NoError(t, framework.Env.Client.Update(context.Background(), cert))
+	// cert-manager writes the Certificate too (its status, and at times its metadata): an
+	// update read before its write conflicts, and is read and made again.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cert := &unstructured.Unstructured{}
+		cert.SetGroupVersionKind(framework.CertificateGVK)
+		if err := framework.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "server"}, cert); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedStringSlice(cert.Object, names, "spec", "dnsNames"); err != nil {
+			return err
+		}
+		return framework.Env.Client.Update(context.Background(), cert)
+	}))
 	framework.WaitCertificate(t, ns, "server", 2, time.Minute)
 	t.Logf("leaf re-issued after %s", time.Since(start).Round(time.Millisecond))
 	reissued := readSecretCert(t, ns, "server-tls")
