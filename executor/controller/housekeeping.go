@@ -75,7 +75,7 @@ func (r *Reconciler) housekeep(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 func (r *Reconciler) stopGoingAtOnce(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
 		p := o.pods[name]
-		if p.DeletionTimestamp == nil || grace(p) <= stopAtOnceGrace || !owned(c, p, false) || !planner.StopAtOnce(o.desired, o.Observed, name) {
+		if !cutsGrace(c, o, p) {
 			continue
 		}
 		err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID}, client.GracePeriodSeconds(stopAtOnceGrace))

@@ -437,19 +437,23 @@ func grace(p *corev1.Pod) int64 {
 	return ptr.Deref(cmp.Or(p.DeletionGracePeriodSeconds, p.Spec.TerminationGracePeriodSeconds), 30)
 }
 
+// cutsGrace: a member Pod already going is to stop at once: the operator's, with a longer
+// grace period than stopAtOnceGrace, and planner.StopAtOnce holds for its member.
+func cutsGrace(c *v1alpha1.EtcdCluster, o *observation, p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil && grace(p) > stopAtOnceGrace && owned(c, p, false) && planner.StopAtOnce(o.desired, o.Observed, p.Name)
+}
+
 // deleteMemberPod deletes a member's Pod for good (the claim stays); one gone is no error,
 // and so is one going, unless its grace period may be cut short (planner.StopAtOnce).
 func (r *Reconciler) deleteMemberPod(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) error {
 	p := o.pods[member]
 	going := p != nil && p.DeletionTimestamp != nil
-	if p == nil || going && (!owned(c, p, false) || grace(p) <= stopAtOnceGrace) {
+	if p == nil || going && !cutsGrace(c, o, p) {
 		return nil
 	}
 	opts := []client.DeleteOption{client.Preconditions{UID: &p.UID}}
-	if planner.StopAtOnce(o.desired, o.Observed, member) {
+	if going || planner.StopAtOnce(o.desired, o.Observed, member) {
 		opts = append(opts, client.GracePeriodSeconds(stopAtOnceGrace))
-	} else if going {
-		return nil
 	}
 	if !owned(c, p, false) {
 		return nameTaken("Pod", member)
