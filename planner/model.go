@@ -35,6 +35,8 @@ type member struct {
 	seed         bool
 	dataLost     bool
 	preflightErr string // its last Pod's preflight check could not read its data: down, not lost
+	checked      bool   // a check Pod reads its data beside its going Pod (CheckData)
+	checkLost    bool   // and found its data directory empty
 	podEnded     bool   // its Pod ended and is still there (kept for its logs, or for a person)
 	pvc          bool
 	pvcDeleting  bool
@@ -194,6 +196,9 @@ func (m *model) fromObjects(o Observed) {
 		}
 		if k.PVC != nil {
 			m.fromClaim(mm, k.PVC)
+		}
+		if k.Check != nil {
+			mm.checked, mm.checkLost = true, k.Check.DataLost
 		}
 	}
 }
@@ -425,14 +430,15 @@ func (m *model) learners() []*member {
 }
 
 // lost reports whether a member's data is shown gone: its preflight check found its data
-// directory empty, its volume is gone, or it lived in memory and its Pod is gone. A member
+// directory empty, or a check Pod did and its old Pod is gone since (no etcd can write the
+// directory again), its volume is gone, or it lived in memory and its Pod is gone. A member
 // that answers holds its data whatever else is said of it, and one whose Pod is Terminating
 // (a node cut off keeps it so while etcd runs and votes) is down, not lost.
 func (m *model) lost(mm *member, d Desired) bool {
 	switch {
 	case mm.up || mm.source:
 		return false
-	case mm.dataLost:
+	case mm.dataLost, mm.checkLost && !mm.pod:
 		return true
 	}
 	return m.bootstrapped && mm.started && !mm.pod && (d.Memory || !mm.pvc)
@@ -511,6 +517,8 @@ func (m *model) apply(s plan.Step, desired Desired) {
 		m.members = append(m.members, &member{name: s.Member, ordinal: vocab.Ordinal(m.cluster, s.Member), inEtcd: true, learner: true,
 			peerURLKnown: true, peerURLTLS: registersTLS(s, desired)})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
+	case plan.CheckData:
+		mm.checked = true
 	case plan.StartMember:
 		if s.Why == plan.WhyShowData {
 			mm.starting(s, desired)

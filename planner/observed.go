@@ -249,6 +249,17 @@ type Member struct {
 	Name string `json:"name"`
 	Pod  *Pod   `json:"pod,omitempty"`
 	PVC  *PVC   `json:"pvc,omitempty"`
+	// Check is what a check Pod (CheckData) read of the member's volume claim as it is
+	// now; nil when none did.
+	Check *DataCheck `json:"check,omitempty"`
+}
+
+// DataCheck is a check Pod's reading of a member's data directory, made beside the member's
+// going Pod (CheckData).
+type DataCheck struct {
+	// DataLost: the member's data directory holds no member data. Once the old Pod is gone
+	// too, nothing can write it again: the member's data is lost.
+	DataLost bool `json:"dataLost,omitempty"`
 }
 
 // Pod is what the planner needs of a member Pod.

@@ -1546,3 +1546,97 @@ func restoreAt(b *Backup, d Desired) plan.Step {
 	m := &model{cluster: d.Name}
 	return restoreStep(m, &member{name: "demo-3"}, b, "", d)
 }
+
+// While no quorum can form and voters' Pods go, a check Pod beside each reads whether its
+// volume still holds its data; what it finds counts once the old Pod is gone, and then the
+// recovery need not start a new Pod on the claim to learn it.
+func TestCheckDataBesideGoingPods(t *testing.T) {
+	c := cluster(3, "3.6.16")
+	c.RecoveryApproved = true
+	allGoing := func() (*world, Observed) {
+		w := running(c, 3, "3.6.16")
+		for _, m := range w.members {
+			m.deleting = true
+		}
+		w.backup, w.backupOf = &Backup{Name: "nightly", Revision: 42, TakenAt: "2026-11-23T03:00:00Z"}, w.clusterID
+		o := w.observe()
+		o.Etcd = nil // the look gave up on members whose Pods go
+		return w, o
+	}
+	checked := func(o *Observed, lost bool, names ...string) {
+		for i := range o.Members {
+			if slices.Contains(names, o.Members[i].Name) {
+				o.Members[i].Check = &DataCheck{DataLost: lost}
+			}
+		}
+	}
+	podsGone := func(o *Observed) {
+		for i := range o.Members {
+			o.Members[i].Pod = nil
+		}
+	}
+	t.Run("every voter's Pod going: the checks come first", func(t *testing.T) {
+		_, o := allGoing()
+		p := Plan(c, o)
+		require.Equal(t, []string{"CheckData demo-0", "CheckData demo-1", "CheckData demo-2", "StartMember demo-0"}, summary(p)[:4])
+		require.Equal(t, plan.WhyCheckData, p.Steps[0].Why)
+		ok, why := Check(c, p.Steps[0], o)
+		require.True(t, ok, why)
+	})
+	t.Run("data found gone while the old Pods still go: nothing is lost yet", func(t *testing.T) {
+		_, o := allGoing()
+		checked(&o, true, "demo-0", "demo-1", "demo-2")
+		p := Plan(c, o)
+		require.Equal(t, []string{"StartMember demo-0", "StartMember demo-1", "StartMember demo-2"}, summary(p))
+		require.Empty(t, p.Warnings)
+	})
+	t.Run("data found gone and the old Pods gone: the restore, with no Pod started on the claims", func(t *testing.T) {
+		_, o := allGoing()
+		checked(&o, true, "demo-0", "demo-1", "demo-2")
+		podsGone(&o)
+		require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, o))[0])
+	})
+	t.Run("one check found data: that voter starts, and the recovery waits for what it shows", func(t *testing.T) {
+		_, o := allGoing()
+		checked(&o, true, "demo-1", "demo-2")
+		checked(&o, false, "demo-0")
+		podsGone(&o)
+		p := Plan(c, o)
+		require.Equal(t, []string{"StartMember demo-0"}, summary(p))
+		require.Equal(t, plan.WhyShowData, p.Steps[0].Why)
+	})
+	t.Run("no check", func(t *testing.T) {
+		t.Run("while a quorum answers", func(t *testing.T) {
+			w := running(c, 3, "3.6.16")
+			w.members["demo-1"].deleting = true
+			require.NotContains(t, summary(Plan(c, w.observe())), "CheckData demo-1")
+		})
+		t.Run("of members in memory", func(t *testing.T) {
+			m, w := memorySurvivor()
+			w.members["demo-0"].deleting = true
+			o := w.observe()
+			o.Etcd = nil
+			require.NotContains(t, strings.Join(summary(Plan(m, o)), " "), "CheckData")
+		})
+		t.Run("of a survivor a recovery stops", func(t *testing.T) {
+			_, o := allGoing()
+			for i := range o.Members {
+				o.Members[i].PVC.SurvivorSnapshot = true
+			}
+			require.NotContains(t, strings.Join(summary(Plan(c, o)), " "), "CheckData")
+		})
+		t.Run("twice", func(t *testing.T) {
+			_, o := allGoing()
+			checked(&o, false, "demo-0", "demo-1", "demo-2")
+			require.NotContains(t, strings.Join(summary(Plan(c, o)), " "), "CheckData")
+		})
+	})
+	t.Run("the checks go with the rest of the recovery", func(t *testing.T) {
+		w, _ := allGoing()
+		for _, m := range w.members {
+			m.up = false
+		}
+		w.elect()
+		converge(t, c, w)
+	})
+}

@@ -576,7 +576,11 @@ func unprovenReason(names []string) string {
 // etcd loses nothing it acknowledged: every write is in its WAL before it is. Members in
 // memory keep their whole grace period: their data lives in the process alone.
 func StopAtOnce(d Desired, o Observed, member string) bool {
-	m := newModel(d, o)
+	return newModel(d, o).stopsAtOnce(d, member)
+}
+
+// stopsAtOnce is StopAtOnce on the model.
+func (m *model) stopsAtOnce(d Desired, member string) bool {
 	if d.Memory || m.linearizable || m.blocked != nil {
 		return false
 	}
@@ -590,4 +594,28 @@ func StopAtOnce(d Desired, o Observed, member string) bool {
 		}
 	}
 	return all > 0 && staying < quorum(all)
+}
+
+// checkData starts a check Pod beside the going Pod of each voter that has not shown
+// whether it kept its data, while no quorum can form (stopsAtOnce): it mounts the claim
+// read-only and reads the data directory as a preflight check would. A recovery then need
+// not wait for the old Pod to go and a new one to start on the claim: what the check finds
+// counts once the old Pod is gone (lost), and until then a recovery waits anyway. Members
+// a recovery chose, the seeds of a restore, and members in memory (their data goes with
+// the Pod) get none; nor does a cluster being parked or adopted.
+func checkData(m *model, d Desired) (plan.Step, bool) {
+	if d.Memory || d.Replicas == 0 || !m.bootstrapped || m.restoreSeed() != nil || m.adopting() {
+		return plan.Step{}, false
+	}
+	for _, mm := range m.members {
+		chosen := mm.forcing || mm.snapshotted || mm.copied || mm.retained || mm.restoring != nil
+		if !mm.voter() || !mm.started || !mm.pod || !mm.podDeleting || !mm.pvc || mm.pvcDeleting || mm.checked || chosen ||
+			m.lost(mm, d) || !m.stopsAtOnce(d, mm.name) {
+			continue
+		}
+		return step(plan.CheckData, mm, plan.PreNone, plan.WhyCheckData,
+			"no quorum can form while the Pod of %s goes: a check Pod beside it reads whether its volume still holds its data, "+
+				"so a recovery need not wait for a new Pod to start on it", mm.name), true
+	}
+	return plan.Step{}, false
 }

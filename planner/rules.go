@@ -62,28 +62,28 @@ func needsPod(mm *member) bool { return !mm.pod || mm.podDeleting }
 // answer); one whose Pod starts needs no step: recoverQuorum waits for what it shows. No
 // voter starts once a recovery restores the survivor's snapshot (its Pods stop for it),
 // and the seeds of a restore under way get their Pods from that step. Voters whose Pods are
-// gone start before those whose Pods are still going: each step waits for the old Pod.
-func startVoters(m *model, d Desired) (plan.Step, bool) {
+// gone start first (this rule), then those whose Pods are still going (startGoing): each
+// of those steps waits for the old Pod, and checkData comes between.
+func startVoters(m *model, d Desired) (plan.Step, bool) { return startWhere(m, d, false) }
+
+// startGoing starts the voters whose Pods are still going (startVoters).
+func startGoing(m *model, d Desired) (plan.Step, bool) { return startWhere(m, d, true) }
+
+// startWhere starts the first voter that needs a Pod (startVoters) whose old Pod is still
+// going, or gone.
+func startWhere(m *model, d Desired, going bool) (plan.Step, bool) {
 	if d.Replicas == 0 {
 		return plan.Step{}, false
 	}
 	restoring := m.quorumLost(d) && slices.ContainsFunc(m.members, func(x *member) bool { return x.copied && x.voter() })
-	var going *member // the first whose Pod is still going: its step waits for it, so those whose Pods are gone start first
 	for _, mm := range m.members {
 		if !mm.voter() || !mm.started || mm.source || m.lost(mm, d) || (mm.forcing && m.quorumLost(d)) || restoring || (mm.restoring != nil && m.restoreSeed() != nil) {
 			continue
 		}
-		if !needsPod(mm) || d.Memory && mm.podDeleting {
-			continue
-		}
-		if mm.pod {
-			going = cmp.Or(going, mm)
+		if !needsPod(mm) || d.Memory && mm.podDeleting || mm.pod != going {
 			continue
 		}
 		return startStep(m, d, mm), true
-	}
-	if going != nil {
-		return startStep(m, d, going), true
 	}
 	return plan.Step{}, false
 }

@@ -95,6 +95,9 @@ type wmember struct {
 	// alike.
 	restoring   *Backup
 	snapshotted bool
+	// checked: a check Pod read its data beside its going Pod (CheckData); the executor
+	// deletes it once the member has a Pod that is not going.
+	checked bool
 	// preflightErr: its Pod ended because its preflight check could not read its data; the
 	// executor keeps that Pod for a person, and the data may be intact.
 	preflightErr string
@@ -278,6 +281,12 @@ func (w *world) observe() Observed {
 				m.restoring, m.snapshotted = nil, false // the executor removes the marks on a linearizable view
 			}
 			km.PVC.Restoring, km.PVC.Retained, km.PVC.SurvivorSnapshot = m.restoring, m.retained, m.snapshotted
+		}
+		if m.pod && !m.deleting {
+			m.checked = false
+		}
+		if m.checked && m.pvc {
+			km.Check = &DataCheck{DataLost: m.dataLost}
 		}
 		if km.Pod != nil || km.PVC != nil {
 			o.Members = append(o.Members, km)
@@ -523,6 +532,11 @@ func (w *world) apply(s plan.Step, d Desired) (stuck bool, err error) {
 		m.pod, m.up, m.starting, m.deleting = true, false, true, false // it takes time to start
 		m.version, m.hash = s.Version, d.ConfigHash
 		m.serve(s, d)
+	case plan.CheckData:
+		if !isVoter || !m.pod || !m.deleting || !m.pvc || w.memory {
+			return false, fmt.Errorf("CheckData %s: only a voter on a volume whose Pod goes gets a check Pod", s.Member)
+		}
+		m.checked = true
 	case plan.PromoteLearner:
 		if !m.live() {
 			return false, fmt.Errorf("PromoteLearner %s, which does not run", s.Member)

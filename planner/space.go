@@ -196,8 +196,8 @@ func refuseCorrupt(m *model) *plan.Blocker {
 // the member no longer fragmented, the alarm gone. What a compaction frees shows only after
 // it, so the plan that compacted cannot foresee the next steps: the executor records the
 // steps shown as done, though the plan's rest may be superseded. A survivor's snapshot is
-// shown alike once its EtcdBackup succeeded, and a voter started to show whether it kept its
-// data once its Pod is there: the plans that took them stop there.
+// shown alike once its EtcdBackup succeeded, a voter started to show whether it kept its
+// data once its Pod is there, and a check of a voter's data once its check Pod is there: the plans that took them stop there.
 func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) int {
 	m := newModel(d, o)
 	for i, s := range steps {
@@ -207,6 +207,7 @@ func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) int {
 		case s.Action == plan.Defragment && mm != nil && mm.id == s.MemberID && mm.up && !fragmented(mm, nospacePercent):
 		case s.Action == plan.DisarmAlarm && !slices.Contains(m.alarmed(AlarmNoSpace), s.MemberID):
 		case s.Action == plan.SnapshotSurvivor && mm != nil && mm.id == s.MemberID && m.snapshotShown(mm, s.Why):
+		case s.Action == plan.CheckData && mm != nil && mm.id == s.MemberID && mm.checked:
 		case s.Why == plan.WhyShowData && mm != nil && mm.id == s.MemberID && (mm.pod && !mm.podDeleting || mm.dataLost):
 		default:
 			return i

@@ -11,6 +11,10 @@ const (
 	AddLearner Action = "AddLearner"
 	// StartMember creates a member's volume and Pod (a new learner, or a member whose Pod is gone).
 	StartMember Action = "StartMember"
+	// CheckData starts a check Pod beside a voter's Pod that is going while no quorum can
+	// form: it mounts the member's volume claim read-only and reads whether the member's
+	// data is still there, while the old Pod stops. It changes nothing.
+	CheckData Action = "CheckData"
 	// PromoteLearner makes a caught-up learner a voter.
 	PromoteLearner Action = "PromoteLearner"
 	// TransferLeadership moves leadership from Member to Target.
@@ -93,7 +97,7 @@ const (
 // fail until it is: its facts below (a row in action_test.go) and a case in each switch
 // that switch_test.go holds to every action.
 var Actions = []Action{
-	CreateSeed, AddLearner, StartMember, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
+	CreateSeed, AddLearner, StartMember, CheckData, PromoteLearner, TransferLeadership, RemoveMember, DeleteMember,
 	StopMember, RestartMember, UpgradeMember, Compact, Defragment, DisarmAlarm, ExpandVolume,
 	ForceNewCluster, RestoreFromBackup, SnapshotSurvivor, RenewCertificate, AwaitCertificate, UpdatePeerURL, RotateCA,
 	EnableAuth, DisableAuth, UpdateUsers, SnapshotSource, Acknowledge,
@@ -189,7 +193,7 @@ func (a Action) Shows() Showing {
 	case AddLearner, PromoteLearner, RemoveMember, TransferLeadership, Compact, Defragment, DisarmAlarm, RenewCertificate, UpdatePeerURL, RotateCA,
 		EnableAuth, DisableAuth, UpdateUsers, Acknowledge:
 		return ShowsAtOnce
-	case DeleteMember, ExpandVolume, StartMember:
+	case DeleteMember, ExpandVolume, StartMember, CheckData:
 		return ShowsInCache
 	}
 	return ShowsLater

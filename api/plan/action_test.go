@@ -20,6 +20,7 @@ var facts = map[Action]struct {
 	CreateSeed:         {pod: true, group: GroupJoining},
 	AddLearner:         {pod: true, membership: true, linearizable: true, shown: true, shows: ShowsAtOnce, group: GroupJoining},
 	StartMember:        {shows: ShowsInCache, pod: true},
+	CheckData:          {shows: ShowsInCache},
 	PromoteLearner:     {membership: true, linearizable: true, shown: true, voters: true, shows: ShowsAtOnce},
 	TransferLeadership: {shown: true, shows: ShowsAtOnce},
 	RemoveMember: {takesDown: true, disrupts: true, membership: true, linearizable: true, shown: true, voters: true,

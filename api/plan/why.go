@@ -22,6 +22,10 @@ const (
 	// WhyShowData: a majority of voters lost their data; a voter runs to show whether it
 	// kept its own before a recovery compares the survivors.
 	WhyShowData Why = "ShowData"
+	// WhyCheckData: a voter's Pod is going while no quorum can form; a check Pod beside it
+	// reads whether its volume still holds its data, so a recovery need not wait for a new
+	// Pod to start on the claim once the old one is gone.
+	WhyCheckData Why = "CheckData"
 	// WhyMemberDown: a voter that does not run is restarted on the new spec first:
 	// restarting it costs nothing.
 	WhyMemberDown Why = "MemberDown"
@@ -238,7 +242,7 @@ const (
 // Whys lists every reason code a step can carry.
 var Whys = []Why{
 	WhyBootstrap, WhyBootstrapRestore,
-	WhyPodGone, WhyShowData, WhyMemberDown, WhyMemberSilent, WhyMemberLost,
+	WhyPodGone, WhyShowData, WhyCheckData, WhyMemberDown, WhyMemberSilent, WhyMemberLost,
 	WhyLearnerLost, WhyLearnerStalled, WhyLearnerNotNeeded, WhyLearnerPodGone, WhyLearnerToVoter,
 	WhyScaleUp, WhyScaleDown, WhyReplacement, WhyReplaced, WhyTemporaryMember, WhyNotAMember, WhyLeftInRecovery, WhyParked,
 	WhyLeaderLeaves, WhyLeaderRestartsLast, WhyLeaderDefragmentedLast,

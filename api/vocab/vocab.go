@@ -15,6 +15,11 @@ const (
 	// LabelBackup on a Pod that works for a backup (its snapshot or pruning on a pvc
 	// destination, its restore drill) names the EtcdBackup.
 	LabelBackup = "etcdplan.io/backup"
+	// LabelDataCheck on a check Pod (CheckData) names its cluster; AnnotationMember names
+	// the member whose data it reads, and AnnotationClaimUID the volume claim it mounts.
+	// It carries no cluster label: no Service or list of member Pods ever selects it.
+	LabelDataCheck     = "etcdplan.io/data-check"
+	AnnotationClaimUID = "etcdplan.io/claim-uid"
 
 	AnnotationConfigHash = "etcdplan.io/config-hash"
 	// AnnotationConfigFields on a member Pod hashes each field of its configuration on its
@@ -55,7 +60,8 @@ const (
 	// asked for, "<term>/<index>": a member that reports the same committed nothing since.
 	AnnotationRaftAt = "etcdplan.io/raft-at"
 
-	// On a snapshot Pod: what its artifact says besides what the Pod reports.
+	// On a snapshot Pod: what its artifact says besides what the Pod reports. The member
+	// also names a check Pod's member.
 	AnnotationMember    = "etcdplan.io/member"
 	AnnotationClusterID = "etcdplan.io/cluster-id"
 	AnnotationTakenAt   = "etcdplan.io/taken-at"

@@ -31,7 +31,9 @@ type observation struct {
 	desired planner.Desired
 	pods    map[string]*corev1.Pod
 	pvcs    map[string]*corev1.PersistentVolumeClaim
-	etcd    etcd.Cluster // nil when no member has an address
+	// checks are the cluster's check Pods (plan.CheckData).
+	checks []corev1.Pod
+	etcd   etcd.Cluster // nil when no member has an address
 	// applied is the step applied on this look, if any.
 	applied plan.Step
 	// defragNext is when spec.maintenance.defrag.schedule comes next (zero: no schedule).
@@ -204,6 +206,7 @@ func (r *Reconciler) observeOnce(ctx context.Context, c *v1alpha1.EtcdCluster, w
 		Observed:   objs.Observed(c),
 		pods:       map[string]*corev1.Pod{},
 		pvcs:       map[string]*corev1.PersistentVolumeClaim{},
+		checks:     objs.Checks,
 		snapshotTo: objs.SnapshotDestination(c.Status.ClusterID, c.Status.PreviousClusterID),
 		tls:        tls,
 		inUse:      inUse,

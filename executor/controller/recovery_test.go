@@ -20,12 +20,14 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
 	"github.com/etcdplan/etcdplan/executor/internal/kubetest"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/executor/store"
 	"github.com/etcdplan/etcdplan/executor/store/storefake"
 	"github.com/etcdplan/etcdplan/planner"
@@ -295,14 +297,20 @@ func TestSurvivorStartedKeepsThePlanAndWaitsForApproval(t *testing.T) {
 // stored backups.
 func totalLoss(t *testing.T) (*fixture, func(name, clusterID string, at time.Time)) {
 	f := newFixture(t, 3, nil)
-	ctx := context.Background()
+	f.dataLost("demo-0", "demo-1", "demo-2")
+	f.etcd.SetView(nil)
+	return f, f.backups()
+}
+
+// backups gives the reconciler a store in memory, and returns what makes a successful
+// backup of the cluster there.
+func (f *fixture) backups() func(name, clusterID string, at time.Time) {
+	t, ctx := f.t, context.Background()
 	mem := storefake.New()
 	f.r.Open = func(_ context.Context, d v1alpha1.BackupDestination, _ store.Credentials) (store.Store, error) {
 		return mem.Open(d), nil
 	}
-	f.dataLost("demo-0", "demo-1", "demo-2")
-	f.etcd.SetView(nil)
-	return f, func(name, clusterID string, at time.Time) {
+	return func(name, clusterID string, at time.Time) {
 		b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
 		b.Spec.ClusterRef.Name = "demo"
 		b.Spec.Destination.S3 = &v1alpha1.S3Destination{Bucket: "backups"}
@@ -593,6 +601,20 @@ func (f *fixture) holdGoing(names ...string) {
 	}
 }
 
+// checking makes the check Pods of members, as CheckData does: their checks are under way.
+func (f *fixture) checking(names ...string) {
+	f.t.Helper()
+	ctx := context.Background()
+	c := f.cluster()
+	for _, name := range names {
+		claim := &corev1.PersistentVolumeClaim{}
+		require.NoError(f.t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, claim))
+		p := resources.CheckPod(c, resources.Images{}, name, claim, "")
+		require.NoError(f.t, controllerutil.SetControllerReference(c, p, f.kube.Scheme()))
+		require.NoError(f.t, f.kube.Create(ctx, p))
+	}
+}
+
 // deletes records the grace period of every Pod deletion the reconciler asks (-1: none).
 func (f *fixture) deletes() *[]string {
 	var got []string
@@ -602,6 +624,16 @@ func (f *fixture) deletes() *[]string {
 				do := &client.DeleteOptions{}
 				do.ApplyOptions(opts)
 				got = append(got, fmt.Sprintf("%s %d", obj.GetName(), ptr.Deref(do.GracePeriodSeconds, -1)))
+				if err := c.Delete(ctx, obj, opts...); err != nil || do.GracePeriodSeconds == nil {
+					return err
+				}
+				// As the API server does, a Pod held by a finalizer records the shorter grace.
+				p := &corev1.Pod{}
+				if c.Get(ctx, client.ObjectKeyFromObject(obj), p) == nil && p.DeletionTimestamp != nil {
+					p.DeletionGracePeriodSeconds = do.GracePeriodSeconds
+					_ = c.Update(ctx, p)
+				}
+				return nil
 			}
 			return c.Delete(ctx, obj, opts...)
 		}})
@@ -632,6 +664,7 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		p.Finalizers = []string{"test/hold"}
 		require.NoError(t, f.kube.Update(ctx, p))
 		require.NoError(t, f.kube.Delete(ctx, p)) // stays, terminating, while the finalizer holds it
+		f.checking("demo-0")
 		f.setView(firstAloneAnswers)
 		got := f.deletes()
 		c, _ := f.reconcile()
@@ -660,6 +693,7 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		p.Finalizers, p.Labels["test/old"] = []string{"test/hold"}, "yes"
 		require.NoError(t, f.kube.Update(ctx, p))
 		require.NoError(t, f.kube.Delete(ctx, p))
+		f.checking("demo-0")
 		f.setView(firstAloneAnswers)
 		go func() { // the kubelet ends it a moment later
 			time.Sleep(100 * time.Millisecond)
@@ -683,6 +717,7 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		p.Finalizers = []string{"test/hold"}
 		require.NoError(t, f.kube.Update(ctx, p))
 		require.NoError(t, f.kube.Delete(ctx, p)) // held: the step waits for it
+		f.checking("demo-0")
 		f.setView(firstAloneAnswers)
 		polls := 0
 		f.r.APIReader = interceptor.NewClient(f.kube.(client.WithWatch), interceptor.Funcs{
@@ -703,6 +738,7 @@ func TestPodsGoAtOnceWithoutAQuorum(t *testing.T) {
 		f := newFixture(t, 3, nil)
 		f.dataLost("demo-2")
 		f.holdGoing("demo-0", "demo-1") // both held: the step for demo-0 waits
+		f.checking("demo-0", "demo-1")
 		f.setView(firstAloneAnswers)
 		polls := 0
 		f.r.APIReader = interceptor.NewClient(f.kube.(client.WithWatch), interceptor.Funcs{

@@ -9,6 +9,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
 
@@ -145,6 +146,8 @@ func hint(s plan.Step, reason v1alpha1.StalledReason) string {
 		return fmt.Sprintf("Check EtcdBackup %s: its conditions, and the cluster's backup destination (docs/backup-restore.md)", s.Backup)
 	case plan.Acknowledge:
 		return "Approve the plan once what its step asks is done"
+	case plan.CheckData:
+		return fmt.Sprintf("Check Pod %s: its events (it mounts volume claim %s read-only, on the node of the member's old Pod)", resources.CheckPodName(s.Member), s.Member)
 	case plan.StopMember, plan.ForceNewCluster, plan.RestoreFromBackup, plan.SnapshotSurvivor:
 		return checkOperator
 	}

@@ -47,6 +47,8 @@ func (r *Reconciler) effect(ctx context.Context, c *v1alpha1.EtcdCluster, o *obs
 		return r.startMember(ctx, c, o, s, []string{s.Member})
 	case plan.StartMember:
 		return r.startMember(ctx, c, o, s, nil)
+	case plan.CheckData:
+		return r.checkData(ctx, c, o, s)
 	case plan.AddLearner:
 		return r.addLearner(ctx, c, o, s)
 	case plan.PromoteLearner:

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/etcdplan/etcdplan/api/plan"
@@ -72,6 +73,13 @@ func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 			get(name).PVC.Expandable = &ok
 		}
 	}
+	for i := range objs.Checks {
+		p := &objs.Checks[i]
+		m := byName[p.Annotations[vocab.AnnotationMember]]
+		if m != nil && m.PVC != nil && p.DeletionTimestamp == nil && metav1.IsControlledBy(p, c) && CheckOf(objs.PVCs, p) {
+			m.Check = &planner.DataCheck{DataLost: checkFoundLost(p)}
+		}
+	}
 	out := make([]planner.Member, 0, len(byName))
 	for _, m := range byName {
 		out = append(out, *m)
@@ -102,6 +110,25 @@ func pod(p *corev1.Pod) *planner.Pod {
 		out.PreflightError = PreflightError(p)
 	}
 	return out
+}
+
+// CheckOf reports whether a check Pod reads the member's volume claim as it is: the claim
+// of that name carries the UID the Pod records. A reading of a claim since replaced says
+// nothing of the new one.
+func CheckOf(pvcs []corev1.PersistentVolumeClaim, p *corev1.Pod) bool {
+	member := p.Annotations[vocab.AnnotationMember]
+	i := slices.IndexFunc(pvcs, func(c corev1.PersistentVolumeClaim) bool { return c.Labels[v1alpha1.LabelMember] == member })
+	return i >= 0 && string(pvcs[i].UID) == p.Annotations[vocab.AnnotationClaimUID]
+}
+
+// checkFoundLost: the check Pod's preflight found the member's data directory empty.
+func checkFoundLost(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == vocab.ContainerPreflight && exitedWith(cs.State, agent.ExitDataLost) {
+			return true
+		}
+	}
+	return false
 }
 
 // PreflightError says why a Pod's preflight check failed other than by finding its data

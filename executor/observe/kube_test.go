@@ -7,10 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
 	"github.com/etcdplan/etcdplan/executor/agent"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/planner"
 )
 
 // A preflight check that found the data gone marks the member's data lost; one that could
@@ -102,4 +106,29 @@ func TestStoppingCountsPodsGoingWhileEtcdRuns(t *testing.T) {
 	pods := []corev1.Pod{pod("demo-0", false, running), pod("demo-1", true, running), pod("demo-2", true, ended), pod("demo-3", true, corev1.ContainerState{})}
 	require.Equal(t, 1, Stopping(pods))
 	require.Len(t, Endpoints(pods), 1, "demo-0 alone is an endpoint")
+}
+
+// A check Pod's reading counts for the claim it mounted alone, and only the cluster's own:
+// one of a claim since replaced, or made by another hand, says nothing.
+func TestCheckCountsForItsClaim(t *testing.T) {
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "cluster-uid"}}
+	claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", UID: "claim-2", Labels: map[string]string{v1alpha1.LabelMember: "demo-1"}}}
+	check := func(claimUID string, code int32, owned bool) corev1.Pod {
+		p := resources.CheckPod(c, resources.Images{}, "demo-1", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", UID: types.UID(claimUID)}}, "")
+		if owned {
+			p.OwnerReferences = []metav1.OwnerReference{{UID: c.UID, Controller: ptr.To(true)}}
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: vocab.ContainerPreflight,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}
+		return *p
+	}
+	read := func(p corev1.Pod) *planner.DataCheck {
+		ms := Members(Objects{PVCs: []corev1.PersistentVolumeClaim{claim}, Checks: []corev1.Pod{p}}, c)
+		require.Len(t, ms, 1)
+		return ms[0].Check
+	}
+	require.Equal(t, &planner.DataCheck{DataLost: true}, read(check("claim-2", agent.ExitDataLost, true)))
+	require.Equal(t, &planner.DataCheck{}, read(check("claim-2", 0, true)), "the data is there")
+	require.Nil(t, read(check("claim-1", agent.ExitDataLost, true)), "a claim since replaced")
+	require.Nil(t, read(check("claim-2", agent.ExitDataLost, false)), "not the cluster's")
 }

@@ -23,7 +23,9 @@ import (
 // classes allow volume expansion (a class that could not be read is missing), and the
 // cluster's EtcdBackups and EtcdBackupSchedules.
 type Objects struct {
-	Pods       []corev1.Pod
+	Pods []corev1.Pod
+	// Checks are the cluster's check Pods (CheckData).
+	Checks     []corev1.Pod
 	PVCs       []corev1.PersistentVolumeClaim
 	Expandable map[string]bool
 	Backups    []v1alpha1.EtcdBackup
@@ -37,6 +39,10 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 	pods, err := MemberPods(ctx, r, c)
 	if err != nil {
 		return o, err
+	}
+	var checks corev1.PodList
+	if err := r.List(ctx, &checks, client.InNamespace(c.Namespace), CheckLabels(c)); err != nil {
+		return o, fmt.Errorf("listing check Pods: %w", err)
 	}
 	var pvcs corev1.PersistentVolumeClaimList
 	if err := r.List(ctx, &pvcs, client.InNamespace(c.Namespace), memberLabels(c)); err != nil {
@@ -52,7 +58,7 @@ func List(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (Object
 		return o, fmt.Errorf("listing EtcdBackupSchedules: %w", err)
 	}
 	schedules.Items = slices.DeleteFunc(schedules.Items, func(s v1alpha1.EtcdBackupSchedule) bool { return s.Spec.ClusterRef.Name != c.Name })
-	return Objects{Pods: pods, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items), Backups: backups.Items,
+	return Objects{Pods: pods, Checks: checks.Items, PVCs: pvcs.Items, Expandable: expandable(ctx, r, pvcs.Items), Backups: backups.Items,
 		Schedules: schedules.Items}, nil
 }
 
@@ -202,6 +208,11 @@ func MemberPods(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) (
 		return nil, fmt.Errorf("listing member Pods: %w", err)
 	}
 	return pods.Items, nil
+}
+
+// CheckLabels select a cluster's check Pods (resources.CheckPod).
+func CheckLabels(c *v1alpha1.EtcdCluster) client.MatchingLabels {
+	return client.MatchingLabels{vocab.LabelDataCheck: c.Name, vocab.LabelManagedBy: vocab.ManagerName}
 }
 
 func memberLabels(c *v1alpha1.EtcdCluster) client.MatchingLabels {

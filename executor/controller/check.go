@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/etcdplan/etcdplan/api/plan"
+	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/observe"
+	"github.com/etcdplan/etcdplan/executor/resources"
+	"github.com/etcdplan/etcdplan/executor/status"
+)
+
+// checkData starts the check Pod of a member whose Pod is going (plan.CheckData), on that
+// Pod's node: a volume attached there can be mounted there at once. A check Pod of the
+// name left from a claim since replaced goes first (deleteChecks).
+func (r *Reconciler) checkData(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
+	claim := o.pvcs[s.Member]
+	if claim == nil || !owned(c, claim, true) {
+		return fmt.Errorf("member %s has no volume claim of this cluster to check", s.Member)
+	}
+	node := ""
+	if p := o.pods[s.Member]; p != nil {
+		node = p.Spec.NodeName
+	}
+	pod := resources.CheckPod(c, r.Images, s.Member, claim, node)
+	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
+		return err
+	}
+	err := r.Create(ctx, pod)
+	if apierrors.IsAlreadyExists(err) {
+		return status.Waiting("waiting for the check Pod %s of an earlier volume claim of %s to go", pod.Name, s.Member)
+	}
+	if err != nil {
+		return fmt.Errorf("creating check Pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// deleteChecks deletes the check Pods whose reading no longer counts: their member has a
+// Pod that is not going and has not ended (its own preflight check reads the data now), or
+// no volume claim, or one since replaced. A check Pod holds nothing; it goes by UID.
+func (r *Reconciler) deleteChecks(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
+	claims := make([]corev1.PersistentVolumeClaim, 0, len(o.pvcs))
+	for _, pvc := range o.pvcs {
+		claims = append(claims, *pvc)
+	}
+	for i := range o.checks {
+		p := &o.checks[i]
+		mp := o.pods[p.Annotations[vocab.AnnotationMember]]
+		runs := mp != nil && mp.DeletionTimestamp == nil && !podEnded(mp)
+		if p.DeletionTimestamp != nil || !metav1.IsControlledBy(p, c) || observe.CheckOf(claims, p) && !runs {
+			continue
+		}
+		err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return nil
+}
