@@ -46,7 +46,8 @@ func (r *Reconciler) checkData(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 
 // deleteChecks deletes the check Pods whose reading no longer counts: their member has a
 // Pod that is not going and has not ended (its own preflight check reads the data now), or
-// no volume claim, or one since replaced. A check Pod holds nothing; it goes by UID.
+// no volume claim, or one going or since replaced. A check Pod holds nothing; it goes by
+// UID.
 func (r *Reconciler) deleteChecks(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
 	claims := make([]corev1.PersistentVolumeClaim, 0, len(o.pvcs))
 	for _, pvc := range o.pvcs {

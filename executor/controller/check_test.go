@@ -73,12 +73,18 @@ func TestCheckDataBesideGoingPods(t *testing.T) {
 }
 
 // A check Pod goes once its member runs a Pod again (its own preflight reads the data
-// now), or its claim is gone.
+// now), or its claim goes: a claim a Pod mounts is kept until the Pod is gone.
 func TestCheckPodsGoOnceNotNeeded(t *testing.T) {
 	f := newFixture(t, 3, nil)
 	ctx := context.Background()
-	f.checking("demo-0", "demo-1")
+	f.checking("demo-0", "demo-1", "demo-2")
+	f.holdGoing("demo-1", "demo-2") // their own Pods read nothing
 	require.NoError(t, f.kube.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-1"}}))
+	held := &corev1.PersistentVolumeClaim{}
+	require.NoError(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-2"}, held))
+	held.Finalizers = []string{"kubernetes.io/pvc-protection"}
+	require.NoError(t, f.kube.Update(ctx, held))
+	require.NoError(t, f.kube.Delete(ctx, held))
 	f.reconcile()
 	var checks corev1.PodList
 	require.NoError(t, f.kube.List(ctx, &checks, observe.CheckLabels(f.cluster())))

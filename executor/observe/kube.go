@@ -113,12 +113,13 @@ func pod(p *corev1.Pod) *planner.Pod {
 }
 
 // CheckOf reports whether a check Pod reads the member's volume claim as it is: the claim
-// of that name carries the UID the Pod records. A reading of a claim since replaced says
-// nothing of the new one.
+// of that name carries the UID the Pod records, and is not being deleted. A reading of a
+// claim since replaced says nothing of the new one; one of a claim going is not needed, and
+// its Pod must go for the claim to (a claim in use by a Pod is kept).
 func CheckOf(pvcs []corev1.PersistentVolumeClaim, p *corev1.Pod) bool {
 	member := p.Annotations[vocab.AnnotationMember]
 	i := slices.IndexFunc(pvcs, func(c corev1.PersistentVolumeClaim) bool { return c.Labels[v1alpha1.LabelMember] == member })
-	return i >= 0 && string(pvcs[i].UID) == p.Annotations[vocab.AnnotationClaimUID]
+	return i >= 0 && string(pvcs[i].UID) == p.Annotations[vocab.AnnotationClaimUID] && pvcs[i].DeletionTimestamp == nil
 }
 
 // checkFoundLost: the check Pod's preflight found the member's data directory empty.
