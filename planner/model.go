@@ -37,6 +37,7 @@ type member struct {
 	preflightErr string // its last Pod's preflight check could not read its data: down, not lost
 	checked      bool   // a check Pod reads its data beside its going Pod (CheckData)
 	checkLost    bool   // and found its data directory empty
+	goesAtOnce   bool   // as observed, its Pod goes while no quorum can form (stopsAtOnce)
 	podEnded     bool   // its Pod ended and is still there (kept for its logs, or for a person)
 	pvc          bool
 	pvcDeleting  bool
@@ -140,6 +141,9 @@ func newModel(d Desired, o Observed) *model {
 	m.fromObjects(o)
 	m.fromRecord(o)
 	m.finish(d, o)
+	for _, mm := range m.members {
+		mm.goesAtOnce = mm.pod && mm.podDeleting && m.stopsAtOnce(d, mm.name)
+	}
 	return m
 }
 
@@ -430,18 +434,25 @@ func (m *model) learners() []*member {
 }
 
 // lost reports whether a member's data is shown gone: its preflight check found its data
-// directory empty, or a check Pod did and its old Pod is gone since (no etcd can write the
-// directory again), its volume is gone, or it lived in memory and its Pod is gone. A member
+// directory empty, or a check Pod did and no Pod of the member is going or runs etcd since
+// (the old one is gone or ended: no etcd can write the directory again), its volume is
+// gone, or it lived in memory and its Pod is gone. A member
 // that answers holds its data whatever else is said of it, and one whose Pod is Terminating
 // (a node cut off keeps it so while etcd runs and votes) is down, not lost.
 func (m *model) lost(mm *member, d Desired) bool {
 	switch {
 	case mm.up || mm.source:
 		return false
-	case mm.dataLost, mm.checkLost && !mm.pod:
+	case mm.noData():
 		return true
 	}
 	return m.bootstrapped && mm.started && !mm.pod && (d.Memory || !mm.pvc)
+}
+
+// noData: the member's preflight check found its data directory empty, or a check Pod did
+// and no Pod of the member is going or runs etcd since.
+func (mm *member) noData() bool {
+	return mm.dataLost || mm.checkLost && !mm.podDeleting && !mm.running
 }
 
 // holdsData: the member is shown to hold its data: it answers, its etcd runs (its
@@ -468,7 +479,7 @@ func (m *model) quorumExpected() bool {
 	for _, mm := range m.members {
 		if mm.voter() {
 			all++
-			if mm.up || (mm.pod && !mm.podDeleting && !mm.dataLost) {
+			if mm.up || (mm.pod && !mm.podDeleting && !mm.noData()) {
 				runs++
 			}
 		}
@@ -663,7 +674,7 @@ func (m *model) dropOthers(mm *member) {
 // cluster. Only members that can recover (running, data intact) become healthy.
 func (m *model) satisfy(p plan.Precondition) {
 	heal := func(mm *member) {
-		if mm != nil && mm.inEtcd && mm.pod && !mm.podDeleting && !mm.dataLost {
+		if mm != nil && mm.inEtcd && mm.pod && !mm.podDeleting && !mm.noData() {
 			mm.up, mm.running, mm.hasLeader, mm.started = true, true, true, true
 		}
 	}

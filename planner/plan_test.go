@@ -920,14 +920,15 @@ func TestQuorumLossRestoresTheSurvivorsSnapshot(t *testing.T) {
 }
 
 // A voter whose Pod is gone starts before one whose Pod is still going: the step for that
-// one waits for its old Pod to go, and the other's Pod need not wait with it.
+// one waits for its old Pod to go, and the other's Pod need not wait with it. No quorum can
+// form as the cluster is now, so the going one's data is checked first, beside its Pod.
 func TestPodsGoneStartBeforePodsGoing(t *testing.T) {
 	c := cluster(3, "3.6.16")
 	w := running(c, 3, "3.6.16")
 	w.members["demo-1"].deleting, w.members["demo-1"].up = true, false
 	w.members["demo-2"].pod, w.members["demo-2"].up = false, false
 	w.elect()
-	require.Equal(t, []string{"StartMember demo-2", "StartMember demo-1"}, summary(Plan(c, w.observe())))
+	require.Equal(t, []string{"StartMember demo-2", "CheckData demo-1", "StartMember demo-1"}, summary(Plan(c, w.observe())))
 }
 
 // As soon as no quorum answers, and spec.recovery lets a recovery run on its own, the
@@ -1595,6 +1596,17 @@ func TestCheckDataBesideGoingPods(t *testing.T) {
 		checked(&o, true, "demo-0", "demo-1", "demo-2")
 		podsGone(&o)
 		require.Equal(t, "RestoreFromBackup demo-3", summary(Plan(c, o))[0])
+	})
+	t.Run("data found gone, and new Pods start on the claims: what the check found counts", func(t *testing.T) {
+		_, o := allGoing()
+		checked(&o, true, "demo-0", "demo-1", "demo-2")
+		for i := range o.Members {
+			o.Members[i].Pod = &Pod{} // the old one is gone; the new one's preflight check runs
+		}
+		require.Equal(t, []string{"StopMember demo-0", "StopMember demo-1", "StopMember demo-2", "RestoreFromBackup demo-3"}, summary(Plan(c, o))[:4],
+			"the new Pods stop first: one cluster alone serves")
+		o.Members[0].Pod.Running = true // it found data after all (a person put it back): it counts, not the check
+		require.NotContains(t, summary(Plan(c, o)), "RestoreFromBackup demo-3")
 	})
 	t.Run("one check found data: that voter starts, and the recovery waits for what it shows", func(t *testing.T) {
 		_, o := allGoing()

@@ -597,20 +597,21 @@ func (m *model) stopsAtOnce(d Desired, member string) bool {
 }
 
 // checkData starts a check Pod beside the going Pod of each voter that has not shown
-// whether it kept its data, while no quorum can form (stopsAtOnce): it mounts the claim
-// read-only and reads the data directory as a preflight check would. A recovery then need
-// not wait for the old Pod to go and a new one to start on the claim: what the check finds
-// counts once the old Pod is gone (lost), and until then a recovery waits anyway. Members
-// a recovery chose, the seeds of a restore, and members in memory (their data goes with
-// the Pod) get none; nor does a cluster being parked or adopted.
+// whether it kept its data, while no quorum can form (stopsAtOnce, as observed: not after
+// the starts this plan foresees): it mounts the claim read-only and reads the data
+// directory as a preflight check would. A recovery then need not wait for the old Pod to go
+// and a new one to start on the claim: what the check finds counts once the old Pod is gone
+// (lost), and until then a recovery waits anyway. Members a recovery chose, the seeds of a
+// restore, and members in memory (their data goes with the Pod) get none; nor does a
+// cluster being parked or adopted.
 func checkData(m *model, d Desired) (plan.Step, bool) {
 	if d.Memory || d.Replicas == 0 || !m.bootstrapped || m.restoreSeed() != nil || m.adopting() {
 		return plan.Step{}, false
 	}
 	for _, mm := range m.members {
 		chosen := mm.forcing || mm.snapshotted || mm.copied || mm.retained || mm.restoring != nil
-		if !mm.voter() || !mm.started || !mm.pod || !mm.podDeleting || !mm.pvc || mm.pvcDeleting || mm.checked || chosen ||
-			m.lost(mm, d) || !m.stopsAtOnce(d, mm.name) {
+		if !mm.voter() || !mm.started || !mm.goesAtOnce || !mm.pod || !mm.podDeleting || !mm.pvc || mm.pvcDeleting || mm.checked || chosen ||
+			m.lost(mm, d) {
 			continue
 		}
 		return step(plan.CheckData, mm, plan.PreNone, plan.WhyCheckData,

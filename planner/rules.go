@@ -400,7 +400,7 @@ func transferFrom(m *model, mm *member, why plan.Why, reason string, args ...any
 	// its mind (and its ID) when it does. The precondition waits for the target's health.
 	var target *member
 	for _, x := range m.members {
-		if x != mm && x.voter() && x.pod && !x.podDeleting && !x.dataLost {
+		if x != mm && x.voter() && x.pod && !x.podDeleting && !x.noData() {
 			target = x
 			break
 		}

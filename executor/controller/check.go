@@ -44,10 +44,9 @@ func (r *Reconciler) checkData(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 	return nil
 }
 
-// deleteChecks deletes the check Pods whose reading no longer counts: their member has a
-// Pod that is not going and has not ended (its own preflight check reads the data now), or
-// no volume claim, or one going or since replaced. A check Pod holds nothing; it goes by
-// UID.
+// deleteChecks deletes the check Pods whose reading no longer counts: their member runs
+// etcd in a Pod that is not going (its own preflight check found the data), or has no
+// volume claim, or one going or since replaced. A check Pod holds nothing; it goes by UID.
 func (r *Reconciler) deleteChecks(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
 	claims := make([]corev1.PersistentVolumeClaim, 0, len(o.pvcs))
 	for _, pvc := range o.pvcs {
@@ -56,7 +55,7 @@ func (r *Reconciler) deleteChecks(ctx context.Context, c *v1alpha1.EtcdCluster, 
 	for i := range o.checks {
 		p := &o.checks[i]
 		mp := o.pods[p.Annotations[vocab.AnnotationMember]]
-		runs := mp != nil && mp.DeletionTimestamp == nil && !podEnded(mp)
+		runs := mp != nil && mp.DeletionTimestamp == nil && observe.EtcdRunning(mp)
 		if p.DeletionTimestamp != nil || !metav1.IsControlledBy(p, c) || observe.CheckOf(claims, p) && !runs {
 			continue
 		}

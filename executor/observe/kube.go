@@ -100,7 +100,7 @@ func pod(p *corev1.Pod) *planner.Pod {
 		IP:           p.Status.PodIP,
 	}
 	out.Ready = PodReady(p)
-	out.Running = etcdRunning(p)
+	out.Running = EtcdRunning(p)
 	for _, cs := range p.Status.InitContainerStatuses {
 		if cs.Name == vocab.ContainerPreflight && (exitedWith(cs.State, agent.ExitDataLost) || exitedWith(cs.LastTerminationState, agent.ExitDataLost)) {
 			out.DataLost = true
@@ -153,7 +153,8 @@ func PreflightError(p *corev1.Pod) string {
 	return ""
 }
 
-func etcdRunning(p *corev1.Pod) bool {
+// EtcdRunning: the Pod's etcd container runs.
+func EtcdRunning(p *corev1.Pod) bool {
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == vocab.ContainerEtcd {
 			return cs.State.Running != nil
@@ -167,7 +168,7 @@ func etcdRunning(p *corev1.Pod) bool {
 func Stopping(pods []corev1.Pod) int {
 	n := 0
 	for i := range pods {
-		if pods[i].DeletionTimestamp != nil && etcdRunning(&pods[i]) {
+		if pods[i].DeletionTimestamp != nil && EtcdRunning(&pods[i]) {
 			n++
 		}
 	}
@@ -183,7 +184,7 @@ func Endpoints(pods []corev1.Pod) map[string]string {
 	tls := true
 	for i := range pods {
 		p := &pods[i]
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && etcdRunning(p) {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && EtcdRunning(p) {
 			serving, tls = append(serving, p), tls && servesTLS(p)
 		}
 	}
