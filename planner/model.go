@@ -37,6 +37,7 @@ type member struct {
 	preflightErr string // its last Pod's preflight check could not read its data: down, not lost
 	checked      bool   // a check Pod reads its data beside its going Pod (CheckData)
 	checkLost    bool   // and found its data directory empty
+	checkGone    bool   // and the Pod it was made beside is gone or ended
 	goesAtOnce   bool   // as observed, its Pod goes while no quorum can form (stopsAtOnce)
 	podEnded     bool   // its Pod ended and is still there (kept for its logs, or for a person)
 	pvc          bool
@@ -202,7 +203,7 @@ func (m *model) fromObjects(o Observed) {
 			m.fromClaim(mm, k.PVC)
 		}
 		if k.Check != nil {
-			mm.checked, mm.checkLost = true, k.Check.DataLost
+			mm.checked, mm.checkLost, mm.checkGone = true, k.Check.DataLost, k.Check.PodGone
 		}
 	}
 }
@@ -434,8 +435,8 @@ func (m *model) learners() []*member {
 }
 
 // lost reports whether a member's data is shown gone: its preflight check found its data
-// directory empty, or a check Pod did and no Pod of the member is going or runs etcd since
-// (the old one is gone or ended: no etcd can write the directory again), its volume is
+// directory empty, or a check Pod did and the Pod it was made beside is gone since (no etcd
+// of it can write the directory again) and no Pod of the member runs etcd, its volume is
 // gone, or it lived in memory and its Pod is gone. A member
 // that answers holds its data whatever else is said of it, and one whose Pod is Terminating
 // (a node cut off keeps it so while etcd runs and votes) is down, not lost.
@@ -450,9 +451,9 @@ func (m *model) lost(mm *member, d Desired) bool {
 }
 
 // noData: the member's preflight check found its data directory empty, or a check Pod did
-// and no Pod of the member is going or runs etcd since.
+// and the Pod it was made beside is gone since, and no Pod of the member runs etcd.
 func (mm *member) noData() bool {
-	return mm.dataLost || mm.checkLost && !mm.podDeleting && !mm.running
+	return mm.dataLost || mm.checkLost && mm.checkGone && !mm.running
 }
 
 // holdsData: the member is shown to hold its data: it answers, its etcd runs (its

@@ -257,9 +257,11 @@ type Member struct {
 // DataCheck is a check Pod's reading of a member's data directory, made beside the member's
 // going Pod (CheckData).
 type DataCheck struct {
-	// DataLost: the member's data directory holds no member data. Once the old Pod is gone
-	// too, nothing can write it again: the member's data is lost.
+	// DataLost: the member's data directory holds no member data.
 	DataLost bool `json:"dataLost,omitempty"`
+	// PodGone: the member Pod it was made beside is gone or ended: no etcd of it can write
+	// the directory again.
+	PodGone bool `json:"podGone,omitempty"`
 }
 
 // Pod is what the planner needs of a member Pod.

@@ -1574,6 +1574,9 @@ func TestCheckDataBesideGoingPods(t *testing.T) {
 	podsGone := func(o *Observed) {
 		for i := range o.Members {
 			o.Members[i].Pod = nil
+			if o.Members[i].Check != nil {
+				o.Members[i].Check.PodGone = true
+			}
 		}
 	}
 	t.Run("every voter's Pod going: the checks come first", func(t *testing.T) {
@@ -1600,13 +1603,23 @@ func TestCheckDataBesideGoingPods(t *testing.T) {
 	t.Run("data found gone, and new Pods start on the claims: what the check found counts", func(t *testing.T) {
 		_, o := allGoing()
 		checked(&o, true, "demo-0", "demo-1", "demo-2")
+		podsGone(&o)
 		for i := range o.Members {
-			o.Members[i].Pod = &Pod{} // the old one is gone; the new one's preflight check runs
+			o.Members[i].Pod = &Pod{} // the new one's preflight check runs
 		}
 		require.Equal(t, []string{"StopMember demo-0", "StopMember demo-1", "StopMember demo-2", "RestoreFromBackup demo-3"}, summary(Plan(c, o))[:4],
 			"the new Pods stop first: one cluster alone serves")
 		o.Members[0].Pod.Running = true // it found data after all (a person put it back): it counts, not the check
 		require.NotContains(t, summary(Plan(c, o)), "RestoreFromBackup demo-3")
+	})
+	t.Run("data found gone, and a new Pod that goes: still lost, and not started again", func(t *testing.T) {
+		_, o := allGoing()
+		checked(&o, true, "demo-0", "demo-1", "demo-2")
+		podsGone(&o)
+		o.Members[0].Pod = &Pod{Deleting: true} // a new one, stopped for the restore
+		p := Plan(c, o)
+		require.NotContains(t, strings.Join(summary(p), " "), "StartMember")
+		require.Contains(t, summary(p), "RestoreFromBackup demo-3")
 	})
 	t.Run("one check found data: that voter starts, and the recovery waits for what it shows", func(t *testing.T) {
 		_, o := allGoing()

@@ -286,7 +286,7 @@ func (w *world) observe() Observed {
 			m.checked = false
 		}
 		if m.checked && m.pvc {
-			km.Check = &DataCheck{DataLost: m.dataLost}
+			km.Check = &DataCheck{DataLost: m.dataLost, PodGone: !m.pod || !m.deleting}
 		}
 		if km.Pod != nil || km.PVC != nil {
 			o.Members = append(o.Members, km)

@@ -16,10 +16,12 @@ const (
 	// destination, its restore drill) names the EtcdBackup.
 	LabelBackup = "etcdplan.io/backup"
 	// LabelDataCheck on a check Pod (CheckData) names its cluster; AnnotationMember names
-	// the member whose data it reads, and AnnotationClaimUID the volume claim it mounts.
-	// It carries no cluster label: no Service or list of member Pods ever selects it.
-	LabelDataCheck     = "etcdplan.io/data-check"
-	AnnotationClaimUID = "etcdplan.io/claim-uid"
+	// the member whose data it reads, AnnotationClaimUID the volume claim it mounts, and
+	// AnnotationBesidePod the UID of the member Pod it was made beside. It carries no
+	// cluster label: no Service or list of member Pods ever selects it.
+	LabelDataCheck      = "etcdplan.io/data-check"
+	AnnotationClaimUID  = "etcdplan.io/claim-uid"
+	AnnotationBesidePod = "etcdplan.io/beside-pod"
 
 	AnnotationConfigHash = "etcdplan.io/config-hash"
 	// AnnotationConfigFields on a member Pod hashes each field of its configuration on its

@@ -22,15 +22,14 @@ import (
 // Pod's node: a volume attached there can be mounted there at once. A check Pod of the
 // name left from a claim since replaced goes first (deleteChecks).
 func (r *Reconciler) checkData(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, s plan.Step) error {
-	claim := o.pvcs[s.Member]
+	claim, going := o.pvcs[s.Member], o.pods[s.Member]
 	if claim == nil || !owned(c, claim, true) {
 		return fmt.Errorf("member %s has no volume claim of this cluster to check", s.Member)
 	}
-	node := ""
-	if p := o.pods[s.Member]; p != nil {
-		node = p.Spec.NodeName
+	if going == nil || going.DeletionTimestamp == nil {
+		return status.Waiting("the Pod of %s is not going: a new look plans anew", s.Member)
 	}
-	pod := resources.CheckPod(c, r.Images, s.Member, claim, node)
+	pod := resources.CheckPod(c, r.Images, claim, going)
 	if err := controllerutil.SetControllerReference(c, pod, r.Scheme()); err != nil {
 		return err
 	}
@@ -65,4 +64,16 @@ func (r *Reconciler) deleteChecks(ctx context.Context, c *v1alpha1.EtcdCluster, 
 		}
 	}
 	return nil
+}
+
+// checkedLost: the member's check Pod, read around the cache, found the data of its claim
+// as it is gone. A member whose old Pod went while its step waited is then not started
+// again on the claim: the plan that follows restores the cluster instead.
+func (r *Reconciler) checkedLost(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) bool {
+	claim := o.pvcs[member]
+	p := &corev1.Pod{}
+	if claim == nil || r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.CheckPodName(member)}, p) != nil {
+		return false
+	}
+	return metav1.IsControlledBy(p, c) && observe.CheckOf([]corev1.PersistentVolumeClaim{*claim}, p) && observe.CheckFoundLost(p)
 }

@@ -607,9 +607,10 @@ func (f *fixture) checking(names ...string) {
 	ctx := context.Background()
 	c := f.cluster()
 	for _, name := range names {
-		claim := &corev1.PersistentVolumeClaim{}
+		claim, going := &corev1.PersistentVolumeClaim{}, &corev1.Pod{}
 		require.NoError(f.t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, claim))
-		p := resources.CheckPod(c, resources.Images{}, name, claim, "")
+		require.NoError(f.t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, going))
+		p := resources.CheckPod(c, resources.Images{}, claim, going)
 		require.NoError(f.t, controllerutil.SetControllerReference(c, p, f.kube.Scheme()))
 		require.NoError(f.t, f.kube.Create(ctx, p))
 	}

@@ -200,6 +200,9 @@ func (r *Reconciler) prepareMember(ctx context.Context, c *v1alpha1.EtcdCluster,
 			if !r.goneSoon(ctx, c, o, p) {
 				return nil, r.podGoing(ctx, p)
 			}
+			if r.checkedLost(ctx, c, o, s.Member) {
+				return nil, status.Waiting("the check of %s found its data gone while its old Pod went: the next look plans on that", s.Member)
+			}
 		} else if podEnded(p) {
 			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s)), seeds); len(seeds) > 0 && why != "" {
 				return nil, stuck(v1alpha1.ReasonRestoreFailed, "%s", why)

@@ -77,7 +77,7 @@ func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 		p := &objs.Checks[i]
 		m := byName[p.Annotations[vocab.AnnotationMember]]
 		if m != nil && m.PVC != nil && p.DeletionTimestamp == nil && metav1.IsControlledBy(p, c) && CheckOf(objs.PVCs, p) {
-			m.Check = &planner.DataCheck{DataLost: checkFoundLost(p)}
+			m.Check = &planner.DataCheck{DataLost: CheckFoundLost(p), PodGone: besideGone(pods, p)}
 		}
 	}
 	out := make([]planner.Member, 0, len(byName))
@@ -122,8 +122,15 @@ func CheckOf(pvcs []corev1.PersistentVolumeClaim, p *corev1.Pod) bool {
 	return i >= 0 && string(pvcs[i].UID) == p.Annotations[vocab.AnnotationClaimUID] && pvcs[i].DeletionTimestamp == nil
 }
 
+// besideGone: the member Pod a check Pod was made beside is gone or ended.
+func besideGone(pods []corev1.Pod, check *corev1.Pod) bool {
+	uid := check.Annotations[vocab.AnnotationBesidePod]
+	i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return string(p.UID) == uid })
+	return i < 0 || pods[i].Status.Phase == corev1.PodFailed || pods[i].Status.Phase == corev1.PodSucceeded
+}
+
 // checkFoundLost: the check Pod's preflight found the member's data directory empty.
-func checkFoundLost(p *corev1.Pod) bool {
+func CheckFoundLost(p *corev1.Pod) bool {
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == vocab.ContainerPreflight && exitedWith(cs.State, agent.ExitDataLost) {
 			return true

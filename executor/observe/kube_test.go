@@ -114,7 +114,8 @@ func TestCheckCountsForItsClaim(t *testing.T) {
 	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "cluster-uid"}}
 	claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", UID: "claim-2", Labels: map[string]string{v1alpha1.LabelMember: "demo-1"}}}
 	check := func(claimUID string, code int32, owned bool) corev1.Pod {
-		p := resources.CheckPod(c, resources.Images{}, "demo-1", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", UID: types.UID(claimUID)}}, "")
+		p := resources.CheckPod(c, resources.Images{}, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", UID: types.UID(claimUID)}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "old-pod"}})
 		if owned {
 			p.OwnerReferences = []metav1.OwnerReference{{UID: c.UID, Controller: ptr.To(true)}}
 		}
@@ -127,8 +128,11 @@ func TestCheckCountsForItsClaim(t *testing.T) {
 		require.Len(t, ms, 1)
 		return ms[0].Check
 	}
-	require.Equal(t, &planner.DataCheck{DataLost: true}, read(check("claim-2", agent.ExitDataLost, true)))
-	require.Equal(t, &planner.DataCheck{}, read(check("claim-2", 0, true)), "the data is there")
+	require.Equal(t, &planner.DataCheck{DataLost: true, PodGone: true}, read(check("claim-2", agent.ExitDataLost, true)))
+	require.Equal(t, &planner.DataCheck{PodGone: true}, read(check("claim-2", 0, true)), "the data is there")
 	require.Nil(t, read(check("claim-1", agent.ExitDataLost, true)), "a claim since replaced")
 	require.Nil(t, read(check("claim-2", agent.ExitDataLost, false)), "not the cluster's")
+	going := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-1", UID: "old-pod", Labels: map[string]string{v1alpha1.LabelMember: "demo-1"}}}
+	ms := Members(Objects{Pods: []corev1.Pod{going}, PVCs: []corev1.PersistentVolumeClaim{claim}, Checks: []corev1.Pod{check("claim-2", agent.ExitDataLost, true)}}, c)
+	require.Equal(t, &planner.DataCheck{DataLost: true}, ms[0].Check, "the Pod it was made beside is still there")
 }
