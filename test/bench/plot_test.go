@@ -172,10 +172,11 @@ figures of both swing by up to twice between runs; compare the ratios within one
   ` + "`BENCH_REPEAT`" + ` times): the volumes of two members (**2 of 3 wiped**) or of all three
   (**all 3 wiped**, after a backup to that claim) are wiped and their Pods deleted, and the
   run ends when the cluster has three voters again, none of the wiped members nor the
-  survivor. The operator must first show that the data is gone: it starts each wiped member
-  again (a wiped member's old Pod must be gone before the new one starts), and the Pod's
-  preflight check finds no data; no survivor is named, nor a restore chosen, before every
-  voter has shown what it holds. Then it stores the survivor's snapshot (an EtcdBackup of it,
+  survivor. The operator must first show that the data is gone: while a wiped member's old
+  Pod goes, a check Pod beside it mounts its claim read-only and finds no data (` + "`CheckData`" + `),
+  which counts once the old Pod is gone; a member whose old Pod went before that starts again
+  and its preflight check finds no data. No survivor is named, nor a restore chosen, before
+  every voter has shown what it holds. Then it stores the survivor's snapshot (an EtcdBackup of it,
   taken by a Pod that mounts the claim), stops the survivor, and restores that snapshot (or,
   all 3 wiped, the backup) on three new members at once; the wiped members' Pods and claims
   go. The floor knows what it wiped: it deletes the wiped claims, streams the survivor's
