@@ -331,9 +331,9 @@ func retainedClaims(o Observed) string {
 }
 
 // next returns the first step towards the desired state, in a fixed order of concerns:
-// bootstrap, repairs that restore quorum (a survivor's snapshot asked for early, start
-// voters' Pods: those gone, then those going, with the data of those checked while no
-// quorum can form, recover from a lost majority, restart voters that are down on the new spec), finish a membership change in
+// bootstrap, repairs that restore quorum (the data of voters whose Pods go while no quorum
+// can form checked beside them, a survivor's snapshot asked for early, start voters' Pods:
+// those gone, then those going, recover from a lost majority, restart voters that are down on the new spec), finish a membership change in
 // flight, renew certificates, replace lost members, delete leftovers,
 // grow volumes, park, switch auth (it waits for a TLS switch), scale down (and replace),
 // scale up, switch TLS, rotate the CA, upgrade, configuration, then
@@ -341,7 +341,7 @@ func retainedClaims(o Observed) string {
 // adopted cluster's source members are stopped, which waits for the user alone.
 func next(m *model, d Desired) (plan.Step, bool) {
 	rules := []func(*model, Desired) (plan.Step, bool){
-		bootstrap, snapshotEarly, startVoters, checkData, startGoing, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
+		bootstrap, checkData, snapshotEarly, startVoters, startGoing, recoverQuorum, rollDown, finishMembershipChange, renewCertificates, replaceLostMember, deleteLeftovers,
 		expandVolumes, stopMembers, switchAuth,
 		scaleDown, scaleUp, switchTLS, rotateCA, upgrade, reconfigure, recoverSpace, defragFragmented, acknowledgeSource,
 	}

@@ -63,7 +63,7 @@ func needsPod(mm *member) bool { return !mm.pod || mm.podDeleting }
 // voter starts once a recovery restores the survivor's snapshot (its Pods stop for it),
 // and the seeds of a restore under way get their Pods from that step. Voters whose Pods are
 // gone start first (this rule), then those whose Pods are still going (startGoing): each
-// of those steps waits for the old Pod, and checkData comes between.
+// of those steps waits for the old Pod.
 func startVoters(m *model, d Desired) (plan.Step, bool) { return startWhere(m, d, false) }
 
 // startGoing starts the voters whose Pods are still going (startVoters).
