@@ -434,12 +434,10 @@ func (m *model) learners() []*member {
 	return out
 }
 
-// lost reports whether a member's data is shown gone: its preflight check found its data
-// directory empty, or a check Pod did and the Pod it was made beside is gone since (no etcd
-// of it can write the directory again) and no Pod of the member runs etcd, its volume is
-// gone, or it lived in memory and its Pod is gone. A member
-// that answers holds its data whatever else is said of it, and one whose Pod is Terminating
-// (a node cut off keeps it so while etcd runs and votes) is down, not lost.
+// lost reports whether a member's data is shown gone (noData), its volume is gone, or it
+// lived in memory and its Pod is gone. A member that answers holds its data whatever else
+// is said of it, and one whose Pod is Terminating (a node cut off keeps it so while etcd
+// runs and votes) is down, not lost.
 func (m *model) lost(mm *member, d Desired) bool {
 	switch {
 	case mm.up || mm.source:
@@ -451,7 +449,8 @@ func (m *model) lost(mm *member, d Desired) bool {
 }
 
 // noData: the member's preflight check found its data directory empty, or a check Pod did
-// and the Pod it was made beside is gone since, and no Pod of the member runs etcd.
+// and the Pod it was made beside is gone since (no etcd of it can write the directory
+// again), and no Pod of the member runs etcd.
 func (mm *member) noData() bool {
 	return mm.dataLost || mm.checkLost && mm.checkGone && !mm.running
 }

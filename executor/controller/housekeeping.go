@@ -24,8 +24,8 @@ import (
 
 // housekeep keeps the objects around the members in line with the spec and etcd's view:
 // Services, the PodDisruptionBudget, role labels, member IDs on volumes, check Pods no
-// longer needed and the volumes' owner references (retainPolicy). None of it changes membership or restarts anything, so
-// it is not part of a plan.
+// longer needed and the volumes' owner references (retainPolicy). None of it changes
+// membership or restarts anything, so it is not part of a plan.
 func (r *Reconciler) housekeep(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
 	if err := r.stopGoingAtOnce(ctx, c, o); err != nil {
 		return err

@@ -315,14 +315,9 @@ func restoreSeeds(objs observe.Objects) []string {
 		}
 	}
 	for i := range objs.Pods {
-		if p := &objs.Pods[i]; p.Annotations[vocab.AnnotationRestoreSeed] != "" && !podEnded(p) {
+		if p := &objs.Pods[i]; p.Annotations[vocab.AnnotationRestoreSeed] != "" && !observe.PodEnded(p) {
 			out = append(out, p.Labels[v1alpha1.LabelMember])
 		}
 	}
 	return out
-}
-
-// podEnded: the Pod's containers stopped for good (member Pods never restart in place).
-func podEnded(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 }

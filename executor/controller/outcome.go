@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
+	"github.com/etcdplan/etcdplan/executor/observe"
 )
 
 // recoveryStarted records a recovery whose step took effect in status.lastRecovery, where
@@ -80,7 +81,7 @@ func recoveryOutcome(c *v1alpha1.EtcdCluster, o *observation, rec *v1alpha1.Plan
 	switch {
 	case l.FinishedAt != nil:
 		return recoveryTookEffect
-	case p != nil && p.DeletionTimestamp == nil && !podEnded(p) && pr.Deadline != nil && now.Before(pr.Deadline.Time):
+	case p != nil && p.DeletionTimestamp == nil && !observe.PodEnded(p) && pr.Deadline != nil && now.Before(pr.Deadline.Time):
 		return recoveryUnderWay
 	}
 	return recoveryUnknown

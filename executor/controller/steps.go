@@ -203,7 +203,7 @@ func (r *Reconciler) prepareMember(ctx context.Context, c *v1alpha1.EtcdCluster,
 			if r.checkedLost(ctx, c, o, s.Member) {
 				return nil, status.Waiting("the check of %s found its data gone while its old Pod went: the next look plans on that", s.Member)
 			}
-		} else if podEnded(p) {
+		} else if observe.PodEnded(p) {
 			if why := restoreFailed(p, observe.RestoreName(seedRestore(c, s)), seeds); len(seeds) > 0 && why != "" {
 				return nil, stuck(v1alpha1.ReasonRestoreFailed, "%s", why)
 			}
@@ -329,7 +329,7 @@ func (r *Reconciler) seedAlone(ctx context.Context, c *v1alpha1.EtcdCluster, see
 		return err
 	}
 	for i := range pods {
-		if p := &pods[i]; !slices.Contains(seeds, p.Labels[v1alpha1.LabelMember]) && !podEnded(p) {
+		if p := &pods[i]; !slices.Contains(seeds, p.Labels[v1alpha1.LabelMember]) && !observe.PodEnded(p) {
 			return status.Waiting("waiting for the Pod %s to end before %s starts a new cluster: one cluster alone serves behind the client Service",
 				p.Name, strings.Join(seeds, ", "))
 		}

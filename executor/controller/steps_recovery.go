@@ -12,6 +12,7 @@ import (
 	"github.com/etcdplan/etcdplan/api/plan"
 	"github.com/etcdplan/etcdplan/api/v1alpha1"
 	"github.com/etcdplan/etcdplan/api/vocab"
+	"github.com/etcdplan/etcdplan/executor/observe"
 	"github.com/etcdplan/etcdplan/executor/resources"
 	"github.com/etcdplan/etcdplan/planner"
 )
@@ -31,7 +32,7 @@ func (r *Reconciler) forceNewCluster(ctx context.Context, c *v1alpha1.EtcdCluste
 		if !owned(c, p, false) {
 			return nameTaken("Pod", s.Member)
 		}
-		ended := podEnded(p)
+		ended := observe.PodEnded(p)
 		if p.Annotations[vocab.AnnotationForceNewCluster] == s.MemberID && !ended && p.DeletionTimestamp == nil {
 			return nil // it runs alone, or starts to
 		}

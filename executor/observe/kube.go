@@ -90,7 +90,7 @@ func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 
 func pod(p *corev1.Pod) *planner.Pod {
 	out := &planner.Pod{
-		Failed:       p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
+		Failed:       PodEnded(p),
 		Deleting:     p.DeletionTimestamp != nil,
 		Seed:         p.Annotations[vocab.AnnotationSeed] == "true",
 		Version:      p.Annotations[vocab.AnnotationVersion],
@@ -126,10 +126,15 @@ func CheckOf(pvcs []corev1.PersistentVolumeClaim, p *corev1.Pod) bool {
 func besideGone(pods []corev1.Pod, check *corev1.Pod) bool {
 	uid := check.Annotations[vocab.AnnotationBesidePod]
 	i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return string(p.UID) == uid })
-	return i < 0 || pods[i].Status.Phase == corev1.PodFailed || pods[i].Status.Phase == corev1.PodSucceeded
+	return i < 0 || PodEnded(&pods[i])
 }
 
-// checkFoundLost: the check Pod's preflight found the member's data directory empty.
+// PodEnded: the Pod's containers stopped for good (member Pods never restart in place).
+func PodEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+}
+
+// CheckFoundLost: the check Pod's preflight found the member's data directory empty.
 func CheckFoundLost(p *corev1.Pod) bool {
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == vocab.ContainerPreflight && exitedWith(cs.State, agent.ExitDataLost) {
