@@ -90,3 +90,29 @@ func TestCheckPodsGoOnceNotNeeded(t *testing.T) {
 	require.NoError(t, f.kube.List(ctx, &checks, observe.CheckLabels(f.cluster())))
 	require.Empty(t, checks.Items)
 }
+
+// A start that waited for the old Pod to go does not start a member on a claim its check
+// Pod found empty meanwhile: the next look plans the recovery on that.
+func TestNoStartOnAClaimCheckedEmpty(t *testing.T) {
+	f := newFixture(t, 3, nil)
+	ctx := context.Background()
+	f.dataLost("demo-1", "demo-2")
+	f.holdGoing("demo-0")
+	f.checking("demo-0")
+	f.setView(firstAloneAnswers)
+	go func() { // the check ends, and then the kubelet ends the old Pod
+		time.Sleep(100 * time.Millisecond)
+		p := &corev1.Pod{}
+		if f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: resources.CheckPodName("demo-0")}, p) == nil {
+			p.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "preflight",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: agent.ExitDataLost}}}}}
+			_ = f.kube.Status().Update(ctx, p)
+		}
+		old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "demo-0"}}
+		_ = f.kube.Patch(ctx, old, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	}()
+	c, _ := f.reconcile()
+	require.Equal(t, "StartMember demo-0", string(c.Status.Plan.Steps[0].Action)+" "+c.Status.Plan.Steps[0].Member)
+	require.Contains(t, c.Status.Plan.Progress[0].Message, "the check of demo-0 found its data gone")
+	require.Error(t, f.kube.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "demo-0"}, &corev1.Pod{}), "no Pod started on the empty claim")
+}
