@@ -47,15 +47,12 @@ func (r *Reconciler) checkData(ctx context.Context, c *v1alpha1.EtcdCluster, o *
 // etcd in a Pod that is not going (its own preflight check found the data), or has no
 // volume claim, or one going or since replaced. A check Pod holds nothing; it goes by UID.
 func (r *Reconciler) deleteChecks(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation) error {
-	claims := make([]corev1.PersistentVolumeClaim, 0, len(o.pvcs))
-	for _, pvc := range o.pvcs {
-		claims = append(claims, *pvc)
-	}
 	for i := range o.checks {
 		p := &o.checks[i]
-		mp := o.pods[p.Annotations[vocab.AnnotationMember]]
+		member := p.Annotations[vocab.AnnotationMember]
+		mp := o.pods[member]
 		runs := mp != nil && mp.DeletionTimestamp == nil && observe.EtcdRunning(mp)
-		if p.DeletionTimestamp != nil || !metav1.IsControlledBy(p, c) || observe.CheckOf(claims, p) && !runs {
+		if p.DeletionTimestamp != nil || !metav1.IsControlledBy(p, c) || observe.CheckOf(o.pvcs[member], p) && !runs {
 			continue
 		}
 		err := r.Delete(ctx, p, client.Preconditions{UID: &p.UID})
@@ -70,10 +67,9 @@ func (r *Reconciler) deleteChecks(ctx context.Context, c *v1alpha1.EtcdCluster, 
 // as it is gone. A member whose old Pod went while its step waited is then not started
 // again on the claim: the plan that follows restores the cluster instead.
 func (r *Reconciler) checkedLost(ctx context.Context, c *v1alpha1.EtcdCluster, o *observation, member string) bool {
-	claim := o.pvcs[member]
-	p := &corev1.Pod{}
+	claim, p := o.pvcs[member], &corev1.Pod{}
 	if claim == nil || r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: resources.CheckPodName(member)}, p) != nil {
 		return false
 	}
-	return metav1.IsControlledBy(p, c) && observe.CheckOf([]corev1.PersistentVolumeClaim{*claim}, p) && observe.CheckFoundLost(p)
+	return metav1.IsControlledBy(p, c) && observe.CheckOf(claim, p) && observe.CheckFoundLost(p)
 }

@@ -48,12 +48,14 @@ func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 			m.Pod.Restoring = restoring(objs.Backups, p.Annotations[vocab.AnnotationRestoreSeed])
 		}
 	}
+	claims := map[string]*corev1.PersistentVolumeClaim{} // by member, for their check Pods
 	for i := range pvcs {
 		c := &pvcs[i]
 		name := c.Labels[v1alpha1.LabelMember]
 		if name == "" {
 			continue
 		}
+		claims[name] = c
 		class := ptr.Deref(c.Spec.StorageClassName, "")
 		req := c.Spec.Resources.Requests[corev1.ResourceStorage]
 		get(name).PVC = &planner.PVC{
@@ -76,7 +78,7 @@ func Members(objs Objects, c *v1alpha1.EtcdCluster) []planner.Member {
 	for i := range objs.Checks {
 		p := &objs.Checks[i]
 		m := byName[p.Annotations[vocab.AnnotationMember]]
-		if m != nil && m.PVC != nil && p.DeletionTimestamp == nil && metav1.IsControlledBy(p, c) && CheckOf(objs.PVCs, p) {
+		if m != nil && p.DeletionTimestamp == nil && metav1.IsControlledBy(p, c) && CheckOf(claims[m.Name], p) {
 			m.Check = &planner.DataCheck{DataLost: CheckFoundLost(p), PodGone: besideGone(pods, p)}
 		}
 	}
@@ -112,14 +114,13 @@ func pod(p *corev1.Pod) *planner.Pod {
 	return out
 }
 
-// CheckOf reports whether a check Pod reads the member's volume claim as it is: the claim
-// of that name carries the UID the Pod records, and is not being deleted. A reading of a
-// claim since replaced says nothing of the new one; one of a claim going is not needed, and
-// its Pod must go for the claim to (a claim in use by a Pod is kept).
-func CheckOf(pvcs []corev1.PersistentVolumeClaim, p *corev1.Pod) bool {
-	member := p.Annotations[vocab.AnnotationMember]
-	i := slices.IndexFunc(pvcs, func(c corev1.PersistentVolumeClaim) bool { return c.Labels[v1alpha1.LabelMember] == member })
-	return i >= 0 && string(pvcs[i].UID) == p.Annotations[vocab.AnnotationClaimUID] && pvcs[i].DeletionTimestamp == nil
+// CheckOf reports whether a check Pod reads its member's volume claim as it is: claim (the
+// member's, nil when it has none) carries the UID the Pod records, and is not being
+// deleted. A reading of a claim since replaced says nothing of the new one; one of a claim
+// going is not needed, and its Pod must go for the claim to (a claim in use by a Pod is
+// kept).
+func CheckOf(claim *corev1.PersistentVolumeClaim, p *corev1.Pod) bool {
+	return claim != nil && string(claim.UID) == p.Annotations[vocab.AnnotationClaimUID] && claim.DeletionTimestamp == nil
 }
 
 // besideGone: the member Pod a check Pod was made beside is gone or ended.
