@@ -34,12 +34,10 @@ type member struct {
 	podDeleting  bool
 	seed         bool
 	dataLost     bool
-	preflightErr string // its last Pod's preflight check could not read its data: down, not lost
-	checked      bool   // a check Pod reads its data beside its going Pod (CheckData)
-	checkLost    bool   // and found its data directory empty
-	checkGone    bool   // and the Pod it was made beside is gone or ended
-	goesAtOnce   bool   // as observed, its Pod goes while no quorum can form (stopsAtOnce)
-	podEnded     bool   // its Pod ended and is still there (kept for its logs, or for a person)
+	preflightErr string     // its last Pod's preflight check could not read its data: down, not lost
+	check        *DataCheck // what a check Pod read beside its going Pod (CheckData); nil: none
+	goesAtOnce   bool       // as observed, its Pod goes while no quorum can form (stopsAtOnce)
+	podEnded     bool       // its Pod ended and is still there (kept for its logs, or for a person)
 	pvc          bool
 	pvcDeleting  bool
 	forcing      bool    // chosen to restart alone with --force-new-cluster (marked on its claim)
@@ -203,7 +201,7 @@ func (m *model) fromObjects(o Observed) {
 			m.fromClaim(mm, k.PVC)
 		}
 		if k.Check != nil {
-			mm.checked, mm.checkLost, mm.checkGone = true, k.Check.DataLost, k.Check.PodGone
+			mm.check = k.Check
 		}
 	}
 }
@@ -452,7 +450,7 @@ func (m *model) lost(mm *member, d Desired) bool {
 // and the Pod it was made beside is gone since (no etcd of it can write the directory
 // again), and no Pod of the member runs etcd.
 func (mm *member) noData() bool {
-	return mm.dataLost || mm.checkLost && mm.checkGone && !mm.running
+	return mm.dataLost || mm.check != nil && mm.check.DataLost && mm.check.PodGone && !mm.running
 }
 
 // holdsData: the member is shown to hold its data: it answers, its etcd runs (its
@@ -529,7 +527,7 @@ func (m *model) apply(s plan.Step, desired Desired) {
 			peerURLKnown: true, peerURLTLS: registersTLS(s, desired)})
 		m.linearizable, m.reachable = true, true // a membership change commits through a quorum
 	case plan.CheckData:
-		mm.checked = true
+		mm.check = &DataCheck{} // made; what it reads comes later
 	case plan.StartMember:
 		if s.Why == plan.WhyShowData {
 			mm.starting(s, desired)

@@ -610,7 +610,7 @@ func checkData(m *model, d Desired) (plan.Step, bool) {
 	}
 	for _, mm := range m.members {
 		chosen := mm.forcing || mm.snapshotted || mm.copied || mm.retained || mm.restoring != nil
-		if !mm.voter() || !mm.started || !mm.goesAtOnce || !mm.pod || !mm.podDeleting || !mm.pvc || mm.pvcDeleting || mm.checked || chosen ||
+		if !mm.voter() || !mm.started || !mm.goesAtOnce || !mm.pod || !mm.podDeleting || !mm.pvc || mm.pvcDeleting || mm.check != nil || chosen ||
 			m.lost(mm, d) {
 			continue
 		}

@@ -207,7 +207,7 @@ func SpaceStepsShown(d Desired, steps []plan.Step, o Observed) int {
 		case s.Action == plan.Defragment && mm != nil && mm.id == s.MemberID && mm.up && !fragmented(mm, nospacePercent):
 		case s.Action == plan.DisarmAlarm && !slices.Contains(m.alarmed(AlarmNoSpace), s.MemberID):
 		case s.Action == plan.SnapshotSurvivor && mm != nil && mm.id == s.MemberID && m.snapshotShown(mm, s.Why):
-		case s.Action == plan.CheckData && mm != nil && mm.id == s.MemberID && mm.checked:
+		case s.Action == plan.CheckData && mm != nil && mm.id == s.MemberID && mm.check != nil:
 		case s.Why == plan.WhyShowData && mm != nil && mm.id == s.MemberID && (mm.pod && !mm.podDeleting || mm.dataLost):
 		default:
 			return i
